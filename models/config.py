@@ -1,0 +1,134 @@
+"""The one configuration object of the toolkit's transformer.
+
+Every architectural choice is a field here, fixed at construction; nothing in ``forward`` branches
+on flags that make hooks appear or disappear. Axis vocabulary used across the package:
+``batch pos head kv_head d_model d_head d_mlp query_pos key_pos layer vocab``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+Attention = Literal["causal", "bidirectional"]
+Positional = Literal["learned", "sinusoidal", "rope", "alibi", "none"]
+Norm = Literal["layernorm", "rmsnorm"]
+NormPlacement = Literal["pre", "post"]
+Activation = Literal["gelu", "gelu_new", "relu", "silu"]
+MLPKind = Literal["standard", "gated"]
+
+_CHOICES = {
+    "attention": ("causal", "bidirectional"),
+    "positional": ("learned", "sinusoidal", "rope", "alibi", "none"),
+    "norm": ("layernorm", "rmsnorm"),
+    "norm_placement": ("pre", "post"),
+    "act": ("gelu", "gelu_new", "relu", "silu"),
+    "mlp": ("standard", "gated"),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Shape and architecture of a transformer.
+
+    The three families the toolkit ships map onto it as follows:
+
+    ============  ============  ==========  =========  ======  =========  =====
+    family        attention     positional  norm       place   mlp        extra
+    ============  ============  ==========  =========  ======  =========  =====
+    BERT/MiniLM   bidirectional learned     layernorm  post    standard   token types, embedding norm
+    Llama/SmolLM  causal        rope        rmsnorm    pre     gated      grouped-query attention
+    GPT-2         causal        learned     layernorm  pre     standard   gelu_new, tied unembedding
+    ============  ============  ==========  =========  ======  =========  =====
+    """
+
+    d_model: int
+    n_layers: int
+    n_heads: int
+    d_head: int
+    d_mlp: int
+    d_vocab: int
+    n_ctx: int
+    n_kv_heads: Optional[int] = None  # None: same as n_heads (no grouped-query attention)
+    attention: Attention = "causal"
+    positional: Positional = "learned"
+    norm: Norm = "layernorm"
+    norm_placement: NormPlacement = "pre"
+    act: Activation = "gelu"
+    mlp: MLPKind = "standard"
+    eps: float = 1e-5
+    n_token_types: int = 0  # BERT segment embeddings; 0 disables them
+    embed_norm: bool = False  # a norm right after the embeddings (BERT)
+    final_norm: bool = True  # a norm after the last block (pre-norm models)
+    attn_bias: bool = False  # biases on W_Q, W_K, W_V
+    attn_out_bias: bool = False  # bias on W_O
+    mlp_bias: bool = False
+    lm_head: bool = True
+    tie_embeddings: bool = False
+    lm_head_bias: bool = False
+    rope_theta: float = 10000.0
+    rotary_dim: Optional[int] = None  # None: rotate all of d_head
+    rope_interleaved: bool = False  # False: (i, i + d/2) pairs (HF Llama, NeoX); True: (2i, 2i+1) (GPT-J)
+    attn_scale: Optional[float] = None  # None: 1 / sqrt(d_head)
+    pad_token_id: Optional[int] = None
+    bos_token_id: Optional[int] = None
+    eos_token_id: Optional[int] = None
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        for field, allowed in _CHOICES.items():
+            value = getattr(self, field)
+            if value not in allowed:
+                raise ValueError(f"Config.{field}={value!r} is not one of {allowed}")
+        for field in ("d_model", "n_layers", "n_heads", "d_head", "d_mlp", "d_vocab", "n_ctx"):
+            if getattr(self, field) <= 0:
+                raise ValueError(f"Config.{field} must be positive, got {getattr(self, field)}")
+        if self.n_heads % self.kv_heads:
+            raise ValueError(
+                f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.kv_heads} "
+                "(each key/value head serves a whole group of query heads)"
+            )
+        if self.positional == "rope" and self.rot_dim % 2:
+            raise ValueError(f"rotary_dim={self.rot_dim} must be even")
+        if self.rotary_dim is not None and not 0 < self.rotary_dim <= self.d_head:
+            raise ValueError(f"rotary_dim={self.rotary_dim} must lie in 1..d_head={self.d_head}")
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per key/value head."""
+        return self.n_heads // self.kv_heads
+
+    @property
+    def rot_dim(self) -> int:
+        return self.d_head if self.rotary_dim is None else self.rotary_dim
+
+    @property
+    def scale(self) -> float:
+        return self.d_head**-0.5 if self.attn_scale is None else self.attn_scale
+
+    @property
+    def is_causal(self) -> bool:
+        return self.attention == "causal"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Config":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown config fields {unknown}; known fields: {sorted(known)}")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def replace(self, **changes) -> "Config":
+        return dataclasses.replace(self, **changes)

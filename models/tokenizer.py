@@ -1,0 +1,118 @@
+"""A thin wrapper over a Hugging Face fast tokenizer that keeps the token-to-word alignment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from interp.alignment import join_words, split_words, token_to_word
+
+Text = Union[str, Sequence[str]]  # a text, or a list of words
+
+
+@dataclass
+class Batch:
+    """Tokenised, right-padded batch. ``token_to_word[b][t]`` is the word index of token t of
+    sequence b, or -1 for special tokens, whitespace and padding."""
+
+    input_ids: Tensor  # [batch, pos]
+    attention_mask: Tensor  # [batch, pos] 1 real, 0 padding
+    token_type_ids: Optional[Tensor]  # [batch, pos] or None
+    tokens: list[list[str]]
+    words: list[list[str]]
+    token_to_word: list[list[int]]
+    texts: list[str]
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    @property
+    def lengths(self) -> list[int]:
+        return self.attention_mask.sum(-1).tolist()
+
+
+class Tokenizer:
+    """Text or word lists in; token ids, mask and token-to-word alignment out.
+
+    ``prepend_bos``: None follows the tokenizer's own habit (BERT adds [CLS]/[SEP]; SmolLM2 adds
+    nothing); True puts the BOS token first where the tokenizer would not.
+    """
+
+    def __init__(self, hf_tokenizer, prepend_bos: Optional[bool] = None):
+        if not getattr(hf_tokenizer, "is_fast", False):
+            raise TypeError("a fast (Rust-backed) Hugging Face tokenizer is needed for character offsets")
+        self.hf = hf_tokenizer
+        self.prepend_bos = prepend_bos
+
+    @property
+    def pad_token_id(self) -> int:
+        for tid in (self.hf.pad_token_id, self.hf.eos_token_id, 0):
+            if tid is not None:
+                return tid
+        return 0
+
+    def _encode_one(self, item: Text) -> tuple[list[int], list[int], list[str], list[str], list[int], str]:
+        if isinstance(item, str):
+            if not item.strip():
+                raise ValueError(f"empty text {item!r}: need at least one word")
+            text = item
+            words, spans = split_words(text)
+        else:
+            words = list(item)
+            text, spans = join_words(words)
+        enc = self.hf(text, return_offsets_mapping=True, return_token_type_ids=True)
+        ids = list(enc["input_ids"])
+        offsets = [tuple(o) for o in enc["offset_mapping"]]
+        types = list(enc.get("token_type_ids") or [0] * len(ids))
+        bos = self.hf.bos_token_id
+        if self.prepend_bos and bos is not None and (not ids or ids[0] != bos):
+            ids, offsets, types = [bos] + ids, [(0, 0)] + offsets, [0] + types
+        align = token_to_word(text, spans, offsets)
+        # a token of a special id never belongs to a word, whatever its offsets claim
+        special = set(self.hf.all_special_ids)
+        align = [-1 if tid in special else w for tid, w in zip(ids, align)]
+        return ids, types, self.hf.convert_ids_to_tokens(ids), words, align, text
+
+    def __call__(self, texts: Union[Text, Sequence[Text]], max_length: Optional[int] = None) -> Batch:
+        if isinstance(texts, str):
+            texts = [texts]
+        texts = list(texts)
+        if not texts:
+            raise ValueError("empty input: no texts to tokenise")
+        # each item is a text (str) or a list of words; use words() for one sentence's words
+        encoded = [self._encode_one(t) for t in texts]
+        n = max(len(e[0]) for e in encoded)
+        if max_length is not None and n > max_length:
+            longest = max(range(len(encoded)), key=lambda i: len(encoded[i][0]))
+            raise ValueError(f"text {longest} has {n} tokens, more than max_length={max_length}")
+        ids = torch.full((len(encoded), n), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(encoded), n), dtype=torch.long)
+        types = torch.zeros((len(encoded), n), dtype=torch.long)
+        for b, (i, ty, *_rest) in enumerate(encoded):
+            ids[b, : len(i)] = torch.tensor(i)
+            mask[b, : len(i)] = 1
+            types[b, : len(i)] = torch.tensor(ty)
+        return Batch(
+            input_ids=ids,
+            attention_mask=mask,
+            token_type_ids=types,
+            tokens=[e[2] for e in encoded],
+            words=[e[3] for e in encoded],
+            token_to_word=[e[4] + [-1] * (n - len(e[4])) for e in encoded],
+            texts=[e[5] for e in encoded],
+        )
+
+    def words(self, word_lists: Sequence[Sequence[str]], max_length: Optional[int] = None) -> Batch:
+        """Tokenise pre-split words (one list per sentence), keeping the given word boundaries."""
+        if isinstance(word_lists, (str,)) or (word_lists and isinstance(word_lists[0], str)):
+            raise TypeError("words() takes a list of word lists, e.g. [['the', 'cat', 'sleeps']]")
+        return self([list(w) for w in word_lists], max_length=max_length)
+
+    def decode(self, ids) -> str:
+        return self.hf.decode(ids)
+
+    def save(self, folder) -> None:
+        self.hf.save_pretrained(str(folder))

@@ -1,0 +1,659 @@
+"""One readable transformer with TransformerLens hook points everywhere.
+
+Axis vocabulary (used in every shape comment and einops string):
+``batch pos head kv_head d_model d_head d_mlp query_pos key_pos vocab``.
+
+Weights are exposed per head, in TransformerLens orientation, so that an analysis can read or edit
+one head:
+
+=============  =================================  ==========================================
+attribute      shape                              meaning
+=============  =================================  ==========================================
+``W_Q``        ``[head, d_model, d_head]``        q = x @ W_Q[h] + b_Q[h]
+``W_K/W_V``    ``[kv_head, d_model, d_head]``     grouped-query attention: kv_head <= head
+``W_O``        ``[head, d_head, d_model]``        head h writes z[h] @ W_O[h] to the residual
+``W_in``       ``[d_model, d_mlp]``               (``W_gate`` too for gated MLPs)
+``W_out``      ``[d_mlp, d_model]``
+``W_E``        ``[vocab, d_model]``
+``W_pos``      ``[n_ctx, d_model]``               learned absolute positions only
+``W_U``        ``[d_model, vocab]``               ``W_E.T`` when embeddings are tied
+=============  =================================  ==========================================
+
+They are views of parameters stored the way Hugging Face stores them (``q_weight`` is
+``[(head d_head), d_model]``, heads concatenated): in-place edits and assignments through the
+views change the model. The storage is chosen so that the unhooked forward runs the same kernels on
+the same memory layouts as Hugging Face eager attention and is bitwise equal to it; SmolLM2's
+residual stream reaches ~2e4, where one fp32 ulp is 2e-3, so nothing short of bitwise equality
+could meet a 1e-5 absolute parity bound there. Biases are ``None`` where the architecture has
+none, so editing a bias that does not exist is an error rather than a silent no-op.
+
+Two hook points compute their value only when a hook is attached, so an unhooked forward pass costs
+what Hugging Face's does: ``attn.hook_result`` (each head's output in d_model; otherwise the heads
+are summed inside one matrix product) and ``ln*.hook_scale`` (otherwise the fused norm runs). When a
+hook reads them and leaves them unchanged, the forward still takes the fast path, so caching keeps
+the output bitwise identical; when a hook replaces or edits them in place (detected through the
+tensor's version counter), the edited value is what the model uses. The full hook table is in ``docs/hooks.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import Tensor, nn
+
+from interp.hooks import HookedModule, HookPoint
+from models.config import Config
+
+
+def _hooked(hook: HookPoint) -> bool:
+    """Whether anything will read or edit this hook point's value on this call."""
+    return bool(hook._forward_hooks)
+
+
+def _untouched(returned: Tensor, computed: Tensor, version: Optional[int] = None) -> bool:
+    """True when the hooks handed back the very tensor they got and did not edit it in place
+    (every in-place edit bumps a tensor's version counter)."""
+    return returned is computed and (version is None or computed._version == version)
+
+
+# --------------------------------------------------------------------------------------------------
+# Normalisation
+
+
+class Norm(nn.Module):
+    """LayerNorm or RMSNorm with TransformerLens hooks.
+
+    ``hook_scale`` [batch, pos, 1] is the divisor: sqrt(var + eps) for LayerNorm (after centring),
+    sqrt(mean(x^2) + eps) for RMSNorm. ``hook_normalized`` [batch, pos, d_model] is the output,
+    weight and bias applied.
+    """
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.kind = cfg.norm
+        self.eps = cfg.eps
+        self.w = nn.Parameter(torch.ones(cfg.d_model))
+        self.b = nn.Parameter(torch.zeros(cfg.d_model)) if cfg.norm == "layernorm" else None
+        self.hook_scale = HookPoint()  # [batch, pos, 1]
+        self.hook_normalized = HookPoint()  # [batch, pos, d_model]
+
+    def forward(self, x: Tensor) -> Tensor:
+        if _hooked(self.hook_scale):
+            centred = x - x.mean(-1, keepdim=True) if self.kind == "layernorm" else x
+            computed = (centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt()
+            version = computed._version
+            scale = self.hook_scale(computed)
+            if not _untouched(scale, computed, version):  # a hook edited the scale: use it
+                out = centred / scale * self.w
+                return self.hook_normalized(out if self.b is None else out + self.b)
+        if self.kind == "layernorm":  # the fused kernel Hugging Face uses
+            out = F.layer_norm(x, (x.shape[-1],), self.w, self.b, self.eps)
+        else:  # Hugging Face LlamaRMSNorm's operation order
+            out = self.w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        return self.hook_normalized(out)
+
+
+# --------------------------------------------------------------------------------------------------
+# Positions
+
+
+def rope_inv_freq(cfg: Config) -> Tensor:
+    dim = cfg.rot_dim
+    # Hugging Face's expression, so the angles are bitwise identical.
+    return 1.0 / (cfg.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+
+
+def rope_cos_sin(cfg: Config, positions: Tensor, inv_freq: Tensor) -> tuple[Tensor, Tensor]:
+    """cos, sin of shape [batch, pos, rot_dim], laid out to match ``apply_rope``."""
+    freqs = positions[..., None].float() * inv_freq.to(positions.device)  # [batch, pos, rot_dim/2]
+    if cfg.rope_interleaved:
+        emb = torch.repeat_interleave(freqs, 2, dim=-1)
+    else:
+        emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def _rotate_half(x: Tensor) -> Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def _rotate_every_two(x: Tensor) -> Tensor:
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+
+def apply_rope(cfg: Config, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate the first ``rot_dim`` dimensions of each head of ``x`` [..., d_head] (cos and sin
+    broadcast against it).
+
+    Dimension pairs that rotate together: (i, i + rot_dim/2) by default (Llama/NeoX), (2i, 2i+1)
+    when ``rope_interleaved`` (GPT-J). ``rope_planes`` lists them for analyses.
+    """
+    rot, rest = x[..., : cfg.rot_dim], x[..., cfg.rot_dim :]
+    turn = _rotate_every_two if cfg.rope_interleaved else _rotate_half
+    rot = rot * cos + turn(rot) * sin
+    return torch.cat((rot, rest), dim=-1) if rest.shape[-1] else rot
+
+
+def rope_planes(cfg: Config) -> list[tuple[int, int]]:
+    """The (dim, dim) pairs of d_head that one rotary frequency rotates together."""
+    half = cfg.rot_dim // 2
+    if cfg.rope_interleaved:
+        return [(2 * i, 2 * i + 1) for i in range(half)]
+    return [(i, i + half) for i in range(half)]
+
+
+def alibi_slopes(n_heads: int) -> Tensor:
+    """Press et al. (2022): geometric slopes 2^(-8/n), and the interleaved extension for n not a
+    power of two."""
+
+    def power_of_two(n: int) -> list[float]:
+        start = 2 ** (-8 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if math.log2(n_heads).is_integer():
+        slopes = power_of_two(n_heads)
+    else:
+        closest = 2 ** math.floor(math.log2(n_heads))
+        slopes = power_of_two(closest) + power_of_two(2 * closest)[0::2][: n_heads - closest]
+    return torch.tensor(slopes, dtype=torch.float)
+
+
+def sinusoidal(positions: Tensor, d_model: int) -> Tensor:
+    """Vaswani et al. (2017): PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(same)."""
+    i = torch.arange(0, d_model, 2, dtype=torch.float, device=positions.device)
+    angles = positions[..., None].float() / (10000.0 ** (i / d_model))  # [batch, pos, d_model/2]
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)[..., :d_model]
+
+
+# --------------------------------------------------------------------------------------------------
+# Attention
+
+
+def _view_param(name: str, doc: str):
+    """A property that exposes ``_view_<name>()`` and copies into it on assignment, so that
+    ``attn.W_Q = new`` and ``attn.W_Q[3].zero_()`` both edit the stored parameter."""
+
+    def fget(self):
+        return getattr(self, f"_view_{name}")()
+
+    def fset(self, value):
+        view = fget(self)
+        if view is None:
+            raise AttributeError(f"{name} does not exist in this architecture (no bias here)")
+        value = torch.as_tensor(value, dtype=view.dtype, device=view.device)
+        if tuple(value.shape) != tuple(view.shape):
+            raise ValueError(f"{name} has shape {tuple(view.shape)}; got {tuple(value.shape)}")
+        with torch.no_grad():
+            view.copy_(value)
+
+    return property(fget, fset, doc=doc)
+
+
+class Attention(nn.Module):
+    """Multi-head (optionally grouped-query) attention.
+
+    Storage follows Hugging Face (``q_weight`` [(head d_head), d_model], ...), so the unhooked
+    forward runs the same kernels on the same memory layouts as Hugging Face eager attention and
+    is bitwise equal to it. ``W_Q``, ``W_K``, ``W_V``, ``W_O`` and ``b_*`` are per-head views in
+    TransformerLens orientation; reading or editing them reads or edits the model.
+    """
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.cfg = cfg
+        h, kv, m, d = cfg.n_heads, cfg.kv_heads, cfg.d_model, cfg.d_head
+        self.q_weight = nn.Parameter(torch.empty(h * d, m))
+        self.k_weight = nn.Parameter(torch.empty(kv * d, m))
+        self.v_weight = nn.Parameter(torch.empty(kv * d, m))
+        self.o_weight = nn.Parameter(torch.empty(m, h * d))
+        self.q_bias = nn.Parameter(torch.zeros(h * d)) if cfg.attn_bias else None
+        self.k_bias = nn.Parameter(torch.zeros(kv * d)) if cfg.attn_bias else None
+        self.v_bias = nn.Parameter(torch.zeros(kv * d)) if cfg.attn_bias else None
+        self.o_bias = nn.Parameter(torch.zeros(m)) if cfg.attn_out_bias else None
+        if cfg.positional == "alibi":
+            self.register_buffer("alibi_slopes", alibi_slopes(h), persistent=False)
+
+        self.hook_q = HookPoint()  # [batch, pos, head, d_head]
+        self.hook_k = HookPoint()  # [batch, pos, kv_head, d_head]
+        self.hook_v = HookPoint()  # [batch, pos, kv_head, d_head]
+        self.hook_rot_q = HookPoint()  # [batch, pos, head, d_head]     q after RoPE (= q without it)
+        self.hook_rot_k = HookPoint()  # [batch, pos, kv_head, d_head]  k after RoPE (= k without it)
+        self.hook_attn_scores = HookPoint()  # [batch, head, query_pos, key_pos] scaled, masked, biased
+        self.hook_pattern = HookPoint()  # [batch, head, query_pos, key_pos] softmax of the scores
+        self.hook_z = HookPoint()  # [batch, pos, head, d_head] pattern-weighted values
+        self.hook_result = HookPoint()  # [batch, pos, head, d_model] z[h] @ W_O[h]
+
+    # per-head views, TransformerLens orientation
+    def _view_W_Q(self):
+        return rearrange(self.q_weight, "(h d) m -> h m d", d=self.cfg.d_head)
+
+    def _view_W_K(self):
+        return rearrange(self.k_weight, "(h d) m -> h m d", d=self.cfg.d_head)
+
+    def _view_W_V(self):
+        return rearrange(self.v_weight, "(h d) m -> h m d", d=self.cfg.d_head)
+
+    def _view_W_O(self):
+        return rearrange(self.o_weight, "m (h d) -> h d m", d=self.cfg.d_head)
+
+    def _view_b_Q(self):
+        return None if self.q_bias is None else self.q_bias.view(-1, self.cfg.d_head)
+
+    def _view_b_K(self):
+        return None if self.k_bias is None else self.k_bias.view(-1, self.cfg.d_head)
+
+    def _view_b_V(self):
+        return None if self.v_bias is None else self.v_bias.view(-1, self.cfg.d_head)
+
+    def _view_b_O(self):
+        return self.o_bias
+
+    W_Q = _view_param("W_Q", "[head, d_model, d_head]")
+    W_K = _view_param("W_K", "[kv_head, d_model, d_head]")
+    W_V = _view_param("W_V", "[kv_head, d_model, d_head]")
+    W_O = _view_param("W_O", "[head, d_head, d_model]")
+    b_Q = _view_param("b_Q", "[head, d_head] or None")
+    b_K = _view_param("b_K", "[kv_head, d_head] or None")
+    b_V = _view_param("b_V", "[kv_head, d_head] or None")
+    b_O = _view_param("b_O", "[d_model] or None")
+
+    def forward(
+        self,
+        x: Tensor,  # [batch, pos, d_model]
+        positions: Tensor,  # [batch, pos]
+        allowed: Optional[Tensor],  # [batch, 1, query_pos, key_pos] bool, None: all allowed
+        empty_rows: Optional[Tensor],  # [batch, 1, query_pos, 1] bool rows that may see nothing
+        rope: Optional[tuple[Tensor, Tensor]],  # cos, sin [batch, pos, rot_dim]
+    ) -> Tensor:
+        cfg = self.cfg
+        b, p, _ = x.shape
+        # The op sequence below is Hugging Face eager attention's, step for step (views, transposes,
+        # GEMM layouts), which is what makes the unhooked forward bitwise equal to it.
+        q = self.hook_q(F.linear(x, self.q_weight, self.q_bias).view(b, p, -1, cfg.d_head))
+        k = self.hook_k(F.linear(x, self.k_weight, self.k_bias).view(b, p, -1, cfg.d_head))
+        v = self.hook_v(F.linear(x, self.v_weight, self.v_bias).view(b, p, -1, cfg.d_head))
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [batch, head, pos, d_head]
+        if rope is not None:
+            cos, sin = rope[0][:, None], rope[1][:, None]
+            q, k = apply_rope(cfg, q, cos, sin), apply_rope(cfg, k, cos, sin)
+        # q and k as the scores see them: rotated under RoPE, the same as hook_q/hook_k otherwise
+        q = self.hook_rot_q(q.transpose(1, 2)).transpose(1, 2)
+        k = self.hook_rot_k(k.transpose(1, 2)).transpose(1, 2)
+        if cfg.group_size > 1:  # key/value head g serves query heads g*group .. (g+1)*group-1
+            k = k[:, :, None].expand(b, cfg.kv_heads, cfg.group_size, p, cfg.d_head).reshape(b, cfg.n_heads, p, cfg.d_head)
+            v = v[:, :, None].expand(b, cfg.kv_heads, cfg.group_size, p, cfg.d_head).reshape(b, cfg.n_heads, p, cfg.d_head)
+
+        scores = torch.matmul(q, k.transpose(2, 3)) * cfg.scale  # [batch, head, query_pos, key_pos]
+        if cfg.positional == "alibi":  # -slope * |query - key|, from positions so padding is exact
+            distance = (positions[:, :, None] - positions[:, None, :]).abs().to(scores.dtype)
+            scores = scores - self.alibi_slopes[None, :, None, None].to(scores.dtype) * distance[:, None]
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        scores = self.hook_attn_scores(scores)
+
+        pattern = F.softmax(scores, dim=-1)
+        if empty_rows is not None:  # padded query rows that may see no key: zero, not NaN
+            pattern = pattern.masked_fill(empty_rows, 0.0)
+        pattern = self.hook_pattern(pattern)
+
+        z = self.hook_z(torch.matmul(pattern, v).transpose(1, 2))  # [batch, pos, head, d_head]
+        if _hooked(self.hook_result):
+            computed = torch.einsum("bqhd,hdm->bqhm", z, self.W_O)
+            version = computed._version
+            result = self.hook_result(computed)
+            if not _untouched(result, computed, version):  # a hook edited a head's output: use it
+                out = result.sum(dim=2)
+                return out if self.o_bias is None else out + self.o_bias
+        return F.linear(z.contiguous().reshape(b, p, -1), self.o_weight, self.o_bias)
+
+
+# --------------------------------------------------------------------------------------------------
+# MLP
+
+
+_ACTS = {
+    "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+}
+
+
+class MLP(nn.Module):
+    """Standard: W_out(act(W_in x)). Gated (SwiGLU): W_out(act(W_gate x) * (W_in x)).
+
+    Stored as Hugging Face stores them (``in_weight`` [d_mlp, d_model], ...); ``W_in``, ``W_gate``
+    [d_model, d_mlp] and ``W_out`` [d_mlp, d_model] are views in TransformerLens orientation.
+    """
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.cfg = cfg
+        self.act = _ACTS[cfg.act]
+        gated = cfg.mlp == "gated"
+        self.in_weight = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model))
+        self.gate_weight = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model)) if gated else None
+        self.out_weight = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp))
+        self.in_bias = nn.Parameter(torch.zeros(cfg.d_mlp)) if cfg.mlp_bias else None
+        self.gate_bias = nn.Parameter(torch.zeros(cfg.d_mlp)) if cfg.mlp_bias and gated else None
+        self.out_bias = nn.Parameter(torch.zeros(cfg.d_model)) if cfg.mlp_bias else None
+        self.hook_pre = HookPoint()  # [batch, pos, d_mlp] pre-activation (the gate's, if gated)
+        if gated:
+            self.hook_pre_linear = HookPoint()  # [batch, pos, d_mlp] gated only: W_in x
+        self.hook_post = HookPoint()  # [batch, pos, d_mlp] what W_out reads
+
+    def _view_W_in(self):
+        return self.in_weight.T
+
+    def _view_W_gate(self):
+        return None if self.gate_weight is None else self.gate_weight.T
+
+    def _view_W_out(self):
+        return self.out_weight.T
+
+    def _view_b_in(self):
+        return self.in_bias
+
+    def _view_b_gate(self):
+        return self.gate_bias
+
+    def _view_b_out(self):
+        return self.out_bias
+
+    W_in = _view_param("W_in", "[d_model, d_mlp]")
+    W_gate = _view_param("W_gate", "[d_model, d_mlp] or None")
+    W_out = _view_param("W_out", "[d_mlp, d_model]")
+    b_in = _view_param("b_in", "[d_mlp] or None")
+    b_gate = _view_param("b_gate", "[d_mlp] or None")
+    b_out = _view_param("b_out", "[d_model] or None")
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.gate_weight is None:
+            pre = self.hook_pre(F.linear(x, self.in_weight, self.in_bias))
+            post = self.hook_post(self.act(pre))
+        else:  # Hugging Face Llama: down(act(gate(x)) * up(x))
+            pre = self.hook_pre(F.linear(x, self.gate_weight, self.gate_bias))
+            linear = self.hook_pre_linear(F.linear(x, self.in_weight, self.in_bias))
+            post = self.hook_post(self.act(pre) * linear)
+        return F.linear(post, self.out_weight, self.out_bias)
+
+
+# --------------------------------------------------------------------------------------------------
+# Block
+
+
+class Block(nn.Module):
+    """Pre-norm: resid_mid = resid_pre + attn_out; resid_post = resid_mid + mlp_out.
+
+    Post-norm (BERT): resid_mid = ln1(resid_pre + attn_out); resid_post = ln2(resid_mid + mlp_out).
+    In both, ``hook_attn_out`` and ``hook_mlp_out`` are the sublayers' own outputs, without the
+    residual.
+    """
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.cfg = cfg
+        self.ln1 = Norm(cfg)
+        self.attn = Attention(cfg)
+        self.ln2 = Norm(cfg)
+        self.mlp = MLP(cfg)
+        self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
+        self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
+        self.hook_resid_mid = HookPoint()  # [batch, pos, d_model]
+        self.hook_mlp_out = HookPoint()  # [batch, pos, d_model]
+        self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
+
+    def forward(self, x, positions, allowed, empty_rows, rope):
+        x = self.hook_resid_pre(x)
+        if self.cfg.norm_placement == "pre":
+            attn_out = self.hook_attn_out(self.attn(self.ln1(x), positions, allowed, empty_rows, rope))
+            mid = self.hook_resid_mid(x + attn_out)
+            mlp_out = self.hook_mlp_out(self.mlp(self.ln2(mid)))
+            return self.hook_resid_post(mid + mlp_out)
+        attn_out = self.hook_attn_out(self.attn(x, positions, allowed, empty_rows, rope))
+        mid = self.hook_resid_mid(self.ln1(attn_out + x))
+        mlp_out = self.hook_mlp_out(self.mlp(mid))
+        return self.hook_resid_post(self.ln2(mlp_out + mid))
+
+
+# --------------------------------------------------------------------------------------------------
+# The model
+
+
+class Transformer(HookedModule):
+    """A hookable transformer. ``forward`` takes token ids [batch, pos] (or [pos]), or text when a
+    tokenizer is attached, and returns logits [batch, pos, vocab] (models with an LM head), the
+    final hidden state [batch, pos, d_model] (``return_type="hidden"``, the default for encoders),
+    or the mean next-token cross-entropy (``return_type="loss"``, causal models).
+    """
+
+    def __init__(self, cfg: Config, tokenizer=None, seed: Optional[int] = None):
+        super().__init__()
+        self.cfg = cfg
+        self.tokenizer = tokenizer  # a models.tokenizer.Tokenizer, or None
+        self.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model))
+        self.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model)) if cfg.positional == "learned" else None
+        self.W_token_type = (
+            nn.Parameter(torch.empty(cfg.n_token_types, cfg.d_model)) if cfg.n_token_types else None
+        )
+        self.ln_embed = Norm(cfg) if cfg.embed_norm else None
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_final = Norm(cfg) if cfg.final_norm else None
+        # [vocab, d_model] like Hugging Face's lm_head; W_U is its transpose (a view)
+        self.unembed_weight = (
+            nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model)) if cfg.lm_head and not cfg.tie_embeddings else None
+        )
+        self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab)) if cfg.lm_head and cfg.lm_head_bias else None
+        if cfg.positional == "rope":
+            self.register_buffer("rope_inv_freq", rope_inv_freq(cfg), persistent=False)
+
+        self.hook_embed = HookPoint()  # [batch, pos, d_model] token embeddings
+        self.hook_pos_embed = HookPoint()  # [batch, pos, d_model] zeros for rope / alibi / none
+        self.hook_token_type_embed = HookPoint()  # [batch, pos, d_model] zeros without token types
+        self.setup()
+        self.init_weights(seed)
+
+    # -- weights ---------------------------------------------------------------------------------
+
+    @property
+    def W_U(self) -> Tensor:
+        """[d_model, vocab]. With tied embeddings a view of W_E.T, so edits to W_E show here."""
+        if not self.cfg.lm_head:
+            raise AttributeError(f"model {self.cfg.name!r} has no LM head (an encoder); it has no W_U")
+        return (self.W_E if self.unembed_weight is None else self.unembed_weight).T
+
+    @torch.no_grad()
+    def init_weights(self, seed: Optional[int] = None) -> "Transformer":
+        """GPT-2 initialisation: N(0, 0.02), output projections scaled by 1/sqrt(2 n_layers), norm
+        weights 1, biases 0. ``seed`` makes it repeatable without touching the global RNG."""
+        gen = torch.Generator().manual_seed(seed) if seed is not None else None
+        std = 0.02
+        for name, p in self.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf == "w":
+                p.fill_(1.0)
+            elif leaf == "b" or leaf.endswith("bias") or leaf == "b_U":
+                p.zero_()
+            else:
+                s = std / math.sqrt(2 * self.cfg.n_layers) if leaf in ("o_weight", "out_weight") else std
+                p.copy_(torch.randn(p.shape, generator=gen) * s)
+        return self
+
+    # -- inputs ----------------------------------------------------------------------------------
+
+    def to_tokens(self, text, **kwargs):
+        """Tokenise text (or a list of texts / list of word lists) with the attached tokenizer.
+        Returns a ``models.tokenizer.Batch`` (ids, attention_mask, token-to-word alignment)."""
+        if self.tokenizer is None:
+            raise ValueError(f"model {self.cfg.name!r} has no tokenizer attached; pass token ids")
+        return self.tokenizer(text, **kwargs)
+
+    def _check_tokens(self, tokens: Tensor, allow_beyond_ctx: bool) -> None:
+        if tokens.ndim != 2:
+            raise ValueError(f"tokens must be [batch, pos] or [pos], got shape {tuple(tokens.shape)}")
+        if tokens.shape[0] == 0 or tokens.shape[1] == 0:
+            raise ValueError(f"empty input: tokens have shape {tuple(tokens.shape)}; need at least one token")
+        if tokens.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+        lo, hi = int(tokens.min()), int(tokens.max())
+        if lo < 0 or hi >= self.cfg.d_vocab:
+            raise ValueError(f"token ids must lie in 0..{self.cfg.d_vocab - 1}, got min {lo} and max {hi}")
+        n = tokens.shape[1]
+        if n > self.cfg.n_ctx and (self.cfg.positional == "learned" or not allow_beyond_ctx):
+            extra = (
+                "; learned absolute positions have no embedding past n_ctx"
+                if self.cfg.positional == "learned"
+                else "; pass allow_beyond_ctx=True to run past the trained context anyway"
+            )
+            raise ValueError(
+                f"sequence of {n} tokens is longer than the context of {self.cfg.name!r} "
+                f"(n_ctx={self.cfg.n_ctx}){extra}; truncate or split the input"
+            )
+
+    # -- forward ---------------------------------------------------------------------------------
+
+    def forward(
+        self,
+        tokens,
+        attention_mask: Optional[Tensor] = None,
+        token_type_ids: Optional[Tensor] = None,
+        return_type: Optional[str] = "default",
+        allow_beyond_ctx: bool = False,
+    ):
+        """Run the model.
+
+        tokens: int ids [batch, pos] or [pos]; or a string / list of strings, tokenised with the
+            attached tokenizer (right padding; the mask is then built for you).
+        attention_mask: [batch, pos], 1 for real tokens and 0 for padding. Padded keys get exactly
+            zero attention; positions follow the mask, so left and right padding give the same
+            per-sequence results as no padding.
+        return_type: "logits", "hidden" (final residual, after the final norm if any), "loss"
+            (causal models with an LM head: mean next-token cross-entropy over real tokens),
+            "default" (logits if there is an LM head, else hidden) or None.
+        """
+        if isinstance(tokens, (str, list)) and (isinstance(tokens, str) or (tokens and isinstance(tokens[0], str))):
+            batch = self.to_tokens(tokens)
+            tokens, attention_mask = batch.input_ids, batch.attention_mask
+            if token_type_ids is None and batch.token_type_ids is not None:
+                token_type_ids = batch.token_type_ids
+        tokens = torch.as_tensor(tokens)
+        if tokens.ndim == 1:
+            tokens = tokens[None]
+            attention_mask = None if attention_mask is None else torch.as_tensor(attention_mask)[None]
+        self._check_tokens(tokens, allow_beyond_ctx)
+        cfg = self.cfg
+        batch, n = tokens.shape
+        device = self.W_E.device
+
+        if attention_mask is not None:
+            attention_mask = torch.as_tensor(attention_mask, device=device).bool()
+            if attention_mask.shape != tokens.shape:
+                raise ValueError(
+                    f"attention_mask has shape {tuple(attention_mask.shape)}, tokens {tuple(tokens.shape)}; they must match"
+                )
+            if not attention_mask.any(-1).all():
+                raise ValueError("attention_mask marks a sequence with no real token (an all-zero row)")
+            if attention_mask.all():
+                attention_mask = None  # nothing padded: take the unmasked path
+        if attention_mask is None:
+            positions = torch.arange(n, device=device).expand(batch, n)
+        else:
+            positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+        x = self.hook_embed(F.embedding(tokens, self.W_E))
+        if self.W_token_type is not None:
+            if token_type_ids is None:
+                token_type_ids = torch.zeros_like(tokens)
+            x = x + self.hook_token_type_embed(F.embedding(torch.as_tensor(token_type_ids, device=device), self.W_token_type))
+        else:
+            self.hook_token_type_embed(torch.zeros_like(x))
+        if cfg.positional == "learned":
+            pos_embed = F.embedding(positions, self.W_pos)
+        elif cfg.positional == "sinusoidal":
+            pos_embed = sinusoidal(positions, cfg.d_model).to(x.dtype)
+        else:
+            pos_embed = torch.zeros_like(x)
+        x = x + self.hook_pos_embed(pos_embed)
+        if self.ln_embed is not None:
+            x = self.ln_embed(x)
+
+        allowed = empty_rows = None
+        if cfg.is_causal:
+            allowed = torch.ones(n, n, dtype=torch.bool, device=device).tril()[None, None]
+        if attention_mask is not None:
+            keys = attention_mask[:, None, None, :]
+            allowed = keys if allowed is None else allowed & keys
+            empty_rows = ~allowed.any(-1, keepdim=True)
+            empty_rows = empty_rows if empty_rows.any() else None
+        rope = rope_cos_sin(cfg, positions, self.rope_inv_freq) if cfg.positional == "rope" else None
+
+        for block in self.blocks:
+            x = block(x, positions, allowed, empty_rows, rope)
+        if self.ln_final is not None:
+            x = self.ln_final(x)
+
+        if return_type is None:
+            return None
+        if return_type == "hidden" or (return_type == "default" and not cfg.lm_head):
+            return x
+        if return_type not in ("default", "logits", "loss"):
+            raise ValueError(f"return_type={return_type!r}; use 'logits', 'hidden', 'loss', 'default' or None")
+        if not cfg.lm_head:
+            raise ValueError(f"model {cfg.name!r} is an encoder without an LM head; use return_type='hidden'")
+        logits = F.linear(x, self.W_E if self.unembed_weight is None else self.unembed_weight, self.b_U)
+        if return_type != "loss":
+            return logits
+        if not cfg.is_causal:
+            raise ValueError("return_type='loss' is next-token cross-entropy; it needs a causal model")
+        target = tokens[:, 1:]
+        keep = None if attention_mask is None else attention_mask[:, 1:] & attention_mask[:, :-1]
+        losses = F.cross_entropy(logits[:, :-1].flatten(0, 1), target.flatten(), reduction="none")
+        if keep is None:
+            return losses.mean()
+        return (losses * keep.flatten()).sum() / keep.sum()
+
+    # -- conveniences ------------------------------------------------------------------------------
+
+    def hook_table(self) -> list[tuple[str, str]]:
+        """(name, shape comment) for every hook point, in forward order."""
+        return [(name, _HOOK_SHAPES.get(name.rsplit(".", 1)[-1], "")) for name in self.hook_dict]
+
+    def __repr__(self) -> str:
+        c = self.cfg
+        return (
+            f"Transformer({c.name!r}: {c.n_layers} layers x {c.n_heads} heads"
+            f"{f' ({c.kv_heads} kv)' if c.kv_heads != c.n_heads else ''}, d_model {c.d_model}, "
+            f"{c.attention}, {c.positional} positions, {c.norm_placement}-{c.norm}, {c.mlp} {c.act} MLP)"
+        )
+
+
+_HOOK_SHAPES = {
+    "hook_embed": "[batch, pos, d_model]",
+    "hook_pos_embed": "[batch, pos, d_model]",
+    "hook_token_type_embed": "[batch, pos, d_model]",
+    "hook_resid_pre": "[batch, pos, d_model]",
+    "hook_scale": "[batch, pos, 1]",
+    "hook_normalized": "[batch, pos, d_model]",
+    "hook_q": "[batch, pos, head, d_head]",
+    "hook_k": "[batch, pos, kv_head, d_head]",
+    "hook_v": "[batch, pos, kv_head, d_head]",
+    "hook_rot_q": "[batch, pos, head, d_head]",
+    "hook_rot_k": "[batch, pos, kv_head, d_head]",
+    "hook_attn_scores": "[batch, head, query_pos, key_pos]",
+    "hook_pattern": "[batch, head, query_pos, key_pos]",
+    "hook_z": "[batch, pos, head, d_head]",
+    "hook_result": "[batch, pos, head, d_model]",
+    "hook_attn_out": "[batch, pos, d_model]",
+    "hook_resid_mid": "[batch, pos, d_model]",
+    "hook_pre": "[batch, pos, d_mlp]",
+    "hook_pre_linear": "[batch, pos, d_mlp]",
+    "hook_post": "[batch, pos, d_mlp]",
+    "hook_mlp_out": "[batch, pos, d_model]",
+    "hook_resid_post": "[batch, pos, d_model]",
+}
