@@ -399,13 +399,14 @@ class Block(nn.Module):
     def __init__(self, cfg: Config):
         super().__init__()
         self.cfg = cfg
+        # registration order is forward order, so hook_names() lists hooks as they fire
+        self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
         self.ln1 = Norm(cfg)
         self.attn = Attention(cfg)
-        self.ln2 = Norm(cfg)
-        self.mlp = MLP(cfg)
-        self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
         self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
         self.hook_resid_mid = HookPoint()  # [batch, pos, d_model]
+        self.ln2 = Norm(cfg)
+        self.mlp = MLP(cfg)
         self.hook_mlp_out = HookPoint()  # [batch, pos, d_model]
         self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
 
@@ -442,6 +443,9 @@ class Transformer(HookedModule):
         self.W_token_type = (
             nn.Parameter(torch.empty(cfg.n_token_types, cfg.d_model)) if cfg.n_token_types else None
         )
+        self.hook_embed = HookPoint()  # [batch, pos, d_model] token embeddings
+        self.hook_token_type_embed = HookPoint()  # [batch, pos, d_model] zeros without token types
+        self.hook_pos_embed = HookPoint()  # [batch, pos, d_model] zeros for rope / alibi / none
         self.ln_embed = Norm(cfg) if cfg.embed_norm else None
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_final = Norm(cfg) if cfg.final_norm else None
@@ -453,9 +457,6 @@ class Transformer(HookedModule):
         if cfg.positional == "rope":
             self.register_buffer("rope_inv_freq", rope_inv_freq(cfg), persistent=False)
 
-        self.hook_embed = HookPoint()  # [batch, pos, d_model] token embeddings
-        self.hook_pos_embed = HookPoint()  # [batch, pos, d_model] zeros for rope / alibi / none
-        self.hook_token_type_embed = HookPoint()  # [batch, pos, d_model] zeros without token types
         self.setup()
         self.init_weights(seed)
 

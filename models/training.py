@@ -1,0 +1,276 @@
+"""Training for the toolkit's transformer: maximum likelihood on a token stream.
+
+The objective is the mean next-token cross-entropy (``model(tokens, return_type="loss")``), the
+optimiser AdamW with a linear warm-up and a cosine (or linear) decay to ``min_lr_ratio * lr``.
+Everything random (initial weights, which windows make each batch) comes from ``seed``, so two
+runs with the same seed and data are identical on CPU, and so is a run that was saved, loaded and
+resumed part-way.
+
+>>> tc = TrainConfig(steps=500, batch_size=32, lr=3e-3, seed=0)
+>>> trainer = Trainer(models.Transformer(cfg, tokenizer=tok, seed=0), train_ids, heldout_ids, tc)
+>>> history = trainer.train(out_dir="checkpoints/run")     # checkpoints at the end (and every N steps)
+>>> trainer = Trainer.resume("checkpoints/run", train_ids, heldout_ids)   # picks up where it stopped
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+import torch
+from torch import Tensor
+
+from models.loading import load_checkpoint, save_checkpoint
+from models.transformer import Transformer
+
+STATE_FILE = "trainer_state.pt"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training hyperparameters. ``steps`` optimiser steps of ``batch_size`` windows of
+    ``seq_len`` tokens (None: the model's n_ctx)."""
+
+    steps: int = 1000
+    batch_size: int = 32
+    seq_len: Optional[int] = None
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1  # the schedule decays to lr * min_lr_ratio
+    warmup_steps: int = 50
+    schedule: str = "cosine"  # "cosine" | "linear" | "constant" (after warm-up)
+    weight_decay: float = 0.1
+    betas: tuple = (0.9, 0.95)
+    grad_clip: Optional[float] = 1.0
+    seed: int = 0
+    eval_every: int = 0  # 0: evaluate only at the end
+    eval_windows: int = 64  # held-out windows per evaluation (fixed, the first ones of the stream)
+    checkpoint_every: int = 0  # 0: only when train() ends (if out_dir is given)
+    threads: Optional[int] = None  # torch.set_num_threads during train(); None leaves it alone
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_size < 1:
+            raise ValueError(f"steps={self.steps}, batch_size={self.batch_size}: both must be >= 1")
+        if self.schedule not in ("cosine", "linear", "constant"):
+            raise ValueError(f"schedule={self.schedule!r}; use 'cosine', 'linear' or 'constant'")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"min_lr_ratio={self.min_lr_ratio}; it must lie in [0, 1]")
+        if self.warmup_steps < 0 or self.warmup_steps > self.steps:
+            raise ValueError(f"warmup_steps={self.warmup_steps}; it must lie in 0..steps ({self.steps})")
+        object.__setattr__(self, "betas", tuple(self.betas))
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown training settings {unknown}; known: {sorted(known)}")
+        return cls(**data)
+
+    def replace(self, **changes) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def lr_factor(step: int, tc: TrainConfig) -> float:
+    """Multiplier of ``tc.lr`` at optimiser step ``step`` (0-based): linear warm-up from 1/warmup to
+    1, then decay to ``min_lr_ratio`` at the last step."""
+    if step < tc.warmup_steps:
+        return (step + 1) / tc.warmup_steps
+    if tc.schedule == "constant":
+        return 1.0
+    span = max(1, tc.steps - tc.warmup_steps - 1)
+    progress = min(1.0, (step - tc.warmup_steps) / span)
+    shape = 0.5 * (1 + math.cos(math.pi * progress)) if tc.schedule == "cosine" else 1 - progress
+    return tc.min_lr_ratio + (1 - tc.min_lr_ratio) * shape
+
+
+def heldout_windows(ids: Tensor, seq_len: int, n_windows: Optional[int] = None) -> Tensor:
+    """Non-overlapping windows [n, seq_len] from the start of a 1-D token stream (a fixed set, so
+    every evaluation scores the same tokens)."""
+    ids = torch.as_tensor(ids)
+    if ids.ndim != 1:
+        raise ValueError(f"a token stream is 1-D, got shape {tuple(ids.shape)}")
+    n = ids.numel() // seq_len
+    if n == 0:
+        raise ValueError(f"the held-out stream has {ids.numel()} tokens, fewer than one window of {seq_len}")
+    if n_windows is not None:
+        n = min(n, n_windows)
+    return ids[: n * seq_len].view(n, seq_len)
+
+
+@torch.no_grad()
+def evaluate(model: Transformer, windows: Tensor, batch_size: int = 32) -> float:
+    """Mean next-token cross-entropy (nats) over all predicted tokens of ``windows`` [n, seq]."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for start in range(0, windows.shape[0], batch_size):
+        chunk = windows[start : start + batch_size]
+        total += float(model(chunk, return_type="loss")) * chunk.shape[0]
+        count += chunk.shape[0]
+    model.train(was_training)
+    return total / count
+
+
+class Trainer:
+    """Owns the model, AdamW, the schedule and the batch RNG; ``train()`` runs to ``tc.steps``."""
+
+    def __init__(self, model: Transformer, train_ids: Tensor, heldout_ids: Tensor, tc: TrainConfig):
+        if not model.cfg.is_causal or not model.cfg.lm_head:
+            raise ValueError(f"Trainer trains causal language models; {model.cfg.name!r} is not one")
+        self.model = model
+        self.tc = tc
+        self.seq_len = tc.seq_len or model.cfg.n_ctx
+        if self.seq_len > model.cfg.n_ctx:
+            raise ValueError(f"seq_len={self.seq_len} exceeds the model's n_ctx={model.cfg.n_ctx}")
+        self.train_ids = torch.as_tensor(train_ids, dtype=torch.long)
+        if self.train_ids.ndim != 1 or self.train_ids.numel() <= self.seq_len:
+            raise ValueError(
+                f"train_ids must be a 1-D stream longer than seq_len={self.seq_len}, got shape {tuple(self.train_ids.shape)}"
+            )
+        hi = int(self.train_ids.max())
+        if hi >= model.cfg.d_vocab:
+            raise ValueError(f"train_ids hold id {hi}, outside the model's vocabulary of {model.cfg.d_vocab}")
+        self.heldout = heldout_windows(heldout_ids, self.seq_len, tc.eval_windows)
+        # weight decay on matrices only (not norms, biases); the split is by shape, so it is fixed
+        decay = [p for p in model.parameters() if p.ndim >= 2]
+        no_decay = [p for p in model.parameters() if p.ndim < 2]
+        self.optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": tc.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=tc.lr,
+            betas=tc.betas,
+            foreach=False,  # the plain loop: same arithmetic on every machine and thread count
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, tc))
+        self.batch_gen = torch.Generator().manual_seed(tc.seed)
+        self.step = 0
+        self.history: list[dict] = []  # {"step", "train_loss", "heldout_loss"?, "lr"}
+
+    # -- one step ----------------------------------------------------------------------------------
+
+    def next_batch(self) -> Tensor:
+        """``batch_size`` windows at uniformly random offsets of the training stream [batch, seq]."""
+        hi = self.train_ids.numel() - self.seq_len
+        starts = torch.randint(0, hi + 1, (self.tc.batch_size,), generator=self.batch_gen)
+        return torch.stack([self.train_ids[s : s + self.seq_len] for s in starts.tolist()])
+
+    def train_step(self) -> float:
+        self.model.train()
+        batch = self.next_batch()
+        loss = self.model(batch, return_type="loss")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.tc.grad_clip:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.grad_clip, foreach=False)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        return float(loss)
+
+    def evaluate(self) -> float:
+        return evaluate(self.model, self.heldout, self.tc.batch_size)
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def train(
+        self, steps: Optional[int] = None, out_dir: Union[str, Path, None] = None, progress: bool = True, desc: str = "train"
+    ) -> list[dict]:
+        """Run until ``steps`` (default ``tc.steps``) optimiser steps in total have been taken.
+        Evaluates every ``eval_every`` steps and at the end; saves to ``out_dir`` every
+        ``checkpoint_every`` steps and at the end. Returns the history."""
+        from tqdm.auto import tqdm
+
+        until = self.tc.steps if steps is None else min(steps, self.tc.steps)
+        threads = torch.get_num_threads()
+        if self.tc.threads:
+            torch.set_num_threads(self.tc.threads)
+        try:
+            bar = tqdm(total=until, initial=self.step, desc=desc, disable=not progress, leave=False)
+            running = None
+            while self.step < until:
+                loss = self.train_step()
+                running = loss if running is None else 0.95 * running + 0.05 * loss
+                entry = {"step": self.step, "train_loss": loss, "lr": self.scheduler.get_last_lr()[0]}
+                if (self.tc.eval_every and self.step % self.tc.eval_every == 0) or self.step == until:
+                    entry["heldout_loss"] = self.evaluate()
+                self.history.append(entry)
+                bar.update(1)
+                bar.set_postfix(loss=f"{running:.3f}", **({"heldout": f"{entry['heldout_loss']:.3f}"} if "heldout_loss" in entry else {}))
+                if out_dir is not None and self.tc.checkpoint_every and self.step % self.tc.checkpoint_every == 0:
+                    self.save(out_dir)
+            bar.close()
+        finally:
+            torch.set_num_threads(threads)
+        if out_dir is not None:
+            self.save(out_dir)
+        return self.history
+
+    # -- checkpoints -------------------------------------------------------------------------------
+
+    def save(self, folder: Union[str, Path], optimizer_state: bool = True, extra: Optional[dict] = None) -> Path:
+        """Weights, config and tokenizer via ``models.save_checkpoint`` (``extra`` records the
+        training config, step and history); with ``optimizer_state`` also ``trainer_state.pt``
+        (AdamW moments, schedule, batch RNG) so ``Trainer.resume`` continues bit-identically."""
+        folder = Path(folder)
+        info = {"training": self.tc.to_dict(), "step": self.step, "history": self.history, **(extra or {})}
+        save_checkpoint(self.model, folder, extra=info)
+        state_path = folder / STATE_FILE
+        if optimizer_state:
+            state = {
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "batch_gen": self.batch_gen.get_state(),
+                "torch_rng": torch.get_rng_state(),
+                "step": self.step,
+            }
+            tmp = folder / f"{STATE_FILE}.{os.getpid()}.tmp"
+            torch.save(state, tmp)
+            os.replace(tmp, state_path)
+        elif state_path.exists():
+            state_path.unlink()  # a stale state would resume from the wrong step
+        return folder
+
+    @classmethod
+    def resume(
+        cls, folder: Union[str, Path], train_ids: Tensor, heldout_ids: Tensor, tc: Optional[TrainConfig] = None
+    ) -> "Trainer":
+        """Rebuild a Trainer from a checkpoint written by ``save`` (with optimizer state). ``tc``
+        may extend ``steps``; by default the saved training config is used."""
+        import json
+
+        folder = Path(folder)
+        state_path = folder / STATE_FILE
+        if not state_path.exists():
+            raise FileNotFoundError(f"{folder} has no {STATE_FILE}: it was saved without optimizer state, so it cannot resume")
+        meta = json.loads((folder / "interp_config.json").read_text())["extra"]
+        tc = tc or TrainConfig.from_dict(meta["training"])
+        model = load_checkpoint(folder).train()
+        trainer = cls(model, train_ids, heldout_ids, tc)
+        state = torch.load(state_path, weights_only=False)
+        trainer.optimizer.load_state_dict(state["optimizer"])
+        trainer.scheduler.load_state_dict(state["scheduler"])
+        trainer.batch_gen.set_state(state["batch_gen"])
+        torch.set_rng_state(state["torch_rng"])
+        trainer.step = state["step"]
+        trainer.history = list(meta.get("history", []))
+        return trainer
+
+
+def train(
+    model: Transformer,
+    train_ids: Tensor,
+    heldout_ids: Tensor,
+    tc: TrainConfig,
+    out_dir: Union[str, Path, None] = None,
+    progress: bool = True,
+) -> list[dict]:
+    """One call: train ``model`` in place for ``tc.steps`` steps and return the history."""
+    return Trainer(model, train_ids, heldout_ids, tc).train(out_dir=out_dir, progress=progress)

@@ -1,0 +1,83 @@
+"""Writes notebooks/01_hooks_tour.ipynb (run: python notebooks/make_01.py)."""
+
+from pathlib import Path
+
+import nbformat as nbf
+
+cells = [
+    nbf.v4.new_markdown_cell(
+        "# 01 - A tour of the hooks\n\n"
+        "Load a real trained model, list its hook points with shapes, cache a run, plot one head's "
+        "attention pattern, and zero one head to see what changes. Everything runs offline on the CPU."
+    ),
+    nbf.v4.new_code_cell(
+        "import torch, seaborn as sns, matplotlib.pyplot as plt\n"
+        "import models\n"
+        "from analyses.tour import hook_shapes\n"
+        "torch.set_grad_enabled(False)\n"
+        "model = models.load('minilm')   # sentence-transformers/all-MiniLM-L6-v2, shipped in a PyPI package\n"
+        "model"
+    ),
+    nbf.v4.new_markdown_cell("## Every hook point, with its shape on one sentence"),
+    nbf.v4.new_code_cell(
+        "text = 'The cat sleeps because it is tired.'\n"
+        "table = hook_shapes(model, text)\n"
+        "print(len(table), 'hook points')\n"
+        "table[table.hook.str.startswith('blocks.0.') | ~table.hook.str.startswith('blocks.')]"
+    ),
+    nbf.v4.new_markdown_cell(
+        "## Cache a run\n\n`run_with_cache` works as in TransformerLens; a names filter keeps only what you need."
+    ),
+    nbf.v4.new_code_cell(
+        "batch = model.to_tokens([text])\n"
+        "hidden, cache = model.run_with_cache(batch.input_ids, attention_mask=batch.attention_mask,\n"
+        "                                     names_filter=lambda n: n.endswith(('hook_pattern', 'hook_attn_scores')))\n"
+        "scores, pattern = cache['blocks.2.attn.hook_attn_scores'], cache['blocks.2.attn.hook_pattern']\n"
+        "print(batch.tokens[0])\n"
+        "print('softmax(scores) == pattern:', torch.allclose(scores.softmax(-1), pattern))\n"
+        "print('rows sum to one:', torch.allclose(pattern.sum(-1), torch.ones(())))"
+    ),
+    nbf.v4.new_markdown_cell("## One head's pattern"),
+    nbf.v4.new_code_cell(
+        "layer, head = 2, 5\n"
+        "tokens = batch.tokens[0]\n"
+        "ax = sns.heatmap(cache[f'blocks.{layer}.attn.hook_pattern'][0, head], xticklabels=tokens, yticklabels=tokens,\n"
+        "                 cmap='viridis', vmin=0, vmax=1, square=True)\n"
+        "ax.set(xlabel='key', ylabel='query', title=f'MiniLM layer {layer} head {head}')\n"
+        "plt.show()"
+    ),
+    nbf.v4.new_markdown_cell(
+        "## Zero one head and see what changes\n\n"
+        "A hook on `hook_z` sets one head's output to zero. The hook lives only for this call."
+    ),
+    nbf.v4.new_code_cell(
+        "def zero_head(z, hook, head=head):\n"
+        "    z[:, :, head] = 0.0\n"
+        "    return z\n"
+        "ablated = model.run_with_hooks(batch.input_ids, attention_mask=batch.attention_mask,\n"
+        "                               fwd_hooks=[(f'blocks.{layer}.attn.hook_z', zero_head)])\n"
+        "change = (ablated - hidden).norm(dim=-1)[0] / hidden.norm(dim=-1)[0]\n"
+        "for tok, c in zip(tokens, change.tolist()):\n"
+        "    print(f'{tok:>10s}  relative change of the final representation: {c:.3f}')\n"
+        "assert not any(h.fwd_hooks for h in model.hook_dict.values())  # nothing left attached"
+    ),
+    nbf.v4.new_markdown_cell(
+        "## The causal LM: the masked triangle, and a head's effect on the next token\n\n"
+        "SmolLM2-135M (Llama architecture: RoPE, RMSNorm, SwiGLU, grouped-query attention)."
+    ),
+    nbf.v4.new_code_cell(
+        "lm = models.load('smollm2')\n"
+        "prompt = 'The keys to the cabinet'\n"
+        "b = lm.to_tokens([prompt])\n"
+        "logits, c = lm.run_with_cache(b.input_ids, names_filter='blocks.3.attn.hook_pattern')\n"
+        "p = c['blocks.3.attn.hook_pattern'][0, 0]\n"
+        "print('upper triangle is exactly zero:', bool((p.triu(1) == 0).all()))\n"
+        "ax = sns.heatmap(p, xticklabels=b.tokens[0], yticklabels=b.tokens[0], cmap='viridis', vmin=0, vmax=1, square=True)\n"
+        "ax.set(title='SmolLM2 layer 3 head 0 (causal)'); plt.show()\n"
+        "are, is_ = lm.tokenizer.hf.encode(' are')[0], lm.tokenizer.hf.encode(' is')[0]\n"
+        "print('logit(are) - logit(is):', (logits[0, -1, are] - logits[0, -1, is_]).item())"
+    ),
+]
+nb = nbf.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+out = Path(__file__).with_name("01_hooks_tour.ipynb")
+nbf.write(nb, out)
