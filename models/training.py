@@ -173,7 +173,7 @@ class Trainer:
         self.optimizer.step()
         self.scheduler.step()
         self.step += 1
-        return float(loss)
+        return loss.item()
 
     def evaluate(self) -> float:
         return evaluate(self.model, self.heldout, self.tc.batch_size)

@@ -71,7 +71,7 @@ def tiny_batch(cfg: models.Config, seed: int = 0):
     return tokens, mask
 
 
-SENTENCES = ["The cat sleeps on the mat.", "He said that the keys were lost."]
+SENTENCES = ["The cat sleeps on the mat.", "He said that the keys to the old cabinet were lost."]
 
 
 def real_batch(model):
