@@ -35,6 +35,7 @@ __all__ = [
     "KNOWN_MODELS",
     "minilm_dir",
     "smollm2_gguf",
+    "smollm2_hf_dir",
 ]
 
 
@@ -315,6 +316,10 @@ def _hf_load(path_or_name: str, gguf_file: Optional[str] = None):
         tok = transformers.AutoTokenizer.from_pretrained(path_or_name, **kw)
     except (OSError, ValueError, TypeError):
         tok = None  # a bare weights folder: the model still runs on token ids
+    if tok is not None and len(tok.get_vocab()) <= len(set(tok.all_special_ids)):
+        # transformers 5 builds a tokenizer with only special tokens for a folder that has no
+        # tokenizer files; it would turn every text into nothing
+        tok = None
     return hf_model.eval(), tok
 
 
@@ -400,19 +405,46 @@ def _load_minilm() -> Transformer:
     return from_hf(hf_model, tok, name="minilm")
 
 
-def _load_smollm2() -> Transformer:
-    """Dequantising the GGUF through transformers takes tens of seconds; the converted fp32 model
-    is cached as a toolkit checkpoint keyed by the GGUF file's size and modification time."""
+def smollm2_hf_dir() -> Path:
+    """A plain Hugging Face folder for SmolLM2, made once from the GGUF and cached.
+
+    Dequantising the GGUF through ``transformers`` takes tens of seconds, so it is done once per
+    machine: load the GGUF, drop the quantisation marker from the config, copy the fp32 state dict
+    into a model built from that config, ``save_pretrained`` (with the tokenizer). The folder is
+    keyed by the GGUF file's size and modification time and written under a temporary name, then
+    renamed. TransformerLens's bridge boots from it too.
+    """
+    import transformers
+
     gguf = smollm2_gguf()
     st = gguf.stat()
-    key = hashlib.sha1(f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}:{FORMAT_VERSION}".encode()).hexdigest()[:12]
-    folder = cache_dir() / f"smollm2-{key}"
-    if (folder / CONFIG_FILE).exists() and (folder / WEIGHTS_FILE).exists():
-        return load_checkpoint(folder)
+    key = hashlib.sha1(f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
+    folder = cache_dir() / f"smollm2-hf-{key}"
+    if (folder / "config.json").exists() and (folder / "model.safetensors").exists():
+        return folder
     hf_model, tok = _hf_load(str(gguf.parent), gguf_file=gguf.name)
-    model = from_hf(hf_model, tok, name="smollm2")
-    save_checkpoint(model, folder, extra={"source": str(gguf)})
-    return model
+    config = hf_model.config.to_dict()
+    config.pop("quantization_config", None)
+    plain = transformers.AutoModelForCausalLM.from_config(
+        transformers.AutoConfig.for_model(**config), dtype=torch.float32
+    )
+    plain.load_state_dict(hf_model.state_dict())
+    tmp = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
+    plain.save_pretrained(str(tmp))
+    if tok is not None:
+        tok.save_pretrained(str(tmp))
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another process finished first: keep theirs
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def _load_smollm2() -> Transformer:
+    hf_model, tok = _hf_load(str(smollm2_hf_dir()))
+    return from_hf(hf_model, tok, name="smollm2")
 
 
 KNOWN_MODELS: dict[str, Callable[[], Transformer]] = {"minilm": _load_minilm, "smollm2": _load_smollm2}

@@ -184,7 +184,8 @@ class Trainer:
         self, steps: Optional[int] = None, out_dir: Union[str, Path, None] = None, progress: bool = True, desc: str = "train"
     ) -> list[dict]:
         """Run until ``steps`` (default ``tc.steps``) optimiser steps in total have been taken.
-        Evaluates every ``eval_every`` steps and at the end; saves to ``out_dir`` every
+        Evaluates every ``eval_every`` steps and after the last step (``tc.steps``; not when
+        stopping early, so a stopped-and-resumed run logs exactly what a straight run logs); saves to ``out_dir`` every
         ``checkpoint_every`` steps and at the end. Returns the history."""
         from tqdm.auto import tqdm
 
@@ -199,7 +200,7 @@ class Trainer:
                 loss = self.train_step()
                 running = loss if running is None else 0.95 * running + 0.05 * loss
                 entry = {"step": self.step, "train_loss": loss, "lr": self.scheduler.get_last_lr()[0]}
-                if (self.tc.eval_every and self.step % self.tc.eval_every == 0) or self.step == until:
+                if (self.tc.eval_every and self.step % self.tc.eval_every == 0) or self.step == self.tc.steps:
                     entry["heldout_loss"] = self.evaluate()
                 self.history.append(entry)
                 bar.update(1)

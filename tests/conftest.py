@@ -12,7 +12,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import models  # noqa: E402
-from models.loading import _hf_load, from_hf, minilm_dir, smollm2_gguf  # noqa: E402
+from models.loading import _hf_load, from_hf, minilm_dir, smollm2_hf_dir  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -23,9 +23,9 @@ def hf_minilm():
 
 @pytest.fixture(scope="session")
 def hf_smollm2():
-    """(Hugging Face LlamaForCausalLM, tokenizer) for SmolLM2-135M-Instruct, dequantised to fp32."""
-    gguf = smollm2_gguf()
-    return _hf_load(str(gguf.parent), gguf_file=gguf.name)
+    """(Hugging Face LlamaForCausalLM, tokenizer) for SmolLM2-135M-Instruct: the GGUF dequantised to
+    fp32 by transformers once per machine and cached as a plain Hugging Face folder."""
+    return _hf_load(str(smollm2_hf_dir()))
 
 
 @pytest.fixture(scope="session")

@@ -87,9 +87,10 @@ def ln(model_norm, x):
     return model_norm.w * (x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + model_norm.eps))
 
 
-@pytest.fixture(params=["minilm", "smollm2", *TINY])
+@pytest.fixture(scope="module", params=["minilm", "smollm2", *TINY])
 def cached(request):
-    """(model, cache, mask [batch, pos] bool) for a padded batch, every hook cached."""
+    """(model, cache, mask [batch, pos] bool) for a padded batch, every hook cached (once per
+    model: tests only read it)."""
     if request.param in ("minilm", "smollm2"):
         model = request.getfixturevalue(request.param)
         tokens, mask, types = real_batch(model)

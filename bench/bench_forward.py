@@ -1,0 +1,254 @@
+"""Forward-pass benchmark: our Transformer against Hugging Face eager attention and TransformerLens's
+TransformerBridge, on the same weights and the same batch.
+
+For each real model (``minilm``, ``smollm2``) it times, under ``torch.no_grad``:
+
+=================  ===============================================================================
+variant            what runs
+=================  ===============================================================================
+``hf``             the Hugging Face model, eager attention (``use_cache=False`` for causal LMs)
+``ours``           our forward, no hooks
+``ours_all``       ``run_with_cache`` with every hook point cached
+``ours_pat``       ``run_with_cache(names_filter=...hook_pattern)``: attention patterns only
+``bridge``         ``TransformerBridge`` forward, no hooks
+``bridge_all``     the bridge's ``run_with_cache``, every hook point
+``bridge_pat``     the bridge's ``run_with_cache``, patterns only
+=================  ===============================================================================
+
+Every round runs each variant once, in an order rotated from round to round, and each time is
+divided by the ``hf`` time of the same round; the table reports the median of those per-round
+ratios (and their range). Interleaving matters on a shared machine: load that comes and goes hits
+all variants of a round alike instead of whichever happened to run during it.
+
+Usage::
+
+    .venv/bin/python bench/bench_forward.py                      # both models, 32 x 64 tokens
+    .venv/bin/python bench/bench_forward.py --models minilm --rounds 11 --out docs/bench.md
+
+Targets (ratios to Hugging Face eager): no hooks <= 1.05, full cache <= 1.5, patterns only <= 1.15.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tqdm import tqdm  # noqa: E402
+
+from models.loading import _hf_load, cache_dir, from_hf, minilm_dir, smollm2_gguf  # noqa: E402
+
+TARGETS = {"ours": 1.05, "ours_all": 1.5, "ours_pat": 1.15}
+VARIANTS = ["hf", "ours", "ours_all", "ours_pat", "bridge", "bridge_all", "bridge_pat"]
+LABELS = {
+    "hf": "Hugging Face eager forward",
+    "ours": "ours, forward, no hooks",
+    "ours_all": "ours, run_with_cache, all hooks",
+    "ours_pat": "ours, run_with_cache, patterns only",
+    "bridge": "bridge, forward, no hooks",
+    "bridge_all": "bridge, run_with_cache, all hooks",
+    "bridge_pat": "bridge, run_with_cache, patterns only",
+}
+
+
+def is_pattern(name: str) -> bool:
+    return name.endswith("hook_pattern")
+
+
+# --------------------------------------------------------------------------------------------------
+# Models
+
+
+def smollm2_hf_folder() -> Path:
+    """A plain Hugging Face folder for SmolLM2 (the bridge boots from folders, and cannot read the
+    GGUF's quantisation marker): built once from the GGUF and cached next to the toolkit's own
+    converted checkpoint, keyed by the GGUF file's identity."""
+    import transformers
+
+    gguf = smollm2_gguf()
+    st = gguf.stat()
+    key = hashlib.sha1(f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
+    folder = cache_dir() / f"smollm2-hf-{key}"
+    if (folder / "config.json").exists():
+        return folder
+    hf_model, tok = _hf_load(str(gguf.parent), gguf_file=gguf.name)
+    cfg = hf_model.config.to_dict()
+    cfg.pop("quantization_config", None)
+    fresh = transformers.LlamaForCausalLM(transformers.LlamaConfig.from_dict(cfg))
+    fresh.load_state_dict(hf_model.state_dict(), strict=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".tmp"))
+    fresh.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    os.replace(tmp, folder)  # atomic: a crash never leaves half a folder under the final name
+    return folder
+
+
+def load_all(name: str):
+    """(hf_model, ours, bridge) on identical weights, all fp32, eval, CPU."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    folder = minilm_dir() if name == "minilm" else smollm2_hf_folder()
+    hf_model, tok = _hf_load(str(folder))
+    ours = from_hf(hf_model, tok, name=name)  # copies of the HF tensors: the same weights
+    bridge = TransformerBridge.boot_transformers(str(folder), device="cpu", dtype=torch.float32).eval()
+    return hf_model, ours, bridge
+
+
+def make_batch(vocab: int, batch: int, seq: int, seed: int = 0) -> torch.Tensor:
+    """Random ordinary token ids (skipping the low ids, where special tokens live)."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(1000, vocab - 100, (batch, seq), generator=gen)
+
+
+def variants(name: str, hf_model, ours, bridge, ids: torch.Tensor) -> dict[str, Callable[[], object]]:
+    causal = name != "minilm"
+    hf_kw = {"use_cache": False} if causal else {}
+    return {
+        "hf": lambda: hf_model(input_ids=ids, **hf_kw),
+        "ours": lambda: ours(ids),
+        "ours_all": lambda: ours.run_with_cache(ids),
+        "ours_pat": lambda: ours.run_with_cache(ids, names_filter=is_pattern),
+        "bridge": lambda: bridge(ids),
+        "bridge_all": lambda: bridge.run_with_cache(ids, return_cache_object=False),
+        "bridge_pat": lambda: bridge.run_with_cache(ids, names_filter=is_pattern, return_cache_object=False),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Timing
+
+
+def time_rounds(fns: dict[str, Callable[[], object]], rounds: int, desc: str) -> dict[str, dict[str, list[float]]]:
+    """Each round runs every variant once, the order rotated by one each round (so no variant is
+    always first or always after the heaviest one). Returns, per variant, the wall-clock seconds
+    and the process CPU seconds (all threads) of each round."""
+    names = list(fns)
+    times = {n: {"wall": [], "cpu": []} for n in names}
+    with torch.no_grad():
+        for n in names:  # warm-up: allocator, lazy init, first-call paths
+            fns[n]()
+        gc.collect()
+        for r in tqdm(range(rounds), desc=desc, unit="round"):
+            order = names[r % len(names) :] + names[: r % len(names)]
+            for n in order:
+                c0, t0 = time.process_time(), time.perf_counter()
+                out = fns[n]()
+                times[n]["wall"].append(time.perf_counter() - t0)
+                times[n]["cpu"].append(time.process_time() - c0)
+                del out
+                gc.collect()  # free the cache outside the timed region
+    return times
+
+
+def summarise(times: dict[str, dict[str, list[float]]]) -> dict[str, dict]:
+    """Median per-round ratio to ``hf`` (and its range), for wall-clock and for CPU time."""
+    out = {}
+    for n, kinds in times.items():
+        out[n] = {}
+        for kind, ts in kinds.items():
+            ratios = [t / h for t, h in zip(ts, times["hf"][kind])]
+            out[n][kind] = dict(
+                median_s=statistics.median(ts), ratio=statistics.median(ratios), lo=min(ratios), hi=max(ratios)
+            )
+    return out
+
+
+def markdown(results: dict[str, dict[str, dict]], args) -> str:
+    lines = [
+        f"Batch {args.batch} x {args.seq} tokens, {args.threads} threads, {args.rounds} interleaved rounds, "
+        "fp32, CPU, `torch.no_grad`. Ratio = median over rounds of (variant time / HF eager time in "
+        "the same round), for wall-clock time and for process CPU time (all threads; steadier on a "
+        "shared machine); range = min..max of the per-round CPU ratios. 'vs bridge' = our CPU ratio / "
+        "the bridge's for the same job. 'met' judges the CPU ratio (wall ratio in brackets when it "
+        "disagrees).",
+        "",
+        "| model | variant | median wall (ms) | wall ratio | median CPU (ms) | CPU ratio | CPU range | vs bridge | target | met |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---|",
+    ]
+    bridge_of = {"ours": "bridge", "ours_all": "bridge_all", "ours_pat": "bridge_pat"}
+    for model, res in results.items():
+        for n in VARIANTS:
+            if n not in res:
+                continue
+            w, c = res[n]["wall"], res[n]["cpu"]
+            target = TARGETS.get(n)
+            b = bridge_of.get(n)
+            vs = f"{c['ratio'] / res[b]['cpu']['ratio']:.2f}x" if b in res else ""
+            met = ""
+            if target is not None:
+                met = "yes" if c["ratio"] <= target else "**no**"
+                if (w["ratio"] <= target) != (c["ratio"] <= target):
+                    met += f" (wall: {'yes' if w['ratio'] <= target else 'no'})"
+            lines.append(
+                f"| {model} | {LABELS[n]} | {1000 * w['median_s']:.0f} | {w['ratio']:.3f}x | "
+                f"{1000 * c['median_s']:.0f} | {c['ratio']:.3f}x | {c['lo']:.2f}..{c['hi']:.2f} | {vs} | "
+                f"{'' if target is None else f'<= {target}x'} | {met} |"
+            )
+    return "\n".join(lines)
+
+
+def machine_line(threads: int) -> str:
+    try:
+        load = os.getloadavg()
+        load_s = f"load average {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}"
+    except OSError:
+        load_s = "load average unknown"
+    return (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, torch {torch.__version__} "
+        f"with {threads} threads, Python {platform.python_version()}; {load_s} at the end of the run"
+    )
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", default=["minilm", "smollm2"], choices=["minilm", "smollm2"])
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--variants", nargs="+", default=VARIANTS, choices=VARIANTS, help="subset to time (hf is always timed)"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="also write the markdown table to this file")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+
+    results = {}
+    for name in args.models:
+        hf_model, ours, bridge = load_all(name)
+        ids = make_batch(ours.cfg.d_vocab, args.batch, args.seq)
+        fns = variants(name, hf_model, ours, bridge, ids)
+        fns = {n: f for n, f in fns.items() if n == "hf" or n in args.variants}
+        results[name] = summarise(time_rounds(fns, args.rounds, desc=name))
+        del hf_model, ours, bridge, fns
+        gc.collect()
+
+    table = markdown(results, args) + "\n\nMachine: " + machine_line(args.threads) + "\n"
+    print(table)
+    if args.out is not None:
+        tmp = args.out.with_suffix(args.out.suffix + ".tmp")
+        tmp.write_text(table)
+        os.replace(tmp, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

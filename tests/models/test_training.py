@@ -1,0 +1,151 @@
+"""Training: loss goes down on real text, runs repeat exactly, save/load/resume is bit-identical."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+import models
+from models import bpe
+from models.training import STATE_FILE, TrainConfig, Trainer, heldout_windows, lr_factor
+from tests.conftest import tiny_config
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models train ~20x faster on one thread than on two when the cores are shared."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    """A tiny English corpus: the first 200 distinct passages, a 320-token BPE trained on them."""
+    train_texts, heldout_texts = bpe.english_passages(max_passages=200)
+    tok = bpe.train_bpe(train_texts, vocab_size=320)
+    return tok, bpe.encode_stream(tok, train_texts), bpe.encode_stream(tok, heldout_texts)
+
+
+def _model(tok, seed=0, **kw):
+    cfg = tiny_config(d_vocab=len(tok.hf), positional=kw.pop("positional", "rope"), tie_embeddings=True, **kw)
+    return models.Transformer(cfg, tokenizer=tok, seed=seed)
+
+
+TC = TrainConfig(steps=12, batch_size=4, lr=3e-3, warmup_steps=3, eval_windows=8, eval_every=4)
+
+
+def test_split_is_fixed_and_disjoint():
+    train_a, held_a = bpe.english_passages(max_passages=300)
+    train_b, held_b = bpe.english_passages(max_passages=300)
+    assert (train_a, held_a) == (train_b, held_b)
+    assert not set(train_a) & set(held_a)
+    assert 0.01 < len(held_a) / (len(train_a) + len(held_a)) < 0.15  # about 1 in 20
+    # a passage's side of the split does not depend on how many passages were read
+    train_small, held_small = bpe.english_passages(max_passages=100)
+    assert set(held_small) <= set(held_a) and set(train_small) <= set(train_a)
+
+
+def test_bpe_tokenizer_aligns_words_and_round_trips(corpus):
+    tok, train_ids, _ = corpus
+    batch = tok(["The cat sleeps, and he runs."])
+    assert batch.words[0] == ["The", "cat", "sleeps", ",", "and", "he", "runs", "."]
+    # every word gets at least one token, in order; only bare-space tokens are unaligned
+    aligned = [w for w in batch.token_to_word[0] if w >= 0]
+    assert sorted(set(aligned)) == list(range(8)) and aligned == sorted(aligned)
+    assert all(t == "Ġ" for t, w in zip(batch.tokens[0], batch.token_to_word[0]) if w < 0)
+    text = "Byte-level BPE never fails: naïve café ☃."
+    assert tok.decode(tok.hf(text, add_special_tokens=False)["input_ids"]) == text
+    assert int(train_ids.max()) < len(tok.hf) <= 320
+    assert (train_ids == tok.hf.eos_token_id).sum() > 100  # one EOS per passage
+
+
+def test_short_run_lowers_heldout_loss(corpus):
+    tok, train_ids, heldout_ids = corpus
+    model = _model(tok)
+    tc = TrainConfig(steps=40, batch_size=8, lr=5e-3, warmup_steps=4, eval_windows=16)
+    trainer = Trainer(model, train_ids, heldout_ids, tc)
+    before = trainer.evaluate()
+    assert abs(before - math.log(len(tok.hf))) < 0.3  # an untrained model is near uniform
+    history = trainer.train(progress=False)
+    after = history[-1]["heldout_loss"]
+    assert after < before - 0.7, (before, after)
+
+
+def _train(tok, train_ids, heldout_ids, steps, seed=0, tc=TC):
+    trainer = Trainer(_model(tok, seed=seed), train_ids, heldout_ids, tc.replace(seed=seed))
+    trainer.train(steps=steps, progress=False)
+    return trainer
+
+
+def test_same_seed_repeats_and_other_seed_differs(corpus):
+    a, b, c = (_train(*corpus, steps=6, seed=s) for s in (0, 0, 1))
+    assert [h["train_loss"] for h in a.history] == [h["train_loss"] for h in b.history]
+    for (n, pa), pb in zip(a.model.named_parameters(), b.model.parameters()):
+        assert torch.equal(pa, pb), n
+    assert [h["train_loss"] for h in a.history] != [h["train_loss"] for h in c.history]
+
+
+def test_save_load_resume_is_bit_identical(corpus, tmp_path):
+    tok, train_ids, heldout_ids = corpus
+    straight = _train(tok, train_ids, heldout_ids, steps=TC.steps)
+
+    half = _train(tok, train_ids, heldout_ids, steps=6)
+    half.save(tmp_path / "ckpt")
+    assert (tmp_path / "ckpt" / STATE_FILE).exists()
+    # loading alone reproduces the model exactly (weights and tokenizer)
+    loaded = models.load(str(tmp_path / "ckpt"))
+    probe = heldout_windows(heldout_ids, 32, 2)
+    assert torch.equal(loaded(probe), half.model.eval()(probe))
+    assert loaded.tokenizer("The cat sleeps.").input_ids.tolist() == tok("The cat sleeps.").input_ids.tolist()
+
+    resumed = Trainer.resume(tmp_path / "ckpt", train_ids, heldout_ids)
+    assert resumed.step == 6
+    resumed.train(progress=False)
+    assert resumed.step == TC.steps
+    assert [h["train_loss"] for h in resumed.history] == [h["train_loss"] for h in straight.history]
+    assert [h.get("heldout_loss") for h in resumed.history] == [h.get("heldout_loss") for h in straight.history]
+    for (n, pa), pb in zip(straight.model.named_parameters(), resumed.model.parameters()):
+        assert torch.equal(pa, pb), n
+
+    meta = json.loads((tmp_path / "ckpt" / "interp_config.json").read_text())
+    assert meta["extra"]["step"] == 6 and meta["extra"]["training"]["seed"] == 0
+
+
+def test_resume_needs_optimizer_state(corpus, tmp_path):
+    tok, train_ids, heldout_ids = corpus
+    t = Trainer(_model(tok), train_ids, heldout_ids, TC)
+    t.save(tmp_path / "c", optimizer_state=False)
+    with pytest.raises(FileNotFoundError, match="optimizer state"):
+        Trainer.resume(tmp_path / "c", train_ids, heldout_ids)
+
+
+def test_schedule_warms_up_then_decays_to_the_floor():
+    tc = TrainConfig(steps=100, warmup_steps=10, lr=1.0, min_lr_ratio=0.1, schedule="cosine")
+    f = [lr_factor(s, tc) for s in range(tc.steps)]
+    assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0)
+    assert all(a < b for a, b in zip(f[:10], f[1:10]))
+    assert all(a >= b for a, b in zip(f[10:], f[11:]))
+    assert f[-1] == pytest.approx(0.1)
+    mid = 10 + (100 - 10 - 1) // 2
+    assert lr_factor(mid, tc) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (mid - 10) / 89)))
+    lin = TrainConfig(steps=100, warmup_steps=10, min_lr_ratio=0.0, schedule="linear")
+    assert lr_factor(99, lin) == pytest.approx(0.0) and lr_factor(10, lin) == pytest.approx(1.0)
+
+
+def test_bad_settings_are_refused(corpus):
+    tok, train_ids, heldout_ids = corpus
+    with pytest.raises(ValueError, match="schedule"):
+        TrainConfig(schedule="exp")
+    with pytest.raises(ValueError, match="unknown training settings"):
+        TrainConfig.from_dict({"stepz": 3})
+    with pytest.raises(ValueError, match="seq_len"):
+        Trainer(_model(tok), train_ids, heldout_ids, TC.replace(seq_len=64))
+    with pytest.raises(ValueError, match="causal"):
+        Trainer(models.Transformer(tiny_config(attention="bidirectional", d_vocab=len(tok.hf))), train_ids, heldout_ids, TC)
+    with pytest.raises(ValueError, match="vocabulary"):
+        Trainer(models.Transformer(tiny_config(d_vocab=50)), train_ids, heldout_ids, TC)
