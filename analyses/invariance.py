@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Optional
 
 import pandas as pd
-import torch
 
 from analyses import invariance_permutation as perm_mod
 from analyses import invariance_position as pos_mod
@@ -91,10 +90,8 @@ def run_all(model, text: Optional[str] = None, n_tokens: int = 16, seed: int = 0
         steps.update(1)
 
     step(perm_mod.layer_permutation(model, tokens, seed=seed, model64=m64))
-    if model.cfg.positional == "alibi":
-        pass  # positions cannot be removed from ALiBi scores by a hook; the layer check covers it
-    else:
-        step(perm_mod.model_permutation(model, tokens, seed=seed, model64=m64))
+    # ALiBi's bias cannot be removed by a hook, so model_permutation only measures "with positions"
+    step(perm_mod.model_permutation(model, tokens, seed=seed, model64=m64))
     leak, leak_rows = perm_mod.causal_order_leak(model, tokens, seed=seed, model64=m64)
     step(leak_rows)
     per_head = perm_mod.head_position_sensitivity(model, tokens, seed=seed, model64=m64)

@@ -281,3 +281,19 @@ def tiny_model(positional: str, attention: str = "bidirectional", seed: int = 0,
 
 def as_numpy(x) -> np.ndarray:
     return x.detach().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x)
+
+
+def first_layers(model, n_layers: int):
+    """A new model made of the first ``n_layers`` blocks of ``model`` (same real weights, same
+    embeddings, final norm and tokenizer): a fast stand-in for layer-wise checks. ``model`` is not
+    changed."""
+    import models
+
+    if not 1 <= n_layers <= model.cfg.n_layers:
+        raise ValueError(f"n_layers must lie in 1..{model.cfg.n_layers}, got {n_layers}")
+    cfg = model.cfg.replace(n_layers=n_layers, name=f"{model.cfg.name}[:{n_layers}]")
+    new = models.Transformer(cfg, tokenizer=getattr(model, "tokenizer", None), seed=0)
+    keep = {k: v for k, v in model.state_dict().items()
+            if not k.startswith("blocks.") or int(k.split(".")[1]) < n_layers}
+    new.load_state_dict(keep, strict=True)
+    return new.to(next(model.parameters()).dtype).eval()

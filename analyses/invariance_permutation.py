@@ -33,8 +33,6 @@ from torch import Tensor
 
 from analyses.invariance_common import (
     SAFETY,
-    U32,
-    U64,
     attention_inputs,
     different_tokens,
     double_copy,

@@ -37,7 +37,6 @@ from analyses.invariance_common import (
     model_name,
     model_tokens,
     tiny_model,
-    unit_roundoff,
 )
 
 DEFAULT_SHIFTS = (1, 100, 1000, 4000)

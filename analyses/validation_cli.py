@@ -4,7 +4,7 @@ Writes ``DIR/validation.csv`` (one row per labelled head and role), ``DIR/unlabe
 with large effects and no label tied to the metric) and ``DIR/validation.md`` (a report section).
 
 Budget (2 CPU cores): a model with at most 100 heads (MiniLM: 72) is swept completely: every head
-ablated, every other head in the null. A larger one (SmolLM2: 270 heads, ~0.5 s per forward pass of
+ablated, every other head in the null; its probes use 32 prompts per family (half train the probe). A larger one (SmolLM2: 270 heads, ~0.5 s per forward pass of
 the default prompts) gets a sampled null: ``--n-null 20`` random heads from all layers plus
 ``--n-layer-null 2`` random heads of each labelled layer, and at most ``--max-heads-per-role 4``
 best-scoring labelled heads per role. One forward pass per evaluated head over all prompts.
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--labels", default=None,
                         help="heads.csv from `interp probe` (default: probe now), or 'patterns': previous-token "
                              "and induction heads read off attention patterns (pattern_labels)")
-    parser.add_argument("--n", type=int, default=None, help="prompts per family (default: 8 causal, 16 encoder)")
+    parser.add_argument("--n", type=int, default=None, help="prompts per family (default: 8 causal, 32 encoder: probes need the data)")
     parser.add_argument("--ablation", default="mean", choices=["zero", "mean", "resample"])
     parser.add_argument("--n-null", type=int, default=None, help="random heads in the null (default: all for small models, else 20)")
     parser.add_argument("--n-layer-null", type=int, default=None, help="random heads per labelled layer (default: all / 2)")
@@ -75,14 +75,17 @@ def report_markdown(result, labels_source: str) -> str:
         "",
         "Rule: *validated* = the effect (clean score - ablated score, higher score = better behaviour) has a "
         "95% bootstrap interval above 0, is at least `min_effect`, and its empirical p-value against random "
-        "heads (+1 corrected) survives Benjamini-Hochberg at "
-        f"{info['alpha']}; *pattern only* = no measurable effect either way; *inconclusive* = the rest.",
+        f"heads (+1 corrected) is at most {info['alpha']} (smallest attainable: 1/(n_null+1)); `q_value` is "
+        "Benjamini-Hochberg over the labelled rows, for a false-discovery reading; *pattern only* = no "
+        "measurable effect either way; *inconclusive* = the rest.",
         "",
         "### Metrics",
         "",
     ]
     for m, d in info["metrics"].items():
-        lines.append(f"- `{m}`: {d} (clean mean {info['clean'][m]:.3g})")
+        acc = info.get("clean_accuracy", {}).get(m)
+        extra = f", clean held-out probe accuracy {acc:.2f}" if acc is not None else ""
+        lines.append(f"- `{m}`: {d} (clean mean {info['clean'][m]:.3g}{extra})")
     show = t[["layer", "head", "role", "metric", "effect", "ci_low", "ci_high", "null_mean", "null_std", "z",
               "p_value", "q_value", "p_value_layer", "verdict"]]
     lines += ["", "### Labelled heads", "", markdown_table(show)]
@@ -125,7 +128,7 @@ def run(args) -> int:
     n_heads = model.cfg.n_layers * model.cfg.n_heads
     small = n_heads <= SMALL_MODEL_HEADS
     causal = V._is_causal(model) and V._has_lm_head(model)
-    n = args.n or (8 if causal else 16)
+    n = args.n or (8 if causal else 32)
     n_null = args.n_null if args.n_null is not None else (None if small else 20)
     n_layer_null = args.n_layer_null if args.n_layer_null is not None else (None if small else 2)
     cap = args.max_heads_per_role if args.max_heads_per_role is not None else (None if small else 4)

@@ -123,10 +123,11 @@ def main(argv=None) -> int:
     rows = forward_scaling(lengths, args.repeats)
     k_all, k_long = fit_exponent(rows), fit_exponent(rows, 1024)
     print("\nOne forward pass vs length (1 layer, d_model 64, 2 heads)")
-    print(f"{'n':>6}{'ms':>12}{'ratio to n/2':>14}")
+    print(f"{'n':>6}{'ms':>12}{'ratio to n/2':>14}{'ns per n^2':>12}")
     for prev, r in zip([None] + rows[:-1], rows):
         ratio = "" if prev is None else f"{r['ms_per_forward'] / prev['ms_per_forward']:.2f}"
-        print(f"{r['n']:>6}{r['ms_per_forward']:>12.2f}{ratio:>14}")
+        per = 1e6 * r["ms_per_forward"] / r["n"] ** 2  # rises when the n x n tensors leave the caches
+        print(f"{r['n']:>6}{r['ms_per_forward']:>12.2f}{ratio:>14}{per:>12.2f}")
     print(f"\nfitted exponent k (time ~ n^k): all lengths {k_all:.2f}; n >= 1024: {k_long:.2f}  (O(n^2) attention: k -> 2)")
     if args.plot:
         plot(rows, Path(args.plot), k_all, k_long)

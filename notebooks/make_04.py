@@ -58,10 +58,10 @@ cells = [
         "minilm = models.load('minilm').eval()\n"
         "lab = V.pattern_labels(minilm, top=3)\n"
         "lab = lab[lab.role == 'previous_token']\n"
-        "mres = V.validate(minilm, lab, n=12, seed=0, n_null=16, n_layer_null=2, n_boot=300)\n"
+        "mres = V.validate(minilm, lab, n=20, seed=0, n_null=10, n_layer_null=1, n_boot=300)\n"
         "mres.table[['layer', 'head', 'role', 'metric', 'effect', 'null_mean', 'null_std', 'p_value', 'q_value', 'verdict']]"
     ),
-    nbf.v4.new_code_cell("print(mres.info['clean'])\nmres.unlabelled.head()"),
+    nbf.v4.new_code_cell("print(mres.info['clean_accuracy'])\nmres.unlabelled.head()"),
     nbf.v4.new_code_cell("print(f'notebook ran in {time.time() - t0:.0f} s')"),
 ]
 

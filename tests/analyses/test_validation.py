@@ -159,3 +159,12 @@ def test_cli_writes_csv_and_report(minilm, tmp_path, monkeypatch):
     md = (out / "validation.md").read_text()
     assert "Causal validation" in md and "subject_verb" in md
     assert not list(out.glob("*.tmp"))
+
+
+def test_pattern_labels_find_both_previous_token_heads(planted):
+    model, heads = planted
+    lab = V.pattern_labels(model, top=2, threshold=0.5)
+    got = lab[lab["label"] & (lab["role"] == "previous_token")]
+    assert sorted(zip(got["layer"], got["head"])) == sorted([heads["A"], heads["B"]])
+    assert not (lab["label"] & (lab["role"] == "induction")).any()  # nothing here does induction
+    assert {"model", "layer", "head", "role", "direction", "score", "label"} <= set(lab.columns)
