@@ -170,7 +170,7 @@ def _png(fig) -> bytes:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
 

@@ -282,7 +282,6 @@ def _encoder_prompts(model, n: int, rng: np.random.Generator) -> PromptSet:
         read_word.append({"prev_word_probe": 1, "delimiter_probe": 2})
     batch = tok.words(words)
     tokens, attention_mask = batch.input_ids, batch.attention_mask
-    fam = np.array(family)
     tasks = {}
     descr = {
         "sv_probe": "probe log-odds of the subject's number at the masked verb",
@@ -374,6 +373,14 @@ def metric_functions(prompts: PromptSet, clean_output: Optional[Tensor] = None) 
     probes are trained here on ``clean_output`` (required for them)."""
     batch = prompts.tokens.shape[0]
     funcs = {}
+    memo: dict = {}
+
+    def next_token_logp(out):  # shared by the loss metrics of one output: one log_softmax, not three
+        if memo.get("out") is not out:
+            target = prompts.tokens[:, 1:]
+            memo["out"], memo["logp"] = out, out[:, :-1].float().log_softmax(-1).gather(-1, target[..., None])[..., 0]
+        return memo["logp"]
+
     for name, task in prompts.tasks.items():
         rows = torch.as_tensor(task.rows, dtype=torch.long)
         if task.kind == "logit_diff":
@@ -385,10 +392,9 @@ def metric_functions(prompts: PromptSet, clean_output: Optional[Tensor] = None) 
                 return s
         elif task.kind == "loss":
             m = task.loss_mask.bool()
-            target = prompts.tokens[:, 1:]
 
-            def fn(out, m=m, rows=rows, target=target):
-                logp = out[:, :-1].float().log_softmax(-1).gather(-1, target[..., None])[..., 0]
+            def fn(out, m=m, rows=rows):
+                logp = next_token_logp(out)
                 mm = m[:, :-1].float()
                 s = (logp * mm).sum(1) / mm.sum(1).clamp(min=1)
                 s[mm.sum(1) == 0] = float("nan")
@@ -531,7 +537,6 @@ def validate(
                            **{k: v for k, v in kw.items() if k != "attention_mask"})
 
     # per head x metric: mean effect and bootstrap interval over the prompts that count
-    head_index = {h: i for i, h in enumerate(heads)}
     eff, rows = {}, []
     min_eff = {}
     for m in funcs:

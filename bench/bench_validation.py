@@ -44,6 +44,8 @@ def main(argv=None) -> int:
     ap.add_argument("--with-null", action="store_true", help="also time validation with the CLI's null (slow)")
     args = ap.parse_args(argv)
 
+    import transformer_lens.patching  # noqa: F401  (imported once here, not inside the timings: ~10 s)
+
     model = models.load(args.model).eval()
     prompts = V.build_prompts(model, n=args.n, seed=0)
     labels = V.pattern_labels(model, prompts) if args.labels == "patterns" else pd.read_csv(args.labels)
