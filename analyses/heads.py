@@ -21,9 +21,10 @@ role                    metric       what is measured (per sentence, then averag
 ``broad``               entropy      row entropy / log(visible keys)                        0.9 (fixed)
 ``duplicate_token``     mass         on earlier copies of the same token (TL ``mul``)       uniform
 ``induction``           mass         on the token after an earlier copy (TL ``mul``)        uniform
-``subject_verb``        accuracy     the row word's largest weight (self excluded) is the    best offset
-                                     gold partner (Clark et al., 2019)
+``subject_verb``        accuracy     the row word's largest weight (self excluded) is the    best offset,
+                                     gold partner (Clark et al., 2019)                      first word
 ``anaphora``            accuracy     same, pronoun <-> antecedent                           best offset,
+                                                                                            first word,
                                                                                             nearest noun
 ======================  ===========  =====================================================  ============
 
@@ -185,8 +186,9 @@ def adapt(model, tokenizer=None) -> Adapter:
                 kwargs["token_type_ids"] = batch.token_type_ids
             return model.run_with_hooks(batch.input_ids, fwd_hooks=fwd_hooks, **kwargs)
 
-    name = getattr(cfg, "name", None) or getattr(cfg, "model_name", None) or type(model).__name__
-    return Adapter(name=str(name), n_layers=int(cfg.n_layers), n_heads=int(cfg.n_heads), is_causal=causal,
+    name = str(getattr(cfg, "name", None) or getattr(cfg, "model_name", None) or type(model).__name__)
+    name = name.rstrip("/").rsplit("/", 1)[-1] if "/" in name else name  # a bridge booted from a folder
+    return Adapter(name=name, n_layers=int(cfg.n_layers), n_heads=int(cfg.n_heads), is_causal=causal,
                    n_ctx=int(n_ctx), d_vocab=int(d_vocab), tokenizer=tok, forward=forward, model=model,
                    special_ids=special)
 
@@ -393,10 +395,16 @@ def _relation_tests(items: Sequence[Item], causal: bool, margin: float) -> list[
             t = _Test(role=relation, direction=name, metric="accuracy", kind="relation", relation=relation,
                       forward=forward, baseline_kind=f"offset {best:+d}", margin=margin, offset=best,
                       offset_baseline=off_acc)
+            best_acc = off_acc
+            # a head that always attends to the first word (the attention sink of models without a
+            # BOS token) is right whenever the gold word is word 0: a fixed-position baseline
+            first = float(np.mean([g == 0 for _, g in pairs])) if pairs else float("nan")
+            if pairs and first > best_acc:
+                t.baseline_kind, best_acc = "first word", first
             if relation == "anaphora" and forward:
                 cand = [float(_nearest_candidate(it) == it.target) for it in rel if not causal or it.target < it.query]
                 t.candidate_baseline = float(np.mean(cand)) if cand else float("nan")
-                if cand and t.candidate_baseline > off_acc:
+                if cand and t.candidate_baseline > best_acc:
                     t.baseline_kind = "nearest candidate"
             tests.append(t)
     return tests
@@ -412,6 +420,8 @@ def _item_baseline(test: _Test, item: Item) -> float:
     r, g = _row_gold(item, test.forward)
     if test.baseline_kind == "nearest candidate":
         return float(_nearest_candidate(item) == item.target)
+    if test.baseline_kind == "first word":
+        return float(g == 0)
     return float(g - r == test.offset)
 
 

@@ -23,14 +23,14 @@ cells = [
         "import models\n"
         "from analyses import heads, report\n"
         "pd.set_option('display.width', 160)\n"
-        "N = 20  # items per relation; small for speed (the CLI default is 100)\n"
-        "OPTS = dict(n_boot=50, null_n=30, batch_size=32)"
+        "N = 12  # items per relation; small for speed (the CLI default is 100)\n"
+        "OPTS = dict(n_boot=40, null_n=12, batch_size=36)"
     ),
     new_markdown_cell("## The encoder: MiniLM (BERT, bidirectional)"),
     new_code_cell(
         "minilm = models.load('minilm')\n"
         "items = heads.load_items(n=N, seed=0)\n"
-        "df_enc = heads.probe_items(minilm, items, n_repeat=20, seed=0, **OPTS)\n"
+        "df_enc = heads.probe_items(minilm, items, n_repeat=12, seed=0, **OPTS)\n"
         "cols = ['layer', 'head', 'role', 'direction', 'score', 'ci_low', 'ci_high', 'baseline', 'baseline_kind', 'null_score', 'p_adjusted']\n"
         "df_enc[df_enc.label].sort_values('score', ascending=False)[cols].head(15)"
     ),
@@ -51,7 +51,7 @@ cells = [
     new_markdown_cell("## The causal LM: SmolLM2-135M (Llama, causal; the upper triangle is masked)"),
     new_code_cell(
         "smol = models.load('smollm2')\n"
-        "df_lm = heads.probe_items(smol, items[::2], n_repeat=10, seed=0, **OPTS)\n"
+        "df_lm = heads.probe_items(smol, items[::2], n_repeat=6, seed=0, **OPTS)\n"
         "df_lm[df_lm.label].sort_values('score', ascending=False)[cols].head(15)"
     ),
     new_code_cell(
