@@ -50,7 +50,6 @@ and on a ``transformer_lens.TransformerBridge`` alike (see ``adapt``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence
 
@@ -344,15 +343,11 @@ def word_columns(token_to_word: Sequence[Sequence[int]], mask: Tensor, n_words: 
     column max_words + t) and [batch, n_cols] which columns exist."""
     b, t = mask.shape
     w_max = max(n_words)
+    align = torch.tensor([list(a[:t]) + [-1] * (t - len(a[:t])) for a in token_to_word], dtype=torch.long)
+    col = torch.where(align >= 0, align, w_max + torch.arange(t)[None, :])  # special token t -> its own column
     cols = torch.zeros(b, t, w_max + t)
-    exists = torch.zeros(b, w_max + t, dtype=torch.bool)
-    for i, align in enumerate(token_to_word):
-        for pos, w in enumerate(align[:t]):
-            if not mask[i, pos]:
-                continue
-            c = w if w >= 0 else w_max + pos
-            cols[i, pos, c] = 1.0
-            exists[i, c] = True
+    cols.scatter_(2, col[..., None], mask.bool()[..., None].float())  # padding rows stay all-zero
+    exists = cols.sum(1) > 0
     return cols, exists
 
 
@@ -448,8 +443,6 @@ class _RepeatBatch:
 
 
 def _sentence_batches(adapter: Adapter, items: Sequence[Item], tests: list, batch_size: int):
-    from models.tokenizer import Batch  # noqa: F401  (the tokenizer returns it)
-
     causal = adapter.is_causal
     for start in range(0, len(items), batch_size):
         chunk = items[start : start + batch_size]
@@ -759,14 +752,24 @@ def probe_heads(
 
 
 def load_items(n: int = 200, seed: int = 0, sources: Sequence[str] = ("generated",), conllu: Optional[str] = None) -> list:
-    """``n`` items per relation (subject_verb, anaphora, delimiter) from ``analyses.data``."""
+    """``n`` items per relation (subject_verb, anaphora, delimiter) and source, each relation from
+    the given sources that provide it (``analyses.data.SOURCES``), plus a CoNLL-U file's ``nsubj``
+    arcs (all of them) if given."""
     from analyses import data
 
+    if isinstance(sources, str):
+        sources = [s.strip() for s in sources.split(",") if s.strip()]
+    unknown = [s for s in sources if not any(s in srcs for srcs in data.SOURCES.values())]
+    if unknown:
+        known = sorted({s for srcs in data.SOURCES.values() for s in srcs if not s.startswith("conllu")})
+        raise ValueError(f"unknown data source(s) {unknown}; known: {known} (and conllu=FILE)")
     items = []
-    for relation in ("subject_verb", "anaphora", "delimiter"):
-        items += list(data.load_dataset(relation, n, seed, sources))
+    for relation, provided in data.SOURCES.items():
+        use = [s for s in sources if s in provided]
+        if use:
+            items += list(data.load_dataset(relation, n, seed, use))
     if conllu:
-        items += list(data.read_conllu(conllu))
+        items += list(data.load_dataset("subject_verb", None, seed, [f"conllu:{conllu}"]))
     return items
 
 

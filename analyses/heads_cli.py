@@ -34,24 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _items(args):
-    """Items per relation, each relation from the sources that provide it."""
-    from analyses import data
     from analyses.heads import load_items
 
-    wanted = [s.strip() for s in args.sources.split(",") if s.strip()]
-    unknown = [s for s in wanted if not any(s in srcs for srcs in data.SOURCES.values())]
-    if unknown:
-        raise SystemExit(f"interp probe: unknown source(s) {unknown}; known: generated, winobias, spacy, xsum")
-    items = []
-    for relation, srcs in data.SOURCES.items():
-        use = [s for s in wanted if s in srcs]
-        if use:
-            items += data.load_dataset(relation, args.n, args.seed, use)
-    if args.conllu:
-        items += data.load_dataset("subject_verb", None, args.seed, [f"conllu:{args.conllu}"])
-    if not items:
-        items = load_items(n=args.n, seed=args.seed)
-    return items
+    try:
+        return load_items(n=args.n, seed=args.seed, sources=args.sources, conllu=args.conllu)
+    except ValueError as e:
+        raise SystemExit(f"interp probe: {e}") from None
 
 
 def run(args) -> int:

@@ -80,17 +80,22 @@ def ratio(model_name: str, n: int, batch_size: int, repeats: int) -> dict:
     items = _items(n)
     _forward_only(model, items[:batch_size], batch_size)  # warm-up
     _probe(model, items[:batch_size], batch_size)
-    fwd, prb = [], []
+    fwd, prb, fwd_cpu, prb_cpu = [], [], [], []
     for _ in range(repeats):  # interleaved, so drifts in machine load hit both alike
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         _forward_only(model, items, batch_size)
         fwd.append(time.perf_counter() - t)
-        t = time.perf_counter()
+        fwd_cpu.append(time.process_time() - c)
+        t, c = time.perf_counter(), time.process_time()
         _probe(model, items, batch_size)
         prb.append(time.perf_counter() - t)
+        prb_cpu.append(time.process_time() - c)
     f, p = statistics.median(fwd), statistics.median(prb)
+    fc, pc = statistics.median(fwd_cpu), statistics.median(prb_cpu)
+    # CPU time (all threads of this process) is less disturbed by other jobs than wall time
     return {"n": n, "forward_s": f, "probe_s": p, "ratio": p / f, "forward_all": fwd, "probe_all": prb,
-            "threads": torch.get_num_threads()}
+            "forward_cpu_s": fc, "probe_cpu_s": pc, "cpu_ratio": pc / fc, "forward_cpu_all": fwd_cpu,
+            "probe_cpu_all": prb_cpu, "threads": torch.get_num_threads()}
 
 
 def main(argv=None) -> int:
@@ -117,7 +122,8 @@ def main(argv=None) -> int:
     lines += [f"| {m['n']} | {m['peak_rss_mb']:.0f} | {m['rss_before_probe_mb']:.0f} | {m['seconds']:.1f} |" for m in mem]
     lines += ["", f"cost over {r['n']} sentences, median of {args.repeats} interleaved repeats: plain forward "
               f"{r['forward_s']:.2f} s, probe {r['probe_s']:.2f} s, ratio {r['ratio']:.2f}x "
-              f"(forward runs {[round(x, 2) for x in r['forward_all']]}, probe runs {[round(x, 2) for x in r['probe_all']]})"]
+              f"(forward runs {[round(x, 2) for x in r['forward_all']]}, probe runs {[round(x, 2) for x in r['probe_all']]}); "
+              f"CPU time: forward {r['forward_cpu_s']:.2f} s, probe {r['probe_cpu_s']:.2f} s, ratio {r['cpu_ratio']:.2f}x"]
     sys.stdout.write("\n".join(lines) + "\n")
     if args.json:
         Path(args.json).write_text(json.dumps({"memory": mem, "ratio": r}, indent=2))
