@@ -49,13 +49,13 @@ def run(args) -> int:
     from analyses import heads, report
 
     t0 = time.perf_counter()
-    torch.set_grad_enabled(False)
-    model = models.load(args.model, device=args.device)
-    items = _items(args)
-    df = heads.probe_items(model, items, n_repeat=max(20, min(args.n, 200)), seed=args.seed,
-                           null_model=not args.no_null, n_boot=args.n_boot, alpha=args.alpha,
-                           batch_size=args.batch_size, progress=True)
-    examples = heads.example_patterns(model, df)
+    with torch.no_grad():  # scoped: run() is also called in-process (tests, notebooks)
+        model = models.load(args.model, device=args.device)
+        items = _items(args)
+        df = heads.probe_items(model, items, n_repeat=max(20, min(args.n, 200)), seed=args.seed,
+                               null_model=not args.no_null, n_boot=args.n_boot, alpha=args.alpha,
+                               batch_size=args.batch_size, progress=True)
+        examples = heads.example_patterns(model, df)
     command = "interp probe " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else None
     paths = report.write_report(df, Path(args.out), examples=examples, command=command)
     n_lab = int(df["label"].sum())

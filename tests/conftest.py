@@ -54,3 +54,12 @@ def tiny():
     """A seeded tiny causal model (learned positions, pre-LN, GELU)."""
     torch.manual_seed(0)
     return models.Transformer(tiny_config(), seed=0).eval()
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_global_state():
+    """Every test must leave autograd as it found it: a CLI or analysis that switches it off
+    globally (instead of a scoped ``torch.no_grad()``) would silently break later training code."""
+    before = torch.is_grad_enabled()
+    yield
+    assert torch.is_grad_enabled() == before, "this test left torch's grad mode changed"
