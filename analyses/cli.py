@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     "invariance": ("analyses.invariance_cli", "permutation, rotation, relative-position and sqrt(d) checks"),
     "validate": ("analyses.validation_cli", "causal validation of head labels by ablation"),
     "train": ("analyses.training_cli", "train the toolkit's transformer from a config file"),
+    "summary": ("analyses.summary", "one page over the main job's outputs: comparison, invariances, validation"),
 }
 
 

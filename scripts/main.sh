@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
-# Set everything up, then run the main job: the head-probing report on the default model(s).
+# Set everything up, then run the main job: the head-probing report on both embedded real models
+# (MiniLM encoder, SmolLM2 causal LM), the invariance checks, the causal validation of the labels,
+# and a one-page summary with the cross-model comparison. Output in $OUT (default: out/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 OUT=${OUT:-out}
-.venv/bin/interp tour --model minilm --out "$OUT/tour-minilm"
+I=.venv/bin/interp
+for model in minilm smollm2; do
+  $I probe --model "$model" --out "$OUT/$model"
+  # exits non-zero when a measurement disagrees with theory: a finding for the report, not a crash
+  $I invariance --model "$model" --out "$OUT/$model/invariance" \
+    || echo "interp invariance: some measurements on $model disagree with theory; see $OUT/$model/invariance/invariance.md"
+  $I validate --model "$model" --labels "$OUT/$model/heads.csv" --out "$OUT/$model/validation"
+done
+$I summary --out "$OUT"
+echo "main job done: $OUT/summary.md, $OUT/minilm/report.html, $OUT/smollm2/report.html"
