@@ -427,6 +427,16 @@ class Block(nn.Module):
 # The model
 
 
+def _is_text(x) -> bool:
+    """A str, a list of str (texts), or a list of lists of str (word lists): not token ids."""
+    if isinstance(x, str):
+        return True
+    if isinstance(x, (list, tuple)) and x:
+        first = x[0]
+        return isinstance(first, str) or (isinstance(first, (list, tuple)) and bool(first) and isinstance(first[0], str))
+    return False
+
+
 class Transformer(HookedModule):
     """A hookable transformer. ``forward`` takes token ids [batch, pos] (or [pos]), or text when a
     tokenizer is attached, and returns logits [batch, pos, vocab] (models with an LM head), the
@@ -538,7 +548,7 @@ class Transformer(HookedModule):
             (causal models with an LM head: mean next-token cross-entropy over real tokens),
             "default" (logits if there is an LM head, else hidden) or None.
         """
-        if isinstance(tokens, (str, list)) and (isinstance(tokens, str) or (tokens and isinstance(tokens[0], str))):
+        if _is_text(tokens):
             batch = self.to_tokens(tokens)
             tokens, attention_mask = batch.input_ids, batch.attention_mask
             if token_type_ids is None and batch.token_type_ids is not None:

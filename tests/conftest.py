@@ -41,6 +41,17 @@ def smollm2(hf_smollm2):
     return from_hf(hf_model, tok, name="smollm2")
 
 
+@pytest.fixture(scope="session")
+def minilm_bridge():
+    """TransformerLens's TransformerBridge booted offline from MiniLM's folder (eager attention)."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    bridge = TransformerBridge.boot_transformers(str(minilm_dir()), device="cpu", dtype=torch.float32)
+    attn_impl = bridge.original_model.config._attn_implementation
+    assert attn_impl == "eager", f"the bridge must run eager attention to expose patterns, got {attn_impl!r}"
+    return bridge.eval()
+
+
 def tiny_config(**overrides) -> models.Config:
     base = dict(
         d_model=32, n_layers=2, n_heads=4, d_head=8, d_mlp=64, d_vocab=50, n_ctx=32, name="tiny"

@@ -294,6 +294,22 @@ def test_minilm_small_probe(minilm):
     assert df[(df.role == "delimiter")].label.any()
 
 
+@pytest.mark.slow
+def test_probe_runs_on_a_transformer_lens_bridge(minilm, minilm_bridge):
+    """Analyses need only hook names: the bridge (another implementation of the same weights) gets
+    the same scores and the same labels as the toolkit's model on the same items."""
+    items = heads.load_items(n=10, seed=1)
+    kw = dict(n_repeat=6, n_boot=20, null_model=False, seed=0)
+    ours = heads.probe_items(minilm, items, **kw)
+    theirs = heads.probe_items(minilm_bridge, items, **kw)
+    key = ["layer", "head", "role", "direction"]
+    a, b = ours.sort_values(key).reset_index(drop=True), theirs.sort_values(key).reset_index(drop=True)
+    assert (a[key] == b[key]).all().all()
+    assert np.allclose(a.score, b.score, atol=1e-5, equal_nan=True)
+    assert (a.label == b.label).all()
+    assert a.score.std() > 0.05  # not a degenerate table that would match anything
+
+
 def test_empty_dataset_is_an_error():
     with pytest.raises(ValueError, match="empty dataset"):
         heads.probe_items(planted_model(), [], null_model=False)

@@ -79,8 +79,8 @@ def _run_both(ours_model, bridge):
 
 
 @pytest.fixture(scope="session")
-def minilm_run(minilm):
-    return _run_both(minilm, _boot(minilm_dir()))
+def minilm_run(minilm, minilm_bridge):
+    return _run_both(minilm, minilm_bridge)
 
 
 @pytest.fixture(scope="session")
