@@ -52,6 +52,16 @@ def run(args) -> int:
     with torch.no_grad():  # scoped: run() is also called in-process (tests, notebooks)
         model = models.load(args.model, device=args.device)
         items = _items(args)
+        if model.tokenizer is not None:
+            # a byte-level BPE can merge two punctuation words of real text into one token, leaving
+            # a word without a token: word-level scores cannot be defined there, so drop and say so
+            from analyses.data import keep_tokenizable
+
+            kept = keep_tokenizable(items, model.tokenizer)
+            if len(kept) < len(items):
+                sys.stderr.write(f"interp probe: dropped {len(items) - len(kept)} of {len(items)} sentences "
+                                 f"in which a word got no token of its own under {model.cfg.name}'s tokenizer\n")
+            items = kept
         df = heads.probe_items(model, items, n_repeat=max(20, min(args.n, 200)), seed=args.seed,
                                null_model=not args.no_null, n_boot=args.n_boot, alpha=args.alpha,
                                batch_size=args.batch_size, progress=True)

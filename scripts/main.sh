@@ -8,8 +8,12 @@ bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 OUT=${OUT:-out}
 I=.venv/bin/interp
+# Probing data: generated families (gold) plus real text: WinoBias (gold antecedents), spaCy-parsed
+# XSum news sentences (silver subject-verb arcs) and XSum punctuation. --n items per relation and source.
+SOURCES=generated,winobias,spacy,xsum
 for model in minilm smollm2; do
-  $I probe --model "$model" --out "$OUT/$model"
+  n=300; [ "$model" = smollm2 ] && n=150   # SmolLM2's 30 layers cost ~5x MiniLM's 6 per sentence
+  $I probe --model "$model" --out "$OUT/$model" --n "$n" --sources "$SOURCES"
   # exits non-zero when a measurement disagrees with theory: a finding for the report, not a crash
   $I invariance --model "$model" --out "$OUT/$model/invariance" \
     || echo "interp invariance: some measurements on $model disagree with theory; see $OUT/$model/invariance/invariance.md"
