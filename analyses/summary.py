@@ -44,8 +44,9 @@ def summarise(out: Path) -> Path:
     if not dirs:
         raise SystemExit(f"interp summary: no <model>/heads.csv under {out}; run `interp probe --out {out}/<model>` first")
     heads = {d.name: pd.read_csv(d / "heads.csv") for d in dirs}
-    for name, df in heads.items():  # write_comparison reads the causal flag from attrs when present
-        df.attrs["model"] = name
+    for name, df in heads.items():  # attrs do not survive the CSV: a bidirectional model has rows
+        df.attrs["model"] = name     # scored in the subject->verb direction, a causal one never
+        df.attrs["causal"] = not (df["direction"] == "subject->verb").any()
     comparison = write_comparison(heads, out)
     lines = ["# Head-probing summary", ""]
     for d in dirs:
