@@ -476,8 +476,21 @@ class Transformer(HookedModule):
     def W_U(self) -> Tensor:
         """[d_model, vocab]. With tied embeddings a view of W_E.T, so edits to W_E show here."""
         if not self.cfg.lm_head:
-            raise AttributeError(f"model {self.cfg.name!r} has no LM head (an encoder); it has no W_U")
+            raise AttributeError("no LM head")  # __getattr__ below turns this into the full message
         return (self.W_E if self.unembed_weight is None else self.unembed_weight).T
+
+    def __getattr__(self, name: str):
+        # A property that raises AttributeError (W_U on an encoder) falls through to here, and
+        # nn.Module would replace its message with a bare "no attribute"; keep the helpful one.
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name == "W_U" and not self.__dict__["cfg"].lm_head:
+                raise AttributeError(
+                    f"model {self.__dict__['cfg'].name!r} has no LM head (an encoder), so it has no W_U; "
+                    "read the final residual with return_type='hidden'"
+                ) from None
+            raise
 
     @torch.no_grad()
     def init_weights(self, seed: Optional[int] = None) -> "Transformer":

@@ -136,11 +136,12 @@ def test_encoder_has_no_logits_or_loss():
     enc = models.Transformer(tiny_config(attention="bidirectional", lm_head=False), seed=0)
     with pytest.raises(ValueError, match="no LM head|without an LM head"):
         enc(torch.arange(4), return_type="logits")
-    # the property's own message ("has no LM head") is replaced by nn.Module.__getattr__'s; the
-    # type is what hasattr() relies on
-    with pytest.raises(AttributeError, match="W_U"):
+    # AttributeError (what hasattr() relies on), with a message that says why and what to do
+    with pytest.raises(AttributeError, match="no LM head.*no W_U.*return_type='hidden'"):
         enc.W_U
     assert not hasattr(enc, "W_U")
+    with pytest.raises(AttributeError, match="W_nonexistent"):  # other misses stay plain
+        enc.W_nonexistent
 
 
 # ---- model names and checkpoints ----------------------------------------------------------------
