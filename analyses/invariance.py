@@ -28,14 +28,13 @@ from __future__ import annotations
 import base64
 import html
 import io
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 import pandas as pd
 
+from analyses.report import atomic_write
 from analyses import invariance_permutation as perm_mod
 from analyses import invariance_position as pos_mod
 from analyses import invariance_rotation as rot_mod
@@ -204,19 +203,6 @@ def figures(result: InvarianceResult) -> dict[str, bytes]:
     return figs
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_report(result: InvarianceResult, out_dir, figures_too: bool = True) -> dict[str, Path]:
     """Write invariance.csv, the per-analysis CSVs, invariance.md (+ PNGs) and a self-contained
     invariance.html (figures inlined as base64), each atomically. Returns name -> path."""
@@ -225,7 +211,7 @@ def write_report(result: InvarianceResult, out_dir, figures_too: bool = True) ->
     written = {}
 
     def put(name, data: bytes):
-        _atomic_write(out / name, data)
+        atomic_write(out / name, data)
         written[name] = out / name
 
     put("invariance.csv", result.table.to_csv(index=False).encode())

@@ -12,8 +12,8 @@ import torch
 DEFAULT_TEXT = "The cat sleeps because it is tired."
 
 
-def hook_shapes(model, text: str = DEFAULT_TEXT) -> "pandas.DataFrame":  # noqa: F821
-    """One row per hook point: name, shape on ``text``, dtype, and the documented axis names."""
+def hook_shapes(model, text: str = DEFAULT_TEXT):
+    """A pandas DataFrame, one row per hook point: name, shape on ``text``, documented axes."""
     import pandas as pd
 
     with torch.no_grad():

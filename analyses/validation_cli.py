@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
+
+from analyses.report import atomic_write
 
 SMALL_MODEL_HEADS = 100
 
@@ -97,26 +97,14 @@ def report_markdown(result, labels_source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_outputs(result, out_dir, labels_source: str = "given") -> dict:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"validation.csv": out / "validation.csv", "unlabelled.csv": out / "unlabelled.csv",
              "validation.md": out / "validation.md"}
-    _atomic_write_text(paths["validation.csv"], result.table.to_csv(index=False))
-    _atomic_write_text(paths["unlabelled.csv"], result.unlabelled.to_csv(index=False))
-    _atomic_write_text(paths["validation.md"], report_markdown(result, labels_source))
+    atomic_write(paths["validation.csv"], result.table.to_csv(index=False))
+    atomic_write(paths["unlabelled.csv"], result.unlabelled.to_csv(index=False))
+    atomic_write(paths["validation.md"], report_markdown(result, labels_source))
     return paths
 
 
