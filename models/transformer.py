@@ -561,6 +561,12 @@ class Transformer(HookedModule):
             (causal models with an LM head: mean next-token cross-entropy over real tokens),
             "default" (logits if there is an LM head, else hidden) or None.
         """
+        if return_type not in ("default", "logits", "hidden", "loss", None):
+            raise ValueError(f"return_type={return_type!r}; use 'logits', 'hidden', 'loss', 'default' or None")
+        if return_type in ("logits", "loss") and not self.cfg.lm_head:
+            raise ValueError(f"model {self.cfg.name!r} is an encoder without an LM head; use return_type='hidden'")
+        if return_type == "loss" and not self.cfg.is_causal:
+            raise ValueError("return_type='loss' is next-token cross-entropy; it needs a causal model")
         if _is_text(tokens):
             batch = self.to_tokens(tokens)
             tokens, attention_mask = batch.input_ids, batch.attention_mask
@@ -626,15 +632,9 @@ class Transformer(HookedModule):
             return None
         if return_type == "hidden" or (return_type == "default" and not cfg.lm_head):
             return x
-        if return_type not in ("default", "logits", "loss"):
-            raise ValueError(f"return_type={return_type!r}; use 'logits', 'hidden', 'loss', 'default' or None")
-        if not cfg.lm_head:
-            raise ValueError(f"model {cfg.name!r} is an encoder without an LM head; use return_type='hidden'")
         logits = F.linear(x, self.W_E if self.unembed_weight is None else self.unembed_weight, self.b_U)
         if return_type != "loss":
             return logits
-        if not cfg.is_causal:
-            raise ValueError("return_type='loss' is next-token cross-entropy; it needs a causal model")
         target = tokens[:, 1:]
         keep = None if attention_mask is None else attention_mask[:, 1:] & attention_mask[:, :-1]
         losses = F.cross_entropy(logits[:, :-1].flatten(0, 1), target.flatten(), reduction="none")
