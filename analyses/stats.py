@@ -65,37 +65,29 @@ def paired_p_value(scores, baseline, margin: float = 0.0) -> float:
     return float(one_sided_p_from_sums(d.size, d.mean() if d.size else np.nan, sd, margin))
 
 
-def holm(p_values) -> np.ndarray:
-    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1). NaNs stay NaN and do
-    not count as tests. Reject where adjusted p <= alpha: family-wise error rate <= alpha."""
+def _adjust(p_values, step) -> np.ndarray:
+    """Apply ``step(sorted finite p-values, m) -> adjusted`` to the finite entries; NaNs stay NaN
+    and do not count as tests. Adjusted values are capped at 1."""
     p = np.asarray(p_values, dtype=float)
     out = np.full(p.shape, np.nan)
     flat, res = p.ravel(), out.ravel()
     idx = np.flatnonzero(np.isfinite(flat))
-    m = idx.size
-    if m == 0:
-        return out
-    order = idx[np.argsort(flat[idx], kind="mergesort")]
-    adj = np.maximum.accumulate((m - np.arange(m)) * flat[order])
-    res[order] = np.minimum(adj, 1.0)
+    if idx.size:
+        order = idx[np.argsort(flat[idx], kind="mergesort")]
+        res[order] = np.minimum(step(flat[order], idx.size), 1.0)
     return res.reshape(p.shape)
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1). NaNs stay NaN and do
+    not count as tests. Reject where adjusted p <= alpha: family-wise error rate <= alpha."""
+    return _adjust(p_values, lambda p, m: np.maximum.accumulate((m - np.arange(m)) * p))
 
 
 def bh(p_values) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values (q-values; false discovery rate under independence or
     positive dependence). NaNs stay NaN."""
-    p = np.asarray(p_values, dtype=float)
-    out = np.full(p.shape, np.nan)
-    flat, res = p.ravel(), out.ravel()
-    idx = np.flatnonzero(np.isfinite(flat))
-    m = idx.size
-    if m == 0:
-        return out
-    order = idx[np.argsort(flat[idx], kind="mergesort")]
-    ranked = flat[order] * m / np.arange(1, m + 1)
-    adj = np.minimum.accumulate(ranked[::-1])[::-1]
-    res[order] = np.minimum(adj, 1.0)
-    return res.reshape(p.shape)
+    return _adjust(p_values, lambda p, m: np.minimum.accumulate((p * m / np.arange(1, m + 1))[::-1])[::-1])
 
 
 def bootstrap_ci(values, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
