@@ -43,8 +43,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -189,7 +189,8 @@ def markdown(results: dict[str, dict[str, dict]], args) -> str:
         "the bridge's for the same job. 'met' judges the CPU ratio (wall ratio in brackets when it "
         "disagrees).",
         "",
-        "| model | variant | median wall (ms) | wall ratio | median CPU (ms) | CPU ratio | CPU range | vs bridge | target | met |",
+        "| model | variant | median wall (ms) | wall ratio | median CPU (ms) | CPU ratio | CPU range | vs bridge "
+        "| target | met |",
         "|---|---|---:|---:|---:|---:|---|---:|---:|---|",
     ]
     bridge_of = {"ours": "bridge", "ours_all": "bridge_all", "ours_nores": "bridge_all", "ours_pat": "bridge_pat"}

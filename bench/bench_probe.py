@@ -93,9 +93,20 @@ def ratio(model_name: str, n: int, batch_size: int, repeats: int) -> dict:
     f, p = statistics.median(fwd), statistics.median(prb)
     fc, pc = statistics.median(fwd_cpu), statistics.median(prb_cpu)
     # CPU time (all threads of this process) is less disturbed by other jobs than wall time
-    return {"n": n, "forward_s": f, "probe_s": p, "ratio": p / f, "forward_all": fwd, "probe_all": prb,
-            "forward_cpu_s": fc, "probe_cpu_s": pc, "cpu_ratio": pc / fc, "forward_cpu_all": fwd_cpu,
-            "probe_cpu_all": prb_cpu, "threads": torch.get_num_threads()}
+    return {
+        "n": n,
+        "forward_s": f,
+        "probe_s": p,
+        "ratio": p / f,
+        "forward_all": fwd,
+        "probe_all": prb,
+        "forward_cpu_s": fc,
+        "probe_cpu_s": pc,
+        "cpu_ratio": pc / fc,
+        "forward_cpu_all": fwd_cpu,
+        "probe_cpu_all": prb_cpu,
+        "threads": torch.get_num_threads(),
+    }
 
 
 def main(argv=None) -> int:
@@ -113,17 +124,31 @@ def main(argv=None) -> int:
         return 0
     mem = []
     for n in args.sizes:
-        out = subprocess.run([sys.executable, __file__, "--model", args.model, "--child", str(n),
-                              "--batch-size", str(args.batch_size)], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--model", args.model, "--child", str(n), "--batch-size", str(args.batch_size)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         mem.append(json.loads(out.stdout.strip().splitlines()[-1]))
     r = ratio(args.model, args.ratio_n, args.batch_size, args.repeats)
-    lines = [f"model {args.model}, batch size {args.batch_size}", "",
-             "| sentences | peak RSS (MB) | RSS before probe (MB) | probe time (s) |", "|---|---|---|---|"]
-    lines += [f"| {m['n']} | {m['peak_rss_mb']:.0f} | {m['rss_before_probe_mb']:.0f} | {m['seconds']:.1f} |" for m in mem]
-    lines += ["", f"cost over {r['n']} sentences, median of {args.repeats} interleaved repeats: plain forward "
-              f"{r['forward_s']:.2f} s, probe {r['probe_s']:.2f} s, ratio {r['ratio']:.2f}x "
-              f"(forward runs {[round(x, 2) for x in r['forward_all']]}, probe runs {[round(x, 2) for x in r['probe_all']]}); "
-              f"CPU time: forward {r['forward_cpu_s']:.2f} s, probe {r['probe_cpu_s']:.2f} s, ratio {r['cpu_ratio']:.2f}x"]
+    lines = [
+        f"model {args.model}, batch size {args.batch_size}",
+        "",
+        "| sentences | peak RSS (MB) | RSS before probe (MB) | probe time (s) |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {m['n']} | {m['peak_rss_mb']:.0f} | {m['rss_before_probe_mb']:.0f} | {m['seconds']:.1f} |" for m in mem
+    ]
+    lines += [
+        "",
+        f"cost over {r['n']} sentences, median of {args.repeats} interleaved repeats: plain forward "
+        f"{r['forward_s']:.2f} s, probe {r['probe_s']:.2f} s, ratio {r['ratio']:.2f}x "
+        f"(forward runs {[round(x, 2) for x in r['forward_all']]}, "
+        f"probe runs {[round(x, 2) for x in r['probe_all']]}); "
+        f"CPU time: forward {r['forward_cpu_s']:.2f} s, probe {r['probe_cpu_s']:.2f} s, ratio {r['cpu_ratio']:.2f}x",
+    ]
     sys.stdout.write("\n".join(lines) + "\n")
     if args.json:
         Path(args.json).write_text(json.dumps({"memory": mem, "ratio": r}, indent=2))

@@ -1,6 +1,7 @@
 """Benchmark: training throughput per positional scheme, and how one forward pass grows with length.
 
-    python bench/bench_training.py [--threads 1] [--steps 8] [--max-len 4096] [--plot docs/positional_forward_scaling.png]
+    python bench/bench_training.py [--threads 1] [--steps 8] [--max-len 4096] \
+        [--plot docs/positional_forward_scaling.png]
 
 1. Throughput: the positional study's "full" model (2 layers, d_model 128, 4 heads, vocab 2048,
    context 128) trains on random tokens, batch 16 x 128; tokens per second per scheme, with the
@@ -56,8 +57,18 @@ def throughput(steps: int, batch: int) -> list[dict]:
 
 @torch.no_grad()
 def forward_scaling(lengths: list[int], repeats: int) -> list[dict]:
-    cfg = models.Config(d_model=64, n_layers=1, n_heads=2, d_head=32, d_mlp=128, d_vocab=256, n_ctx=max(lengths),
-                        positional="none", tie_embeddings=True, name="scaling")
+    cfg = models.Config(
+        d_model=64,
+        n_layers=1,
+        n_heads=2,
+        d_head=32,
+        d_mlp=128,
+        d_vocab=256,
+        n_ctx=max(lengths),
+        positional="none",
+        tie_embeddings=True,
+        name="scaling",
+    )
     model = models.Transformer(cfg, seed=0).eval()
     gen = torch.Generator().manual_seed(0)
     rows = []
@@ -114,7 +125,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} thread(s)")
 
-    print("\nTraining throughput (study model, batch %d x 128, median of %d steps)" % (args.batch, args.steps))
+    print(f"\nTraining throughput (study model, batch {args.batch} x 128, median of {args.steps} steps)")
     print(f"{'scheme':<12}{'s/step':>10}{'tokens/s':>12}{'vs learned':>12}")
     for r in throughput(args.steps, args.batch):
         print(f"{r['scheme']:<12}{r['s_per_step']:>10.3f}{r['tokens_per_s']:>12.0f}{r['vs_learned']:>12.2f}")
@@ -128,7 +139,10 @@ def main(argv=None) -> int:
         ratio = "" if prev is None else f"{r['ms_per_forward'] / prev['ms_per_forward']:.2f}"
         per = 1e6 * r["ms_per_forward"] / r["n"] ** 2  # rises when the n x n tensors leave the caches
         print(f"{r['n']:>6}{r['ms_per_forward']:>12.2f}{ratio:>14}{per:>12.2f}")
-    print(f"\nfitted exponent k (time ~ n^k): all lengths {k_all:.2f}; n >= 1024: {k_long:.2f}  (O(n^2) attention: k -> 2)")
+    print(
+        f"\nfitted exponent k (time ~ n^k): all lengths {k_all:.2f}; n >= 1024: {k_long:.2f}  "
+        "(O(n^2) attention: k -> 2)"
+    )
     if args.plot:
         plot(rows, Path(args.plot), k_all, k_long)
         print(f"plot: {args.plot}")

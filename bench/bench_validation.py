@@ -32,8 +32,8 @@ def _min_time(fn) -> float:
 
 def main(argv=None) -> int:
     import models
-    from analyses import interventions as iv
     from analyses import validation as V
+    from interp import interventions as iv
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2")
@@ -81,7 +81,9 @@ def main(argv=None) -> int:
         (f"validate {n_lab} labelled heads, no null", r0.info["n_heads_evaluated"], t_val0),
     ]
     if args.with_null:
-        rows.append((f"validate {n_lab} labelled heads + null (20 random + 2 per layer)", r1.info["n_heads_evaluated"], t_val1))
+        rows.append(
+            (f"validate {n_lab} labelled heads + null (20 random + 2 per layer)", r1.info["n_heads_evaluated"], t_val1)
+        )
     table = pd.DataFrame(rows, columns=["what", "heads ablated", "seconds"])
     table["x plain forward"] = table["seconds"] / t_fwd
     table["x per ablated head"] = table["x plain forward"] / table["heads ablated"]

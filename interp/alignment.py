@@ -21,9 +21,24 @@ from torch import Tensor
 
 __all__ = ["WORD_RE", "split_words", "join_words", "token_to_word", "word_attention", "word_matrix"]
 
+# Characters that extend the one before them instead of starting a word of their own: combining
+# marks (a decomposed "é"), variation selectors, emoji skin tones, emoji tag characters.
+_EXTEND = (
+    "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff"  # combining marks
+    "\ufe00-\ufe0f\ufe20-\ufe2f"  # variation selectors, half marks
+    "\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f"  # skin tones, emoji tags
+)
+_LETTER = rf"\w[{_EXTEND}]*"
+_SYMBOL = rf"[^\w\s][{_EXTEND}]*"
+
 # A word is a run of letters/digits (with inner ' or -, as in "don't", "well-known") or one
-# punctuation character. Punctuation as its own word is what delimiter analyses need.
-WORD_RE = re.compile(r"\w+(?:['’\-]\w+)*|[^\w\s]")
+# punctuation character or symbol (an emoji with its modifiers, a zero-width-joiner emoji sequence,
+# a flag's two regional indicators). Punctuation as its own word is what delimiter analyses need.
+WORD_RE = re.compile(
+    rf"(?:{_LETTER})+(?:['’\-](?:{_LETTER})+)*"
+    rf"|[\U0001f1e6-\U0001f1ff]{{2}}"
+    rf"|{_SYMBOL}(?:\u200d{_SYMBOL})*"
+)
 _NO_SPACE_BEFORE = re.compile(r"^[.,;:!?%)\]}'’”]$|^'s$|^n't$")
 
 

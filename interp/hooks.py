@@ -10,12 +10,12 @@ strings is checked the same way instead of silently caching nothing.
 from __future__ import annotations
 
 import difflib
-from typing import Callable, Iterable, Sequence, Union
+from collections.abc import Callable, Iterable, Sequence
 
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-NamesFilter = Union[None, str, Sequence[str], Callable[[str], bool]]
+NamesFilter = None | str | Sequence[str] | Callable[[str], bool]
 
 __all__ = ["HookPoint", "HookedModule", "UnknownHookError", "near_names", "check_hook_names"]
 
@@ -43,9 +43,7 @@ def check_hook_names(requested: Iterable[str], available: Iterable[str]) -> None
         if name not in known:
             near = near_names(name, available)
             hint = f"; did you mean {', '.join(near)}?" if near else ""
-            raise UnknownHookError(
-                f"unknown hook name {name!r}{hint} (model.hook_names() lists all {len(known)})"
-            )
+            raise UnknownHookError(f"unknown hook name {name!r}{hint} (model.hook_names() lists all {len(known)})")
 
 
 class HookedModule(HookedRootModule):

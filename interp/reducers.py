@@ -15,8 +15,8 @@ Nothing here knows about models or roles: cells are just a tensor shape.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -91,7 +91,7 @@ class PairedReducer:
         baseline: Tensor,  # broadcastable to scores
         valid: Tensor,  # [unit, ...] bool, broadcastable to scores: which units count for which cell
         boot_weights: Tensor,  # [unit, n_boot]
-        extra: Optional[dict] = None,  # name -> tensor like scores
+        extra: dict | None = None,  # name -> tensor like scores
     ) -> None:
         s = scores.detach().to(torch.float64)
         v = torch.broadcast_to(valid.detach().to(torch.float64), s.shape)
@@ -123,8 +123,9 @@ class PairedReducer:
             sd = np.sqrt(np.clip(var, 0.0, None))
             boot = np.where(self.boot_w.numpy() > 0, self.boot_s.numpy() / self.boot_w.numpy(), np.nan)
             extra = {k: v.numpy() / n for k, v in self.extra.items()}
-        return PairedSummary(n=n, score=score, baseline=baseline, mean_diff=mean_diff, sd_diff=sd,
-                             boot_means=boot, extra=extra)
+        return PairedSummary(
+            n=n, score=score, baseline=baseline, mean_diff=mean_diff, sd_diff=sd, boot_means=boot, extra=extra
+        )
 
     def nbytes(self) -> int:
         tensors = [self.n, self.s, self.b, self.d, self.d2, self.boot_s, self.boot_w, *self.extra.values()]

@@ -28,6 +28,8 @@ _CHOICES = {
     "mlp": ("standard", "gated"),
 }
 
+_POSITIVE_INTS = ("d_model", "n_layers", "n_heads", "d_head", "d_mlp", "d_vocab", "n_ctx")
+
 
 @dataclass(frozen=True)
 class Config:
@@ -82,7 +84,7 @@ class Config:
             value = getattr(self, field)
             if value not in allowed:
                 raise ValueError(f"Config.{field}={value!r} is not one of {allowed}")
-        for field in ("d_model", "n_layers", "n_heads", "d_head", "d_mlp", "d_vocab", "n_ctx"):
+        for field in _POSITIVE_INTS:
             if getattr(self, field) <= 0:
                 raise ValueError(f"Config.{field} must be positive, got {getattr(self, field)}")
         if self.n_heads % self.kv_heads:
@@ -121,10 +123,22 @@ class Config:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Config":
-        known = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict):
+            raise ValueError(f"a config is an object of fields, got {type(data).__name__}")
+        fields = dataclasses.fields(cls)
+        known = {f.name for f in fields}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown config fields {unknown}; known fields: {sorted(known)}")
+        required = [
+            f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        absent = [k for k in required if k not in data]
+        if absent:
+            raise ValueError(f"config lacks the required fields {absent} (required: {required})")
+        for k in _POSITIVE_INTS:
+            if not isinstance(data[k], int) or isinstance(data[k], bool):
+                raise ValueError(f"config field {k} must be a positive integer, got {data[k]!r}")
         return cls(**data)
 
     def to_json(self) -> str:

@@ -7,9 +7,11 @@ rescale weights, so a converted model computes exactly what the source model com
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Callable, Optional, Union
@@ -305,13 +307,92 @@ def from_hf(hf_model, tokenizer=None, name: Optional[str] = None, prepend_bos: O
     return model.eval()
 
 
+# Tensors a folder may lack because the conversion never reads them (BERT's pooler: a checkpoint
+# saved from BertForMaskedLM has none), and tensors it may hold that belong to another task's head
+# (BertForPreTraining's ``cls.*``, a classifier): neither reaches the converted model.
+_UNREAD = ("pooler.",)
+_OTHER_TASK_HEADS = ("cls.", "classifier.", "qa_outputs.", "score.")
+
+
+def _check_loading_info(info: dict, where: str) -> None:
+    """Every tensor the converted model uses must come from the weights, with the shape the config
+    implies: ``transformers`` would fill a missing or misshapen one with random values and carry on."""
+
+    def more(keys: list) -> str:
+        return f" (and {len(keys) - 1} more: {keys[1:4]})" if len(keys) > 1 else ""
+
+    missing = sorted(k for k in info.get("missing_keys", ()) if not k.startswith(_UNREAD))
+    if missing:
+        raise CheckpointError(
+            f"{where}: the weights lack tensor {missing[0]!r}{more(missing)}, which config.json calls for; "
+            "transformers would fill it with random values"
+        )
+    mismatched = sorted(info.get("mismatched_keys", ()), key=lambda m: m[0])
+    if mismatched:
+        key, found, expected = mismatched[0]
+        raise CheckpointError(
+            f"{where}: tensor {key!r} has shape {tuple(found)} in the weights, config.json implies "
+            f"{tuple(expected)}{more([m[0] for m in mismatched])}"
+        )
+    unexpected = sorted(k for k in info.get("unexpected_keys", ()) if not k.startswith(_OTHER_TASK_HEADS))
+    if unexpected:
+        raise CheckpointError(
+            f"{where}: the weights hold tensor {unexpected[0]!r}{more(unexpected)}, which a model built from "
+            "its config.json does not have; the weights and config.json disagree"
+        )
+
+
+def _broken_safetensors(path_or_name: str, error: Exception) -> CheckpointError:
+    """A one-line error naming the weights file that cannot be read (truncated or corrupt)."""
+    from safetensors import safe_open
+
+    folder = Path(path_or_name)
+    for file in sorted(folder.glob("*.safetensors")) if folder.is_dir() else []:
+        try:
+            with safe_open(str(file), framework="pt"):
+                pass
+        except Exception as e:  # noqa: BLE001 - safetensors raises its own SafetensorError
+            return CheckpointError(f"{file} is truncated or corrupt ({e}); restore or re-download it")
+    return CheckpointError(
+        f"the safetensors weights of {path_or_name} are truncated or corrupt ({error}); restore or re-download them"
+    )
+
+
+@contextlib.contextmanager
+def _quiet_load_report():
+    """transformers logs a table of missing/unexpected tensors; ``_check_loading_info`` turns the
+    ones that matter into one error, so the table is not shown."""
+    logger = logging.getLogger("transformers.modeling_utils")
+    drop = logging.Filter()
+    drop.filter = lambda record: "LOAD REPORT" not in str(record.msg)  # type: ignore[method-assign]
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
 def _hf_load(path_or_name: str, gguf_file: Optional[str] = None):
     import transformers
+    from safetensors import SafetensorError
 
     kw = {"gguf_file": gguf_file} if gguf_file else {}
     hf_cfg = transformers.AutoConfig.from_pretrained(path_or_name, **kw)
     auto = transformers.AutoModel if hf_cfg.model_type == "bert" else transformers.AutoModelForCausalLM
-    hf_model = auto.from_pretrained(path_or_name, dtype=torch.float32, attn_implementation="eager", **kw)
+    try:
+        with _quiet_load_report():
+            hf_model, info = auto.from_pretrained(
+                path_or_name,
+                dtype=torch.float32,
+                attn_implementation="eager",
+                output_loading_info=True,
+                ignore_mismatched_sizes=True,  # reported in info and refused below, with both shapes
+                **kw,
+            )
+    except SafetensorError as e:
+        raise _broken_safetensors(path_or_name, e) from None
+    where = f"Hugging Face model {path_or_name}" + (f" ({gguf_file})" if gguf_file else "")
+    _check_loading_info(info, where)
     try:
         tok = transformers.AutoTokenizer.from_pretrained(path_or_name, **kw)
     except (OSError, ValueError, TypeError):
@@ -348,14 +429,50 @@ def save_checkpoint(model: Transformer, folder: Union[str, Path], extra: Optiona
     return folder
 
 
+def _read_meta(folder: Path) -> dict:
+    """``interp_config.json``, checked: valid JSON, an object, the keys this toolkit writes."""
+    path = folder / CONFIG_FILE
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise CheckpointError(
+            f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); restore it or save the checkpoint again"
+        ) from None
+    except json.JSONDecodeError as e:
+        raise CheckpointError(
+            f"{path} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
+            "restore it or save the checkpoint again"
+        ) from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path} holds a JSON {type(meta).__name__}, expected an object with keys {_META_KEYS}")
+    absent = [k for k in _META_KEYS if k not in meta]
+    if absent:
+        raise CheckpointError(f"{path} lacks the keys {absent}; a toolkit checkpoint's {CONFIG_FILE} has {_META_KEYS}")
+    if meta["format_version"] != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: format_version {meta['format_version']!r}, this toolkit reads {FORMAT_VERSION}")
+    if not isinstance(meta["config"], dict):
+        kind = type(meta["config"]).__name__
+        raise CheckpointError(f"{path}: 'config' is a JSON {kind}, expected an object of Config fields")
+    if "tokenizer" in meta and not (isinstance(meta["tokenizer"], dict) and set(meta["tokenizer"]) <= {"prepend_bos"}):
+        raise CheckpointError(
+            f"{path}: 'tokenizer' is {meta['tokenizer']!r}, expected an object like {{\"prepend_bos\": null}}"
+        )
+    return meta
+
+
+_META_KEYS = ["format_version", "config"]
+
+
 def load_checkpoint(folder: Union[str, Path]) -> Transformer:
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     folder = Path(folder)
-    meta = json.loads((folder / CONFIG_FILE).read_text())
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{folder}: format_version {meta.get('format_version')}, this toolkit reads {FORMAT_VERSION}")
-    cfg = Config.from_dict(meta["config"])
+    meta = _read_meta(folder)
+    try:
+        cfg = Config.from_dict(meta["config"])
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{folder / CONFIG_FILE}: {e}") from None
     tok = None
     if "tokenizer" in meta:
         import transformers
@@ -365,7 +482,13 @@ def load_checkpoint(folder: Union[str, Path]) -> Transformer:
     weights = folder / WEIGHTS_FILE
     if not weights.exists():
         raise CheckpointError(f"{folder} has {CONFIG_FILE} but no {WEIGHTS_FILE}")
-    load_state_dict_checked(model, load_file(str(weights)), source=f"checkpoint {str(folder)!r}")
+    try:
+        state = load_file(str(weights))
+    except SafetensorError as e:
+        raise CheckpointError(
+            f"{weights} is truncated or corrupt ({e}); restore it or save the checkpoint again"
+        ) from None
+    load_state_dict_checked(model, state, source=f"checkpoint {str(folder)!r}")
     return model.eval()
 
 

@@ -16,7 +16,8 @@ Text = Union[str, Sequence[str]]  # a text, or a list of words
 @dataclass
 class Batch:
     """Tokenised, right-padded batch. ``token_to_word[b][t]`` is the word index of token t of
-    sequence b, or -1 for special tokens, whitespace and padding."""
+    sequence b, or -1 for special tokens, whitespace and padding (an [UNK] token that stands for a
+    word, such as an emoji, belongs to that word)."""
 
     input_ids: Tensor  # [batch, pos]
     attention_mask: Tensor  # [batch, pos] 1 real, 0 padding
@@ -54,7 +55,20 @@ class Tokenizer:
                 return tid
         return 0
 
-    def _encode_one(self, item: Text) -> tuple[list[int], list[int], list[str], list[str], list[int], str]:
+    def _stands_for_a_word(self, tid: int, text: str, span: tuple[int, int]) -> bool:
+        """Whether a token of a special id stands for a word of the text. Only the unknown token
+        does: WordPiece writes [UNK] for a word it cannot spell (an emoji, a rare symbol), and that
+        token covers the word's characters. Not when the text literally says "[UNK]", and not where
+        the tokenizer also uses that id as BOS, EOS, padding or separator."""
+        hf = self.hf
+        if tid != hf.unk_token_id or text[span[0] : span[1]] == hf.unk_token:
+            return False
+        roles = ("bos", "eos", "pad", "cls", "sep", "mask")
+        return tid not in {getattr(hf, f"{role}_token_id", None) for role in roles}
+
+    def _encode_one(
+        self, item: Text, index: int = 0
+    ) -> tuple[list[int], list[int], list[str], list[str], list[int], str]:
         if isinstance(item, str):
             if not item.strip():
                 raise ValueError(f"empty text {item!r}: need at least one word")
@@ -63,6 +77,13 @@ class Tokenizer:
         else:
             words = list(item)
             text, spans = join_words(words)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(
+                f"text {index} holds a lone surrogate {text[e.start]!r} at character {e.start}, which is not "
+                "valid Unicode; remove it, or decode the source bytes with errors='replace'"
+            ) from None
         enc = self.hf(text, return_offsets_mapping=True, return_token_type_ids=True)
         ids = list(enc["input_ids"])
         offsets = [tuple(o) for o in enc["offset_mapping"]]
@@ -73,7 +94,10 @@ class Tokenizer:
         align = token_to_word(text, spans, offsets)
         # a token of a special id never belongs to a word, whatever its offsets claim
         special = set(self.hf.all_special_ids)
-        align = [-1 if tid in special else w for tid, w in zip(ids, align)]
+        align = [
+            -1 if tid in special and not self._stands_for_a_word(tid, text, span) else w
+            for tid, w, span in zip(ids, align, offsets)
+        ]
         return ids, types, self.hf.convert_ids_to_tokens(ids), words, align, text
 
     def __call__(self, texts: Union[Text, Sequence[Text]], max_length: Optional[int] = None) -> Batch:
@@ -83,7 +107,7 @@ class Tokenizer:
         if not texts:
             raise ValueError("empty input: no texts to tokenise")
         # each item is a text (str) or a list of words; use words() for one sentence's words
-        encoded = [self._encode_one(t) for t in texts]
+        encoded = [self._encode_one(t, i) for i, t in enumerate(texts)]
         n = max(len(e[0]) for e in encoded)
         if max_length is not None and n > max_length:
             longest = max(range(len(encoded)), key=lambda i: len(encoded[i][0]))

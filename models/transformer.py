@@ -20,11 +20,12 @@ attribute      shape                              meaning
 =============  =================================  ==========================================
 
 They are views of parameters stored the way Hugging Face stores them (``q_weight`` is
-``[(head d_head), d_model]``, heads concatenated): in-place edits and assignments through the
-views change the model. The storage is chosen so that the unhooked forward runs the same kernels on
-the same memory layouts as Hugging Face eager attention and is bitwise equal to it; SmolLM2's
-residual stream reaches ~2e4, where one fp32 ulp is 2e-3, so nothing short of bitwise equality
-could meet a 1e-5 absolute parity bound there. Biases are ``None`` where the architecture has
+``[(head d_head), d_model]``, heads concatenated): in-place edits (under ``torch.no_grad()``;
+outside it they raise ``WeightEditError``) and assignments through the views change the model.
+The storage is chosen so that the unhooked forward runs the same kernels on the same memory
+layouts as Hugging Face eager attention and is bitwise equal to it; SmolLM2's residual stream
+reaches ~2e4, where one fp32 ulp is 2e-3, so nothing short of bitwise equality could meet a 1e-5
+absolute parity bound there. Biases are ``None`` where the architecture has
 none, so editing a bias that does not exist is an error rather than a silent no-op.
 
 Two hook points compute their value only when a hook is attached, so an unhooked forward pass costs
@@ -32,7 +33,8 @@ what Hugging Face's does: ``attn.hook_result`` (each head's output in d_model; o
 are summed inside one matrix product) and ``ln*.hook_scale`` (otherwise the fused norm runs). When a
 hook reads them and leaves them unchanged, the forward still takes the fast path, so caching keeps
 the output bitwise identical; when a hook replaces or edits them in place (detected through the
-tensor's version counter), the edited value is what the model uses. The full hook table is in ``docs/hooks.md``.
+tensor's version counter, or under ``torch.inference_mode()`` by comparing a copy of the values),
+the edited value is what the model uses. The full hook table is in ``docs/hooks.md``.
 """
 
 from __future__ import annotations
@@ -54,10 +56,32 @@ def _hooked(hook: HookPoint) -> bool:
     return bool(hook._forward_hooks)
 
 
-def _untouched(returned: Tensor, computed: Tensor, version: Optional[int] = None) -> bool:
-    """True when the hooks handed back the very tensor they got and did not edit it in place
-    (every in-place edit bumps a tensor's version counter)."""
-    return returned is computed and (version is None or computed._version == version)
+def _snapshot(computed: Tensor):
+    """What ``_untouched`` compares against after the hooks ran: the tensor's version counter
+    (every in-place edit bumps it), or, for a tensor made under ``torch.inference_mode()`` (which
+    has no version counter), a copy of its values."""
+    return computed.clone() if computed.is_inference() else computed._version
+
+
+_INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _same_bits(a: Tensor, b: Tensor) -> bool:
+    """Bitwise equality (NaN equals a NaN with the same bits, -0.0 differs from 0.0)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    as_int = _INT_OF_SIZE.get(a.element_size()) if a.is_floating_point() else None
+    return torch.equal(a.view(as_int), b.view(as_int)) if as_int is not None else torch.equal(a, b)
+
+
+def _untouched(returned: Tensor, computed: Tensor, before) -> bool:
+    """True when the hooks handed back the very tensor they got and did not edit it in place;
+    ``before`` is ``_snapshot(computed)`` taken before the hooks ran."""
+    if returned is not computed:
+        return False
+    if isinstance(before, Tensor):  # inference mode: compare the values
+        return _same_bits(computed, before)
+    return computed._version == before
 
 
 # --------------------------------------------------------------------------------------------------
@@ -85,9 +109,9 @@ class Norm(nn.Module):
         if _hooked(self.hook_scale):
             centred = x - x.mean(-1, keepdim=True) if self.kind == "layernorm" else x
             computed = (centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt()
-            version = computed._version
+            before = _snapshot(computed)
             scale = self.hook_scale(computed)
-            if not _untouched(scale, computed, version):  # a hook edited the scale: use it
+            if not _untouched(scale, computed, before):  # a hook edited the scale: use it
                 out = centred / scale * self.w
                 return self.hook_normalized(out if self.b is None else out + self.b)
         if self.kind == "layernorm":  # the fused kernel Hugging Face uses
@@ -175,12 +199,72 @@ def sinusoidal(positions: Tensor, d_model: int) -> Tensor:
 # Attention
 
 
+class WeightEditError(RuntimeError):
+    """An in-place edit of a weight view while autograd is recording (outside ``torch.no_grad()``)."""
+
+
+class WeightView(Tensor):
+    """What ``attn.W_Q``, ``mlp.W_in``, ``model.W_U`` and the other weight views return: a view of
+    a parameter that computes like a plain tensor (every result is a plain ``Tensor``). The one
+    difference: an in-place edit made while autograd is recording raises ``WeightEditError``, which
+    says what to do, instead of torch's "a view of a leaf Variable that requires grad is being used
+    in an in-place operation". Views of it (``W_Q[3]``, ``W_Q.T``) are ``WeightView``s too."""
+
+    _weight_name = "a weight view"
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        with torch._C.DisableTorchFunctionSubclass():
+            try:
+                out = func(*args, **kwargs)
+            except RuntimeError as e:
+                views = [a for a in args if isinstance(a, WeightView)]
+                message = str(e)
+                leaf_edit = "leaf Variable that requires grad" in message
+                view_edit = "is a view and is being modified inplace" in message
+                if not views or not torch.is_grad_enabled() or not (leaf_edit or view_edit):
+                    raise
+                name = views[0]._weight_name
+                raise WeightEditError(
+                    f"in-place edit of {name} while autograd is recording: {name} is a view of a parameter, so "
+                    f"edit it under `with torch.no_grad():` (or assign a whole new value: module.{name} = new)"
+                ) from None
+            first = args[0] if args else None
+            if isinstance(first, WeightView):  # a view of the weight (W_Q[3], W_Q.T) stays a WeightView
+                base = first._base
+                if isinstance(out, Tensor):
+                    out = _as_weight_view(out, first._weight_name, base)
+                elif isinstance(out, (tuple, list)):  # unbind, chunk, split
+                    name = first._weight_name
+                    out = type(out)(_as_weight_view(o, name, base) if isinstance(o, Tensor) else o for o in out)
+        return out
+
+
+def _as_weight_view(t: Tensor, name: str, base: Optional[Tensor]) -> Tensor:
+    if isinstance(t, WeightView) or base is None or t._base is not base:  # in place, or a plain result
+        return t
+    view = t.as_subclass(WeightView)
+    view._weight_name = name
+    return view
+
+
+def _weight_view(t: Optional[Tensor], name: str) -> Optional[Tensor]:
+    """``t`` (a view of a parameter, or the parameter itself) as a ``WeightView`` named ``name``."""
+    if t is None:
+        return None
+    view = t.as_subclass(WeightView)
+    view._weight_name = name
+    return view
+
+
 def _view_param(name: str, doc: str):
     """A property that exposes ``_view_<name>()`` and copies into it on assignment, so that
-    ``attn.W_Q = new`` and ``attn.W_Q[3].zero_()`` both edit the stored parameter."""
+    ``attn.W_Q = new`` and ``attn.W_Q[3].zero_()`` (under ``torch.no_grad()``) both edit the stored
+    parameter."""
 
     def fget(self):
-        return getattr(self, f"_view_{name}")()
+        return _weight_view(getattr(self, f"_view_{name}")(), name)
 
     def fset(self, value):
         view = fget(self)
@@ -304,10 +388,10 @@ class Attention(nn.Module):
 
         z = self.hook_z(torch.matmul(pattern, v).transpose(1, 2))  # [batch, pos, head, d_head]
         if _hooked(self.hook_result):
-            computed = torch.einsum("bqhd,hdm->bqhm", z, self.W_O)
-            version = computed._version
+            computed = torch.einsum("bqhd,hdm->bqhm", z, self._view_W_O())
+            before = _snapshot(computed)
             result = self.hook_result(computed)
-            if not _untouched(result, computed, version):  # a hook edited a head's output: use it
+            if not _untouched(result, computed, before):  # a hook edited a head's output: use it
                 out = result.sum(dim=2)
                 return out if self.o_bias is None else out + self.o_bias
         return F.linear(z.contiguous().reshape(b, p, -1), self.o_weight, self.o_bias)
@@ -477,7 +561,7 @@ class Transformer(HookedModule):
         """[d_model, vocab]. With tied embeddings a view of W_E.T, so edits to W_E show here."""
         if not self.cfg.lm_head:
             raise AttributeError("no LM head")  # __getattr__ below turns this into the full message
-        return (self.W_E if self.unembed_weight is None else self.unembed_weight).T
+        return _weight_view((self.W_E if self.unembed_weight is None else self.unembed_weight).T, "W_U")
 
     def __getattr__(self, name: str):
         # A property that raises AttributeError (W_U on an encoder) falls through to here, and
@@ -540,6 +624,27 @@ class Transformer(HookedModule):
                 f"(n_ctx={self.cfg.n_ctx}){extra}; truncate or split the input"
             )
 
+    def _check_token_types(self, token_type_ids: Tensor, tokens: Tensor) -> Tensor:
+        if tuple(token_type_ids.shape) != tuple(tokens.shape):
+            raise ValueError(
+                f"token_type_ids has shape {tuple(token_type_ids.shape)}, tokens {tuple(tokens.shape)}; they must match"
+            )
+        if token_type_ids.is_floating_point() or token_type_ids.is_complex() or token_type_ids.dtype == torch.bool:
+            raise TypeError(f"token_type_ids must be integer ids, got dtype {token_type_ids.dtype}")
+        n_types = self.cfg.n_token_types
+        lo, hi = int(token_type_ids.min()), int(token_type_ids.max())
+        if n_types == 0 and (lo != 0 or hi != 0):
+            raise ValueError(
+                f"model {self.cfg.name!r} has no token types, so token_type_ids must be all 0 (or None); "
+                f"got min {lo} and max {hi}"
+            )
+        if n_types and (lo < 0 or hi >= n_types):
+            raise ValueError(
+                f"token_type_ids must lie in 0..{n_types - 1} (model {self.cfg.name!r} has {n_types} token types), "
+                f"got min {lo} and max {hi}"
+            )
+        return token_type_ids.long()
+
     # -- forward ---------------------------------------------------------------------------------
 
     def forward(
@@ -556,7 +661,9 @@ class Transformer(HookedModule):
             attached tokenizer (right padding; the mask is then built for you).
         attention_mask: [batch, pos], 1 for real tokens and 0 for padding. Padded keys get exactly
             zero attention; positions follow the mask, so left and right padding give the same
-            per-sequence results as no padding.
+            per-sequence results as no padding. Only with token ids: text input builds its own
+            mask (and token types), so passing either with text is an error.
+        token_type_ids: [batch, pos] in 0..n_token_types-1 (BERT segments); None: all 0.
         return_type: "logits", "hidden" (final residual, after the final norm if any), "loss"
             (causal models with an LM head: mean next-token cross-entropy over real tokens),
             "default" (logits if there is an LM head, else hidden) or None.
@@ -568,25 +675,42 @@ class Transformer(HookedModule):
         if return_type == "loss" and not self.cfg.is_causal:
             raise ValueError("return_type='loss' is next-token cross-entropy; it needs a causal model")
         if _is_text(tokens):
+            for given, what in ((attention_mask, "attention_mask"), (token_type_ids, "token_type_ids")):
+                if given is not None:
+                    raise ValueError(
+                        f"{what}= was given with text input, whose {what} the tokenizer builds; to pass your own, "
+                        f"pass token ids instead: batch = model.to_tokens(text); model(batch.input_ids, {what}=...)"
+                    )
             batch = self.to_tokens(tokens)
             tokens, attention_mask = batch.input_ids, batch.attention_mask
-            if token_type_ids is None and batch.token_type_ids is not None:
+            if batch.token_type_ids is not None:
                 token_type_ids = batch.token_type_ids
         tokens = torch.as_tensor(tokens)
         if tokens.ndim == 1:
             tokens = tokens[None]
-            attention_mask = None if attention_mask is None else torch.as_tensor(attention_mask)[None]
+            if attention_mask is not None and torch.as_tensor(attention_mask).ndim == 1:
+                attention_mask = torch.as_tensor(attention_mask)[None]
+            if token_type_ids is not None and torch.as_tensor(token_type_ids).ndim == 1:
+                token_type_ids = torch.as_tensor(token_type_ids)[None]
         self._check_tokens(tokens, allow_beyond_ctx)
         cfg = self.cfg
         batch, n = tokens.shape
         device = self.W_E.device
 
+        if token_type_ids is not None:
+            token_type_ids = self._check_token_types(torch.as_tensor(token_type_ids, device=device), tokens)
         if attention_mask is not None:
-            attention_mask = torch.as_tensor(attention_mask, device=device).bool()
+            attention_mask = torch.as_tensor(attention_mask, device=device)
             if attention_mask.shape != tokens.shape:
                 raise ValueError(
                     f"attention_mask has shape {tuple(attention_mask.shape)}, tokens {tuple(tokens.shape)}; they must match"
                 )
+            if attention_mask.dtype != torch.bool and not ((attention_mask == 0) | (attention_mask == 1)).all():
+                raise ValueError(
+                    "attention_mask must hold only 1 (real token) and 0 (padding), got values "
+                    f"{sorted(set(attention_mask.unique().tolist()))[:6]}"
+                )
+            attention_mask = attention_mask.bool()
             if not attention_mask.any(-1).all():
                 raise ValueError("attention_mask marks a sequence with no real token (an all-zero row)")
             if attention_mask.all():
@@ -600,7 +724,7 @@ class Transformer(HookedModule):
         if self.W_token_type is not None:
             if token_type_ids is None:
                 token_type_ids = torch.zeros_like(tokens)
-            x = x + self.hook_token_type_embed(F.embedding(torch.as_tensor(token_type_ids, device=device), self.W_token_type))
+            x = x + self.hook_token_type_embed(F.embedding(token_type_ids, self.W_token_type))
         else:
             self.hook_token_type_embed(torch.zeros_like(x))
         if cfg.positional == "learned":

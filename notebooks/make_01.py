@@ -13,7 +13,7 @@ cells = [
     nbf.v4.new_code_cell(
         "import torch, seaborn as sns, matplotlib.pyplot as plt\n"
         "import models\n"
-        "from analyses.tour import hook_shapes\n"
+        "from analyses.report.tour import hook_shapes\n"
         "torch.set_grad_enabled(False)\n"
         "model = models.load('minilm')   # sentence-transformers/all-MiniLM-L6-v2, shipped in a PyPI package\n"
         "model"
@@ -78,6 +78,8 @@ cells = [
         "print('logit(are) - logit(is):', (logits[0, -1, are] - logits[0, -1, is_]).item())"
     ),
 ]
-nb = nbf.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+nb = nbf.v4.new_notebook(
+    cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+)
 out = Path(__file__).with_name("01_hooks_tour.ipynb")
 nbf.write(nb, out)

@@ -21,7 +21,8 @@ cells = [
         "import pandas as pd\n"
         "from IPython.display import Image, display\n"
         "import models\n"
-        "from analyses import heads, report\n"
+        "from analyses import heads\n"
+        "from analyses.heads import report\n"
         "pd.set_option('display.width', 160)\n"
         "N = 12  # items per relation; small for speed (the CLI default is 100)\n"
         "OPTS = dict(n_boot=40, null_n=12, batch_size=36)"
@@ -43,7 +44,9 @@ cells = [
         "ling.sort_values('score', ascending=False).groupby(['role', 'direction']).head(1)[cols + ['label']]"
     ),
     new_code_cell("display(Image(report.heatmap_figure(df_enc, title='minilm')))"),
-    new_markdown_cell("Attention patterns of the top heads: the row of *sleeps* in \"the cat sleeps\", a pronoun's row, a delimiter head."),
+    new_markdown_cell(
+        'Attention patterns of the top heads: the row of *sleeps* in "the cat sleeps", a pronoun\'s row, a delimiter head.'
+    ),
     new_code_cell(
         "for ex in heads.example_patterns(minilm, df_enc, roles=['subject_verb', 'anaphora', 'delimiter']):\n"
         "    display(Image(report.pattern_figure(ex)))"
@@ -55,8 +58,7 @@ cells = [
         "df_lm[df_lm.label].sort_values('score', ascending=False)[cols].head(15)"
     ),
     new_code_cell(
-        "ex = heads.example_patterns(smol, df_lm, roles=['subject_verb'])[0]\n"
-        "display(Image(report.pattern_figure(ex)))"
+        "ex = heads.example_patterns(smol, df_lm, roles=['subject_verb'])[0]\ndisplay(Image(report.pattern_figure(ex)))"
     ),
     new_markdown_cell("## Where the roles live: encoder vs causal LM"),
     new_code_cell(
@@ -73,7 +75,7 @@ cells = [
     new_code_cell(
         "import torch\n"
         "from interp.reducers import PairedReducer, PoissonBootstrap\n"
-        "from analyses import stats\n"
+        "from interp import stats\n"
         "cfg = minilm.cfg\n"
         "red = PairedReducer((cfg.n_layers, cfg.n_heads), n_boot=100)\n"
         "boot = PoissonBootstrap(100, seed=0)\n"
@@ -103,7 +105,9 @@ cells = [
     ),
 ]
 
-nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+nb = new_notebook(
+    cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+)
 out = Path(__file__).with_name("02_head_roles.ipynb")
 nbformat.write(nb, out)
 print(f"wrote {out}")

@@ -17,9 +17,10 @@ cells = [
     new_code_cell(
         "import pandas as pd, torch, matplotlib.pyplot as plt\n"
         "import models\n"
-        "from analyses import invariance, invariance_permutation as perm, invariance_rotation as rot\n"
-        "from analyses import invariance_position as pos, invariance_scale as scale\n"
-        "from analyses.invariance_common import model_tokens, double_copy\n"
+        "from analyses import invariance\n"
+        "from analyses.invariance import permutation as perm, rotation as rot\n"
+        "from analyses.invariance import position as pos, scale\n"
+        "from analyses.invariance.common import model_tokens, double_copy\n"
         "pd.set_option('display.max_colwidth', 90)\n"
         "torch.set_num_threads(1)  # the machines that run this are shared; oversubscribed threads run ~10x slower\n"
         "COLS = ['quantity', 'dtype', 'value', 'tolerance', 'baseline', 'expected', 'passed']\n"
@@ -102,12 +103,11 @@ cells = [
         "scale.scale_rows('minilm', sw)[['quantity', 'value', 'tolerance', 'passed', 'detail']]"
     ),
     new_markdown_cell("## 6. The models were never changed"),
-    new_code_cell(
-        "assert all(torch.equal(v, snapshot[k]) for k, v in minilm.state_dict().items())\n"
-        "'unchanged'"
-    ),
+    new_code_cell("assert all(torch.equal(v, snapshot[k]) for k, v in minilm.state_dict().items())\n'unchanged'"),
 ]
 
-nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+nb = new_notebook(
+    cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+)
 out = Path(__file__).with_name("03_invariances.ipynb")
 nbformat.write(nb, out)

@@ -14,7 +14,8 @@ cells = [
     ),
     nbf.v4.new_code_cell(
         "import time\nimport pandas as pd\nimport torch\n\nimport models\n"
-        "from analyses import interventions as iv, validation as V\n\n"
+        "from interp import interventions as iv\n"
+        "from analyses import validation as V\n\n"
         "torch.set_num_threads(1)  # small batches: one thread is fastest on a shared CPU\n"
         "pd.set_option('display.width', 200); pd.set_option('display.max_columns', 20)\nt0 = time.time()"
     ),
@@ -65,6 +66,8 @@ cells = [
     nbf.v4.new_code_cell("print(f'notebook ran in {time.time() - t0:.0f} s')"),
 ]
 
-nb = nbf.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+nb = nbf.v4.new_notebook(
+    cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+)
 path = Path(__file__).with_name("04_causal_validation.ipynb")
 nbf.write(nb, path)

@@ -13,6 +13,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import models  # noqa: E402
 from models.loading import _hf_load, from_hf, minilm_dir, smollm2_hf_dir  # noqa: E402
+from tests.factories import tiny_config  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -50,14 +51,6 @@ def minilm_bridge():
     attn_impl = bridge.original_model.config._attn_implementation
     assert attn_impl == "eager", f"the bridge must run eager attention to expose patterns, got {attn_impl!r}"
     return bridge.eval()
-
-
-def tiny_config(**overrides) -> models.Config:
-    base = dict(
-        d_model=32, n_layers=2, n_heads=4, d_head=8, d_mlp=64, d_vocab=50, n_ctx=32, name="tiny"
-    )
-    base.update(overrides)
-    return models.Config(**base)
 
 
 @pytest.fixture

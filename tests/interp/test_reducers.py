@@ -15,8 +15,14 @@ def _stream(scores, base, valid, n_boot=50, batch=7, seed=0):
     for i in range(0, scores.shape[0], batch):
         w = boot.weights(scores[i : i + batch].shape[0])
         weights.append(w)
-        red.update(slice(None), scores[i : i + batch], base[i : i + batch, None, None], valid[i : i + batch, :, None],
-                   w, extra={"mass": scores[i : i + batch] * 2})
+        red.update(
+            slice(None),
+            scores[i : i + batch],
+            base[i : i + batch, None, None],
+            valid[i : i + batch, :, None],
+            w,
+            extra={"mass": scores[i : i + batch] * 2},
+        )
     return red, torch.cat(weights)
 
 
@@ -74,8 +80,13 @@ def test_memory_is_constant_in_the_number_of_units():
     before = red.nbytes()
     boot = PoissonBootstrap(100, 0)
     for _ in range(20):
-        red.update(slice(None), torch.rand(32, 4, 6, 12), torch.rand(32, 1, 1, 1), torch.ones(32, 4, 1, 1, dtype=torch.bool),
-                   boot.weights(32))
+        red.update(
+            slice(None),
+            torch.rand(32, 4, 6, 12),
+            torch.rand(32, 1, 1, 1),
+            torch.ones(32, 4, 1, 1, dtype=torch.bool),
+            boot.weights(32),
+        )
     assert red.nbytes() == before
     assert red.summary().n.max() == 640
 
@@ -83,6 +94,8 @@ def test_memory_is_constant_in_the_number_of_units():
 def test_invalid_units_leave_no_trace_even_if_nan():
     red = PairedReducer((1,), n_boot=5)
     s = torch.tensor([[0.5], [float("nan")]])
-    red.update(slice(None), s, torch.zeros(2, 1), torch.tensor([[True], [False]]), torch.ones(2, 5, dtype=torch.float64))
+    red.update(
+        slice(None), s, torch.zeros(2, 1), torch.tensor([[True], [False]]), torch.ones(2, 5, dtype=torch.float64)
+    )
     out = red.summary()
     assert out.n[0] == 1 and out.score[0] == 0.5 and np.isfinite(out.boot_means).all()

@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 
 import interp
 import models
-from tests.conftest import tiny_config
+from tests.factories import tiny_config
 
 
 def _noop(value, hook):

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 import interp
-from tests.conftest import tiny_config
-from tests.models.test_identities import TINY, randomized, tiny_batch, tiny_model
+from tests.factories import TINY, randomized, tiny_batch, tiny_config, tiny_model
 
 # The documented per-layer hook list (docs and /tmp preamble); "ln2.*" = hook_scale, hook_normalized.
 BLOCK_HOOKS = [

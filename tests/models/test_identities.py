@@ -18,58 +18,7 @@ import torch
 import torch.nn.functional as F
 
 import models
-from tests.conftest import tiny_config
-
-# name -> Config overrides. Together: pre/post norm, layer/rms norm, GQA, learned / sinusoidal /
-# rope (plain, interleaved, partial) / alibi / none, gated / standard MLP, biases on / off.
-TINY = {
-    "gpt2_like": dict(attn_bias=True, attn_out_bias=True, mlp_bias=True, act="gelu_new", tie_embeddings=True),
-    "bert_like": dict(
-        attention="bidirectional", norm_placement="post", embed_norm=True, final_norm=False, n_token_types=2,
-        attn_bias=True, attn_out_bias=True, mlp_bias=True, lm_head=False,
-    ),
-    "llama_like": dict(positional="rope", norm="rmsnorm", act="silu", mlp="gated", n_kv_heads=2, eps=1e-6),
-    "qwen_like": dict(positional="rope", norm="rmsnorm", act="silu", mlp="gated", n_kv_heads=1, attn_bias=True),
-    "rope_partial_interleaved": dict(
-        attention="bidirectional", positional="rope", rope_interleaved=True, rotary_dim=4, mlp_bias=True
-    ),
-    "alibi": dict(positional="alibi", attn_bias=True, act="relu"),
-    "alibi_bidir_gqa": dict(attention="bidirectional", positional="alibi", n_kv_heads=2, mlp="gated", act="silu"),
-    "sinusoidal_bidir": dict(attention="bidirectional", positional="sinusoidal", act="relu", attn_out_bias=True),
-    "none_post_rms": dict(positional="none", norm="rmsnorm", norm_placement="post", final_norm=False),
-}
-
-
-def randomized(cfg: models.Config, seed: int = 0) -> models.Transformer:
-    """A tiny model whose biases and norm weights are random too (init sets them to 0 and 1,
-    which would hide a forgotten bias or norm weight)."""
-    model = models.Transformer(cfg, seed=seed).eval()
-    gen = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            leaf = name.rsplit(".", 1)[-1]
-            if leaf == "w":
-                p.add_(0.2 * torch.randn(p.shape, generator=gen))
-            elif leaf == "b" or leaf.endswith("bias") or leaf == "b_U":
-                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
-            else:  # larger weights than GPT-2 init, so attention patterns are far from uniform
-                p.copy_(0.3 * torch.randn(p.shape, generator=gen))
-    return model
-
-
-def tiny_model(key: str, seed: int = 0) -> models.Transformer:
-    return randomized(tiny_config(**TINY[key]), seed=seed)
-
-
-def tiny_batch(cfg: models.Config, seed: int = 0):
-    """Tokens [3, 9] with a full row, a right-padded row and a left-padded row."""
-    gen = torch.Generator().manual_seed(seed)
-    tokens = torch.randint(0, cfg.d_vocab, (3, 9), generator=gen)
-    mask = torch.ones(3, 9, dtype=torch.long)
-    mask[1, 6:] = 0
-    mask[2, :4] = 0
-    return tokens, mask
-
+from tests.factories import TINY, tiny_batch, tiny_model
 
 SENTENCES = ["The cat sleeps on the mat.", "He said that the keys to the old cabinet were lost."]
 

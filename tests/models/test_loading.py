@@ -13,7 +13,7 @@ import torch
 import transformers
 
 import models
-from tests.models.test_identities import TINY, tiny_batch, tiny_model
+from tests.factories import TINY, tiny_batch, tiny_model
 
 TOL = 1e-5
 V = 97

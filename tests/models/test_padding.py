@@ -13,8 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.conftest import tiny_config
-from tests.models.test_identities import randomized
+from tests.factories import randomized, tiny_config
 
 LENGTHS = (5, 8, 3)
 POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")

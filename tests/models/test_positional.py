@@ -8,8 +8,7 @@ import pytest
 import torch
 
 import models
-from tests.conftest import tiny_config
-from tests.models.test_identities import randomized
+from tests.factories import randomized, tiny_config
 
 
 def _cache(model, tokens, mask=None, names=None):

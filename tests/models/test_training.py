@@ -9,9 +9,10 @@ import pytest
 import torch
 
 import models
+from analyses.data.corpora import english_passages
 from models import bpe
 from models.training import STATE_FILE, TrainConfig, Trainer, heldout_windows, lr_factor
-from tests.conftest import tiny_config
+from tests.factories import tiny_config
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -26,7 +27,7 @@ def _one_thread():
 @pytest.fixture(scope="module")
 def corpus():
     """A tiny English corpus: the first 200 distinct passages, a 320-token BPE trained on them."""
-    train_texts, heldout_texts = bpe.english_passages(max_passages=200)
+    train_texts, heldout_texts = english_passages(max_passages=200)
     tok = bpe.train_bpe(train_texts, vocab_size=320)
     return tok, bpe.encode_stream(tok, train_texts), bpe.encode_stream(tok, heldout_texts)
 
@@ -40,13 +41,13 @@ TC = TrainConfig(steps=12, batch_size=4, lr=3e-3, warmup_steps=3, eval_windows=8
 
 
 def test_split_is_fixed_and_disjoint():
-    train_a, held_a = bpe.english_passages(max_passages=300)
-    train_b, held_b = bpe.english_passages(max_passages=300)
+    train_a, held_a = english_passages(max_passages=300)
+    train_b, held_b = english_passages(max_passages=300)
     assert (train_a, held_a) == (train_b, held_b)
     assert not set(train_a) & set(held_a)
     assert 0.01 < len(held_a) / (len(train_a) + len(held_a)) < 0.15  # about 1 in 20
     # a passage's side of the split does not depend on how many passages were read
-    train_small, held_small = bpe.english_passages(max_passages=100)
+    train_small, held_small = english_passages(max_passages=100)
     assert set(held_small) <= set(held_a) and set(train_small) <= set(train_a)
 
 

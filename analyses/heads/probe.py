@@ -1,0 +1,697 @@
+"""Head roles: classify every attention head of a model, with baselines, intervals and FWER control.
+
+>>> import models, analyses.heads as heads
+>>> df = heads.probe_heads(models.load("minilm"), n=200, seed=0)
+>>> df[df.label][["layer", "head", "role", "direction", "score", "baseline", "ci_low", "ci_high"]]
+
+Roles (the exact names used in every table)
+-------------------------------------------
+======================  ===========  =====================================================  ============
+role                    metric       what is measured (per sentence, then averaged)         baseline
+======================  ===========  =====================================================  ============
+``local``               mass         attention on offsets -1, 0, +1 (token level)           uniform
+``previous_token``      mass         attention on the previous token (TL ``mul`` score)     uniform
+``next_token``          mass         attention on the next token                            uniform
+``self_token``          mass         attention on the token itself                          uniform
+``attention_sink``      mass         attention on the first token ([CLS], BOS, or token 0)  uniform
+``sep_eos``             mass         on trailing special tokens ([SEP], EOS), else on the   uniform
+                                     sentence-final punctuation word
+``punctuation``         mass         on punctuation words                                   uniform
+``delimiter``           mass         on punctuation, special tokens and the first token     uniform
+``broad``               entropy      row entropy / log(visible keys)                        0.9 (fixed)
+``duplicate_token``     mass         on earlier copies of the same token (TL ``mul``)       uniform
+``induction``           mass         on the token after an earlier copy (TL ``mul``)        uniform
+``subject_verb``        accuracy     the row word's largest weight (self excluded) is the    best offset,
+                                     gold partner (Clark et al., 2019)                      first word
+``anaphora``            accuracy     same, pronoun <-> antecedent                           best offset,
+                                                                                            first word,
+                                                                                            nearest noun
+======================  ===========  =====================================================  ============
+
+Token-level masses average over the query rows (rows that are themselves in the target set are left
+out for the set roles, so a token attending to itself does not count). "uniform" is the score a
+head attending uniformly over the keys it may see would get on the same sentence. The word-level
+relation roles are scored in both directions on bidirectional models (``verb->subject`` and
+``subject->verb``, ...) and only looking back on causal models. Attention *to* a word sums over its
+tokens, *from* a word averages over them; special tokens are columns of their own in the argmax
+(a row whose largest weight goes to [SEP] is wrong, not silently re-normalised).
+
+Statistics (see ``interp.stats``): per (head, role, direction) a paired one-sided t-test of the
+per-sentence score minus baseline against a minimum effect ``margin``; Holm-Bonferroni over all
+tests of the model (family-wise error <= ``alpha``); a 95% streaming Poisson-bootstrap interval
+over sentences. ``label`` is true where the Holm-adjusted p <= alpha, the interval's lower end
+clears the baseline, and (except for ``broad``) clears the same head's score in a randomly
+initialised model of the same architecture (``null_score``).
+
+Everything is reduced inside ``blocks.{l}.attn.hook_pattern`` hooks batch by batch: no cache is
+kept. The analysis needs only those hook names, so it runs on the toolkit's ``models.Transformer``
+and on a ``transformer_lens.TransformerBridge`` alike (see ``adapt``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from analyses.data.generated import random_repeated_tokens
+from analyses.data.items import Item, is_punctuation
+from analyses.data.sources import load_items
+from analyses.heads.roles import BROAD_THRESHOLD, COLUMNS, RELATIONS, SET_ROLES
+from analyses.heads.scoring import (
+    RelationPlan,
+    TokenPlan,
+    duplicate_detection,
+    relation_scores,
+    token_plan,
+    token_role_scores,
+    word_columns,
+)
+from interp import stats
+from interp.names import act_name
+from interp.reducers import PairedReducer, PoissonBootstrap
+from interp.view import ModelView, view
+
+__all__ = [
+    "Adapter",
+    "adapt",
+    "probe_heads",
+    "probe_items",
+    "head_summary",
+    "example_patterns",
+    "top_head",
+    "EXAMPLES",
+]
+
+
+# --------------------------------------------------------------------------------------------------
+# Model adapter: the probe needs a word tokenizer, the pattern hooks and one forward call.
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """What the probe needs from a model: its ``ModelView`` (shape, causality, forward with hooks)
+    and a word-aligning ``models.Tokenizer`` (``tokenizer.words(word_lists)`` -> ``models.Batch``)."""
+
+    view: ModelView
+    tokenizer: object  # models.Tokenizer
+
+    name = property(lambda self: self.view.name)
+    n_layers = property(lambda self: self.view.n_layers)
+    n_heads = property(lambda self: self.view.n_heads)
+    is_causal = property(lambda self: self.view.causal)
+    n_ctx = property(lambda self: self.view.n_ctx)
+    d_vocab = property(lambda self: self.view.d_vocab or len(self.tokenizer.hf))
+    model = property(lambda self: self.view.model)
+    device = property(lambda self: self.view.device)
+
+    @property
+    def special_ids(self) -> tuple[int, ...]:
+        return tuple(sorted({int(i) for i in (getattr(self.tokenizer.hf, "all_special_ids", None) or [])}))
+
+    @staticmethod
+    def hook_name(layer: int) -> str:
+        return act_name(layer, "attn.hook_pattern")
+
+    def forward(self, batch, fwd_hooks):
+        """Run the model on a ``models.Batch`` with temporary hooks (no unembedding where optional)."""
+        return self.view.run_with_hooks(
+            batch.input_ids,
+            attention_mask=batch.attention_mask,
+            token_type_ids=batch.token_type_ids,
+            fwd_hooks=fwd_hooks,
+            return_type=None,
+        )
+
+
+def adapt(model, tokenizer=None) -> Adapter:
+    """An ``Adapter`` for a ``models.Transformer`` or a ``transformer_lens.TransformerBridge`` (or
+    any HookedRootModule-like model with ``cfg.n_layers``, ``cfg.n_heads``, ``hook_dict`` holding
+    ``blocks.{l}.attn.hook_pattern`` and ``run_with_hooks``). ``tokenizer`` overrides the model's own
+    (a ``models.Tokenizer`` or a Hugging Face fast tokenizer)."""
+    if isinstance(model, Adapter):
+        return model
+    from models.tokenizer import Tokenizer
+
+    v = view(model)
+    names = set(getattr(model, "hook_dict", {}) or {})
+    missing = [Adapter.hook_name(l) for l in range(v.n_layers) if Adapter.hook_name(l) not in names]
+    if missing or not hasattr(model, "run_with_hooks"):
+        near = sorted(n for n in names if n.endswith("pattern"))[:4]
+        raise ValueError(
+            f"{type(model).__name__} does not expose the hooks the probe needs: {missing[:3]}"
+            f"{' ...' if len(missing) > 3 else ''} "
+            "(need blocks.{l}.attn.hook_pattern [batch, head, query_pos, key_pos] "
+            f"for every layer and run_with_hooks){'; it has ' + ', '.join(near) if near else ''}"
+        )
+    tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    if tok is None:
+        raise ValueError(
+            "the model has no tokenizer attached; pass tokenizer= (a models.Tokenizer or a fast HF tokenizer)"
+        )
+    if not isinstance(tok, Tokenizer):
+        tok = Tokenizer(tok)
+    return Adapter(view=v, tokenizer=tok)
+
+
+# --------------------------------------------------------------------------------------------------
+# Data and baselines
+
+
+@dataclass
+class _Test:
+    role: str
+    direction: str
+    metric: str
+    kind: str  # "token", "relation", "repeat"
+    relation: str | None = None
+    forward: bool = True
+    baseline_kind: str = "uniform"
+    margin: float = 0.05
+    offset: int | None = None  # best fixed offset (relation tests)
+    offset_baseline: float = float("nan")
+    candidate_baseline: float = float("nan")
+
+
+def _row_gold(item: Item, forward: bool) -> tuple[int, int]:
+    return (item.query, item.target) if forward else (item.target, item.query)
+
+
+def _relation_tests(items: Sequence[Item], causal: bool, margin: float) -> list[_Test]:
+    tests = []
+    for relation, (fwd_name, rev_name) in RELATIONS.items():
+        rel = [it for it in items if it.relation == relation and it.query >= 0 and it.target >= 0]
+        for forward, name in ((True, fwd_name), (False, rev_name)):
+            if causal and not forward:
+                continue  # a causal row cannot see a later word; the forward direction looks back
+            pairs = [_row_gold(it, forward) for it in rel]
+            if causal:
+                pairs = [(r, g) for r, g in pairs if g < r]
+            offsets = pd.Series([g - r for r, g in pairs], dtype="int64")
+            best = int(offsets.value_counts().idxmax()) if len(offsets) else -1
+            off_acc = float((offsets == best).mean()) if len(offsets) else float("nan")
+            t = _Test(
+                role=relation,
+                direction=name,
+                metric="accuracy",
+                kind="relation",
+                relation=relation,
+                forward=forward,
+                baseline_kind=f"offset {best:+d}",
+                margin=margin,
+                offset=best,
+                offset_baseline=off_acc,
+            )
+            best_acc = off_acc
+            # a head that always attends to the first word (the attention sink of models without a
+            # BOS token) is right whenever the gold word is word 0: a fixed-position baseline
+            first = float(np.mean([g == 0 for _, g in pairs])) if pairs else float("nan")
+            if pairs and first > best_acc:
+                t.baseline_kind, best_acc = "first word", first
+            if relation == "anaphora" and forward:
+                cand = [float(_nearest_candidate(it) == it.target) for it in rel if not causal or it.target < it.query]
+                t.candidate_baseline = float(np.mean(cand)) if cand else float("nan")
+                if cand and t.candidate_baseline > best_acc:
+                    t.baseline_kind = "nearest candidate"
+            tests.append(t)
+    return tests
+
+
+def _nearest_candidate(item: Item) -> int:
+    """The nearest noun before the query among the item's candidates and its target."""
+    before = [c for c in set(item.candidates) | {item.target} if c < item.query]
+    return max(before) if before else -1
+
+
+def _item_baseline(test: _Test, item: Item) -> float:
+    r, g = _row_gold(item, test.forward)
+    if test.baseline_kind == "nearest candidate":
+        return float(_nearest_candidate(item) == item.target)
+    if test.baseline_kind == "first word":
+        return float(g == 0)
+    return float(g - r == test.offset)
+
+
+# --------------------------------------------------------------------------------------------------
+# The probe
+
+
+@dataclass
+class _Batch:
+    kind: str  # "sentences" or "repeat"
+    batch: object  # models.Batch-like (input_ids, attention_mask, token_type_ids, token_to_word)
+    token: TokenPlan
+    relation: RelationPlan | None = None  # the stacked relation tests
+    baselines: dict = field(default_factory=dict)  # test index -> [batch]
+    rel_index: list = field(default_factory=list)  # test indices of the stacked relation tests
+
+
+class _RepeatBatch:
+    def __init__(self, ids: Tensor):
+        self.input_ids = ids
+        self.attention_mask = torch.ones_like(ids)
+        self.token_type_ids = torch.zeros_like(ids)
+        self.token_to_word = [[-1] * ids.shape[1] for _ in range(ids.shape[0])]
+
+
+def _sentence_batches(adapter: Adapter, items: Sequence[Item], tests: list, batch_size: int):
+    causal = adapter.is_causal
+    for start in range(0, len(items), batch_size):
+        chunk = items[start : start + batch_size]
+        batch = adapter.tokenizer.words([list(it.words) for it in chunk])
+        t = batch.input_ids.shape[1]
+        if t > adapter.n_ctx:
+            lengths = batch.lengths
+            worst = int(np.argmax(lengths))
+            raise ValueError(
+                f"sentence {start + worst} has {lengths[worst]} tokens, more than the context of "
+                f"{adapter.name!r} (n_ctx={adapter.n_ctx}): {' '.join(chunk[worst].words)[:120]!r}; "
+                "drop or shorten it"
+            )
+        mask = batch.attention_mask.bool()
+        for i, it in enumerate(chunk):
+            got = {w for w in batch.token_to_word[i] if w >= 0}
+            if len(got) != len(it.words):
+                lost = [it.words[w] for w in range(len(it.words)) if w not in got]
+                raise ValueError(f"words {lost} of sentence {start + i} got no token: {' '.join(it.words)!r}")
+        sets = torch.zeros(len(chunk), t, len(SET_ROLES), dtype=torch.bool)
+        for i, it in enumerate(chunk):
+            align = batch.token_to_word[i]
+            n = int(mask[i].sum())
+            special = [pos for pos in range(n) if align[pos] < 0]
+            punct = [pos for pos in range(n) if align[pos] >= 0 and is_punctuation(it.words[align[pos]])]
+            trailing = []
+            pos = n - 1
+            while pos > 0 and align[pos] < 0:
+                trailing.append(pos)
+                pos -= 1
+            if not trailing and is_punctuation(it.words[-1]):
+                trailing = [pos for pos in range(n) if align[pos] == len(it.words) - 1]
+            sets[i, 0, 0] = True  # attention_sink: the first token
+            for p_ in trailing:
+                sets[i, p_, 1] = True
+            for p_ in punct:
+                sets[i, p_, 2] = True
+            for p_ in set(punct) | set(special) | {0}:
+                sets[i, p_, 3] = True
+        plan = _Batch(kind="sentences", batch=batch, token=token_plan(mask, causal, sets))
+        n_words = [len(it.words) for it in chunk]
+        cols, exists = word_columns(batch.token_to_word, mask, n_words)
+        rel = [k for k, test in enumerate(tests) if test.kind == "relation"]
+        rows = torch.zeros(len(chunk), len(rel), t)
+        gold = torch.zeros(len(chunk), len(rel), dtype=torch.long)
+        others = exists[:, None].repeat(1, len(rel), 1)
+        valid = torch.zeros(len(chunk), len(rel), dtype=torch.bool)
+        for j, k in enumerate(rel):
+            test = tests[k]
+            base = torch.zeros(len(chunk))
+            for i, it in enumerate(chunk):
+                if it.relation != test.relation or it.query < 0 or it.target < 0:
+                    continue
+                r, g = _row_gold(it, test.forward)
+                if causal and g > r:
+                    continue
+                toks = [pos for pos, w in enumerate(batch.token_to_word[i]) if w == r and mask[i, pos]]
+                rows[i, j, toks] = 1.0 / len(toks)
+                gold[i, j] = g
+                others[i, j, r] = others[i, j, g] = False
+                valid[i, j] = True
+                base[i] = _item_baseline(test, it)
+            plan.baselines[k] = base
+        plan.relation = RelationPlan(row_weights=rows, columns=cols, gold=gold, others=others, valid=valid)
+        plan.rel_index = rel
+        yield plan
+
+
+def _repeat_batches(adapter: Adapter, n: int, length: int, seed: int, batch_size: int):
+    if n <= 0:
+        return
+    length = min(length, adapter.n_ctx // 2)
+    n_ordinary = adapter.d_vocab - len(adapter.special_ids)
+    ids = random_repeated_tokens(n, min(length, n_ordinary), adapter.d_vocab, seed, avoid=adapter.special_ids)
+    for start in range(0, n, batch_size):
+        chunk = ids[start : start + batch_size]
+        mask = torch.ones_like(chunk, dtype=torch.bool)
+        det = duplicate_detection(chunk)
+        sets = torch.zeros(*chunk.shape, len(SET_ROLES), dtype=torch.bool)
+        yield _Batch(
+            kind="repeat", batch=_RepeatBatch(chunk), token=token_plan(mask, adapter.is_causal, sets, detect=det)
+        )
+
+
+def _run(
+    adapter: Adapter,
+    tests: list,
+    batches: Iterable[_Batch],
+    n_units: int,
+    n_boot: int,
+    seed: int,
+    progress: bool,
+    desc: str,
+) -> object:
+    from tqdm.auto import tqdm
+
+    L, H = adapter.n_layers, adapter.n_heads
+    reducer = PairedReducer((len(tests), L, H), n_boot=n_boot, extras=("mass",))
+    boot = PoissonBootstrap(n_boot, seed)
+    token_idx = [k for k, t in enumerate(tests) if t.kind == "token"]
+    repeat_idx = [k for k, t in enumerate(tests) if t.kind == "repeat"]
+    rel_idx = [k for k, t in enumerate(tests) if t.kind == "relation"]
+    state = {}
+
+    def hook(pattern, hook):
+        # reduce this layer's pattern to per-sentence scores now; the pattern itself is not kept
+        layer = int(hook.name.split(".")[1])
+        st = state["batch"]
+        scores, mass = state["scores"], state["mass"]
+        idx = token_idx if st.kind == "sentences" else repeat_idx
+        got = token_role_scores(pattern.detach(), st.token, [tests[k].role for k in idx])
+        for k in idx:
+            scores[:, k, layer] = mass[:, k, layer] = got[tests[k].role].cpu()
+        if st.kind == "sentences" and rel_idx:
+            acc, gm = relation_scores(pattern.detach(), _to(st.relation, pattern.device))
+            scores[:, rel_idx, layer], mass[:, rel_idx, layer] = acc.cpu(), gm.cpu()
+        return None
+
+    hooks = [(adapter.hook_name(l), hook) for l in range(L)]
+    bar = tqdm(total=n_units, desc=desc, disable=not progress, leave=False)
+    try:
+        for st in batches:
+            b = st.batch.input_ids.shape[0]
+            base = torch.zeros(b, len(tests), 1, 1)
+            valid = torch.zeros(b, len(tests), 1, 1, dtype=torch.bool)
+            for k, t in enumerate(tests):
+                if t.kind == "relation" and st.kind == "sentences":
+                    base[:, k, 0, 0] = st.baselines[k]
+                    valid[:, k, 0, 0] = st.relation.valid[:, st.rel_index.index(k)]
+                elif (t.kind == "token" and st.kind == "sentences") or (t.kind == "repeat" and st.kind == "repeat"):
+                    base[:, k, 0, 0] = st.token.uniform[t.role]
+                    valid[:, k, 0, 0] = st.token.set_valid[:, SET_ROLES.index(t.role)] if t.role in SET_ROLES else True
+            scores, mass = torch.zeros(b, len(tests), L, H), torch.zeros(b, len(tests), L, H)
+            state.update(batch=_plan_to(st, adapter), scores=scores, mass=mass)
+            with torch.inference_mode():
+                adapter.forward(_batch_to(st.batch, adapter), hooks)
+            # one update per batch: running sums and bootstrap replicates, O(tests x layers x heads)
+            reducer.update(slice(None), scores, base, valid, boot.weights(b), extra={"mass": mass})
+            bar.update(b)
+    finally:
+        bar.close()
+        state.clear()
+    return reducer.summary()
+
+
+def _to(plan, device):
+    if device.type == "cpu":
+        return plan
+    return type(plan)(**{k: (v.to(device) if isinstance(v, Tensor) else v) for k, v in plan.__dict__.items()})
+
+
+def _plan_to(st: _Batch, adapter: Adapter) -> _Batch:
+    dev = adapter.device
+    if dev.type == "cpu":
+        return st
+    tp = st.token
+    moved = {k: (v.to(dev) if isinstance(v, Tensor) else v) for k, v in tp.__dict__.items()}
+    if tp.detect:
+        moved["detect"] = {k: v.to(dev) for k, v in tp.detect.items()}
+    return _Batch(kind=st.kind, batch=st.batch, token=TokenPlan(**moved), relation=st.relation, baselines=st.baselines)
+
+
+def _batch_to(batch, adapter: Adapter):
+    dev = adapter.device
+    if dev.type == "cpu":
+        return batch
+    import copy
+
+    out = copy.copy(batch)
+    out.input_ids = batch.input_ids.to(dev)
+    out.attention_mask = batch.attention_mask.to(dev)
+    if getattr(batch, "token_type_ids", None) is not None:
+        out.token_type_ids = batch.token_type_ids.to(dev)
+    return out
+
+
+def probe_items(
+    model,
+    items: Sequence[Item],
+    *,
+    n_repeat: int = 100,
+    repeat_length: int = 20,
+    seed: int = 0,
+    null_model: bool = True,
+    null_n: int | None = 150,
+    n_boot: int = 200,
+    alpha: float = 0.05,
+    margin: float = 0.05,
+    mass_margin: float = 0.1,
+    batch_size: int = 32,
+    tokenizer=None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Classify every head on the given items (plus ``n_repeat`` random repeated token sequences for
+    the duplicate / induction roles). Returns one row per (layer, head, role, direction); columns
+    ``COLUMNS``. ``df.attrs`` holds what was run on what data. ``null_n``: sentences (evenly
+    spread over the items) for the randomly initialised null model; None: all.
+
+    ``margin``: minimum accuracy gain over the best baseline for ``subject_verb``/``anaphora``
+    (0.05, five points); ``mass_margin``: minimum attention mass above a uniform head for the mass
+    roles (0.1: a head that puts 10 points more of its attention there than uniform attention
+    would). The tests are against these margins, so a label means a sizeable effect, not merely a
+    detectable one. ``alpha``: family-wise error rate (Holm) over all tests of the model."""
+    adapter = adapt(model, tokenizer)
+    items = list(items)
+    if not items:
+        raise ValueError("empty dataset: no items to probe (need sentences with word-level gold)")
+    for i, it in enumerate(items):
+        if not isinstance(it, Item):
+            raise TypeError(f"item {i} is a {type(it).__name__}, not an analyses.data.Item")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    tests = [
+        _Test(role=r, direction="all", metric="mass", kind="token", margin=mass_margin)
+        for r in ("local", "previous_token", "next_token", "self_token", *SET_ROLES)
+    ]
+    tests.append(
+        _Test(
+            role="broad",
+            direction="all",
+            metric="entropy",
+            kind="token",
+            baseline_kind=f"threshold {BROAD_THRESHOLD}",
+            margin=0.0,
+        )
+    )
+    tests += _relation_tests(items, adapter.is_causal, margin)
+    if n_repeat > 0:
+        tests += [
+            _Test(role=r, direction="all", metric="mass", kind="repeat", margin=mass_margin)
+            for r in ("duplicate_token", "induction")
+        ]
+
+    def batches():
+        yield from _sentence_batches(adapter, items, tests, batch_size)
+        yield from _repeat_batches(adapter, n_repeat, repeat_length, seed + 1, batch_size)
+
+    n_units = len(items) + max(n_repeat, 0)
+    summ = _run(adapter, tests, batches(), n_units, n_boot, seed, progress, f"probe {adapter.name}")
+    null = None
+    if null_model:
+        null_net = _null_network(adapter, seed)
+        if null_net is not None:
+            null_adapter = adapt(null_net, adapter.tokenizer)
+            # the null is a reference score per head, not a test: an evenly spread subset suffices
+            keep = (
+                items
+                if not null_n or null_n >= len(items)
+                else [items[int(i)] for i in np.linspace(0, len(items) - 1, null_n)]
+            )
+            null_repeat = n_repeat if not null_n else min(n_repeat, max(10, null_n // 3))
+
+            def null_batches():
+                yield from _sentence_batches(null_adapter, keep, tests, batch_size)
+                yield from _repeat_batches(null_adapter, null_repeat, repeat_length, seed + 1, batch_size)
+
+            null = _run(
+                null_adapter, tests, null_batches(), len(keep) + max(null_repeat, 0), 0, seed, progress, "null model"
+            )
+    df = _table(adapter, tests, summ, null, alpha)
+    sources = pd.Series([it.source.split(":")[0] for it in items]).value_counts().to_dict()
+    relations = pd.Series([it.relation for it in items]).value_counts().to_dict()
+    df.attrs.update(
+        model=adapter.name,
+        causal=adapter.is_causal,
+        n_layers=adapter.n_layers,
+        n_heads=adapter.n_heads,
+        n_items=len(items),
+        sources=sources,
+        relations=relations,
+        n_repeat=n_repeat,
+        repeat_length=min(repeat_length, adapter.n_ctx // 2),
+        seed=seed,
+        n_boot=n_boot,
+        alpha=alpha,
+        margin=margin,
+        mass_margin=mass_margin,
+        null_model=null is not None,
+        correction="holm",
+    )
+    return df
+
+
+def _null_network(adapter: Adapter, seed: int):
+    """A randomly initialised model of the same architecture, or None (bridges: not built)."""
+    import models
+
+    m = adapter.model
+    if not isinstance(m, models.Transformer):
+        return None
+    null = models.Transformer(m.cfg, tokenizer=m.tokenizer, seed=seed + 12345).eval()
+    return null.to(adapter.device)
+
+
+def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFrame:
+    L, H = adapter.n_layers, adapter.n_heads
+    ci_low, ci_high = summ.ci(0.95)
+    n_tests = len(tests)
+    margin = np.array([t.margin for t in tests])[:, None, None] * np.ones((1, L, H))
+    p = stats.one_sided_p_from_sums(summ.n, summ.mean_diff, summ.sd_diff, margin)
+    p = np.where(summ.n >= 2, p, np.nan)
+    p_adj = stats.holm(p)
+    null_score = null.score if null is not None else np.full((n_tests, L, H), np.nan)
+    layer, head = np.meshgrid(np.arange(L), np.arange(H), indexing="ij")
+    frames = []
+    for k, t in enumerate(tests):
+        frames.append(
+            pd.DataFrame(
+                {
+                    "model": adapter.name,
+                    "layer": layer.ravel(),
+                    "head": head.ravel(),
+                    "role": t.role,
+                    "direction": t.direction,
+                    "metric": t.metric,
+                    "score": summ.score[k].ravel(),
+                    "baseline": summ.baseline[k].ravel(),
+                    "baseline_kind": t.baseline_kind,
+                    "ci_low": ci_low[k].ravel(),
+                    "ci_high": ci_high[k].ravel(),
+                    "n": summ.n[k].ravel().astype(int),
+                    "p_value": p[k].ravel(),
+                    "p_adjusted": p_adj[k].ravel(),
+                    "null_score": null_score[k].ravel(),
+                    "mass": summ.extra["mass"][k].ravel(),
+                    "offset_baseline": t.offset_baseline,
+                    "candidate_baseline": t.candidate_baseline,
+                    "margin": t.margin,
+                }
+            )
+        )
+    df = pd.concat(frames, ignore_index=True)
+    clears_null = (df["ci_low"] > df["null_score"]) | df["null_score"].isna() | (df["role"] == "broad")
+    df["label"] = (df["p_adjusted"] <= alpha) & (df["ci_low"] > df["baseline"]) & clears_null
+    df["label"] = df["label"].fillna(False).astype(bool)
+    return df[COLUMNS]
+
+
+def probe_heads(
+    model,
+    n: int = 200,
+    seed: int = 0,
+    sources: Sequence[str] = ("generated",),
+    conllu: str | None = None,
+    null_model: bool = True,
+    items: Sequence[Item] | None = None,
+    **kwargs,
+) -> pd.DataFrame:
+    """One call: build the dataset (``n`` items per relation from ``sources``, plus a CoNLL-U file's
+    ``nsubj`` arcs if given) and classify every head. See ``probe_items`` for the other options."""
+    if items is None:
+        items = load_items(n=n, seed=seed, sources=sources, conllu=conllu)
+    kwargs.setdefault("n_repeat", max(20, min(n, 200)))
+    return probe_items(model, items, seed=seed, null_model=null_model, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------------
+# Summaries and examples
+
+
+def head_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per head: the roles it holds (with direction where there is one) or 'unclassified'."""
+    rows = []
+    for (layer, head), g in df.groupby(["layer", "head"], sort=True):
+        lab = g[g["label"]]
+        roles = sorted({r if d == "all" else f"{r} ({d})" for r, d in zip(lab["role"], lab["direction"])})
+        rows.append(
+            {
+                "layer": layer,
+                "head": head,
+                "roles": ", ".join(roles) if roles else "unclassified",
+                "n_roles": len(roles),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+EXAMPLES = {
+    "subject_verb": (("the", "cat", "sleeps", "."), 2, 1),
+    "anaphora": (("the", "baby", "cried", "because", "he", "was", "hungry", "."), 4, 1),
+    "delimiter": (("the", "cat", "sleeps", ",", "and", "the", "dog", "barks", "."), 6, 3),
+    "previous_token": (("the", "cat", "sat", "on", "the", "mat", "."), 3, 2),
+}
+
+
+def top_head(df: pd.DataFrame, role: str) -> tuple[int, int, bool, str]:
+    """(layer, head, labelled, direction) of the best head for a role: the labelled one with the
+    highest score, else the highest-scoring one."""
+    g = df[df["role"] == role].dropna(subset=["score"])
+    if g.empty:
+        raise ValueError(f"no rows for role {role!r}")
+    lab = g[g["label"]]
+    pick = (lab if not lab.empty else g).sort_values("score", ascending=False).iloc[0]
+    return int(pick["layer"]), int(pick["head"]), not lab.empty, str(pick["direction"])
+
+
+def example_patterns(model, df: pd.DataFrame, roles: Sequence[str] = tuple(EXAMPLES), tokenizer=None) -> list[dict]:
+    """Token-level attention patterns of the top head of each role on a small example sentence:
+    dicts with title, tokens, pattern ([q, k] numpy), row (query token index to highlight), col
+    (gold token index or None), layer, head, labelled, causal."""
+    adapter = adapt(model, tokenizer)
+    out = []
+    for role in roles:
+        if role not in EXAMPLES or role not in set(df["role"]):
+            continue
+        words, q_word, g_word = EXAMPLES[role]
+        layer, head, labelled, direction = top_head(df, role)
+        batch = adapter.tokenizer.words([list(words)])
+        captured = {}
+
+        def grab(pattern, hook):
+            captured["p"] = pattern[0, head].detach().float().cpu().numpy()
+
+        with torch.inference_mode():
+            adapter.forward(_batch_to(batch, adapter), [(adapter.hook_name(layer), grab)])
+        align = batch.token_to_word[0]
+        q_toks = [i for i, w in enumerate(align) if w == q_word]
+        g_toks = [i for i, w in enumerate(align) if w == g_word]
+        out.append(
+            {
+                "role": role,
+                "title": f"{role}: L{layer}H{head}" + ("" if labelled else " (best, unlabelled)"),
+                "sentence": " ".join(words),
+                "tokens": list(batch.tokens[0]),
+                "pattern": captured["p"],
+                "row": q_toks[-1] if q_toks else None,
+                "col": g_toks[0] if g_toks else None,
+                "layer": layer,
+                "head": head,
+                "labelled": labelled,
+                "causal": adapter.is_causal,
+                "query_word": words[q_word],
+                "gold_word": words[g_word],
+            }
+        )
+    return out

@@ -1,0 +1,192 @@
+"""Scorers on tensors: what the probe's pattern hooks call, batch by batch (tests feed them
+hand-made patterns). Token-level roles score attention mass over token sets; the word-level
+relation roles score whether a row's largest weight lands on the gold word."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from analyses.heads.roles import BROAD_THRESHOLD, OFFSET_ROLES, SET_ROLES
+
+__all__ = [
+    "visible_keys",
+    "TokenPlan",
+    "token_plan",
+    "tl_detection_score",
+    "token_role_scores",
+    "duplicate_detection",
+    "RelationPlan",
+    "relation_scores",
+    "word_columns",
+]
+
+
+def visible_keys(mask: Tensor, causal: bool) -> Tensor:
+    """[batch, query_pos, key_pos] bool: the keys each real query may attend to."""
+    real = mask.bool()
+    vis = real[:, None, :] & real[:, :, None]
+    if causal:
+        vis = vis & torch.ones(mask.shape[1], mask.shape[1], dtype=torch.bool, device=mask.device).tril()
+    return vis
+
+
+@dataclass
+class TokenPlan:
+    """Head-independent tensors for the token-level roles of one batch."""
+
+    mask: Tensor  # [batch, pos] bool
+    rows: Tensor  # [batch, pos] float: 1/n_real on real rows (the TL "mul" normaliser)
+    sets: Tensor  # [batch, pos, n_sets] float: key membership for SET_ROLES
+    set_rows: Tensor  # [batch, pos, n_sets] float: row weights (real rows outside the set, normalised)
+    set_valid: Tensor  # [batch, n_sets] bool: the sentence has such keys and such rows
+    entropy_rows: Tensor  # [batch, pos] float: weights of rows with >= 2 visible keys
+    log_visible: Tensor  # [batch, pos] log of the number of visible keys (1 where < 2)
+    uniform: dict  # role -> [batch] baseline of a uniform head
+    detect: dict | None = None  # "duplicate_token"/"induction" -> [batch, q, k] detection patterns
+
+
+def token_plan(mask: Tensor, causal: bool, sets: Tensor, detect: dict | None = None) -> TokenPlan:
+    """``sets``: [batch, pos, len(SET_ROLES)] bool, which tokens are sink / sep_eos / punctuation /
+    delimiter keys. ``detect``: optional detection patterns for duplicate/induction."""
+    mask = mask.bool()
+    b, t = mask.shape
+    real = mask.float()
+    n_real = real.sum(-1, keepdim=True)
+    vis = visible_keys(mask, causal).float()  # [b, q, k]
+    n_vis = vis.sum(-1)  # [b, q]
+    inv_vis = torch.where(n_vis > 0, 1.0 / n_vis.clamp(min=1), torch.zeros_like(n_vis))
+    rows = real / n_real
+    uniform = {}
+    for role, off in OFFSET_ROLES.items():
+        diag = torch.diagonal(vis, offset=off, dim1=-2, dim2=-1)  # [b, t - |off|]
+        per_row = torch.zeros(b, t)
+        if off >= 0:
+            per_row[:, : t - off] = diag
+        else:
+            per_row[:, -off:] = diag
+        uniform[role] = (per_row * inv_vis * rows).sum(-1)
+    uniform["local"] = uniform["previous_token"] + uniform["self_token"] + uniform["next_token"]
+    sets_f = sets.float() * real[..., None]
+    set_rows = real[..., None] * (1 - sets_f)  # [b, q, n_sets]
+    counts = set_rows.sum(1, keepdim=True)
+    set_valid = (counts[:, 0] > 0) & (sets_f.sum(1) > 0)
+    set_rows = set_rows / counts.clamp(min=1)
+    uni_sets = torch.einsum("bqk,bks->bqs", vis, sets_f) * inv_vis[..., None]  # [b, q, n_sets]
+    for i, role in enumerate(SET_ROLES):
+        uniform[role] = (uni_sets[..., i] * set_rows[..., i]).sum(-1)
+    ent_rows = real * (n_vis >= 2).float()
+    ent_rows = ent_rows / ent_rows.sum(-1, keepdim=True).clamp(min=1)
+    log_visible = torch.where(n_vis >= 2, n_vis.clamp(min=2).log(), torch.ones_like(n_vis))
+    uniform["broad"] = torch.full((b,), BROAD_THRESHOLD)
+    if detect:
+        for role, pat in detect.items():
+            uniform[role] = ((pat.float() * vis).sum(-1) * inv_vis * rows).sum(-1)
+    return TokenPlan(
+        mask=mask,
+        rows=rows,
+        sets=sets_f,
+        set_rows=set_rows,
+        set_valid=set_valid,
+        entropy_rows=ent_rows,
+        log_visible=log_visible,
+        uniform=uniform,
+        detect=detect,
+    )
+
+
+def tl_detection_score(pattern: Tensor, detection: Tensor, mask: Tensor | None = None) -> Tensor:
+    """TransformerLens ``head_detector`` "mul" score, batched: sum(pattern * detection) / sum(pattern)
+    over real query rows. pattern [batch, head, q, k]; detection [batch, q, k] -> [batch, head]."""
+    p = pattern if mask is None else pattern * mask[:, None, :, None].to(pattern)
+    return torch.einsum("bhqk,bqk->bh", p, detection.to(p)) / p.sum((-1, -2))
+
+
+def token_role_scores(pattern: Tensor, plan: TokenPlan, roles: Sequence[str]) -> dict:
+    """Per-sentence, per-head scores [batch, head] of token-level roles from a pattern
+    [batch, head, query_pos, key_pos] (float32 or float64)."""
+    p = pattern.float()
+    b, h, t, _ = p.shape
+    out = {}
+    offs = {}
+    for role, off in OFFSET_ROLES.items():
+        if role in roles or "local" in roles:
+            diag = torch.diagonal(p, offset=off, dim1=-2, dim2=-1)  # [b, h, t - |off|]
+            w = plan.rows[:, : t - off] if off >= 0 else plan.rows[:, -off:]
+            offs[role] = (diag * w[:, None]).sum(-1)
+    out.update({r: offs[r] for r in OFFSET_ROLES if r in roles})
+    if "local" in roles:
+        out["local"] = offs["previous_token"] + offs["self_token"] + offs["next_token"]
+    wanted = [i for i, r in enumerate(SET_ROLES) if r in roles]
+    if wanted:
+        mass = p @ plan.sets[:, None]  # [b, h, q, n_sets]
+        per = (mass * plan.set_rows[:, None]).sum(2)  # [b, h, n_sets]
+        for i in wanted:
+            out[SET_ROLES[i]] = per[..., i]
+    if "broad" in roles:
+        ent = -torch.special.xlogy(p, p).sum(-1) / plan.log_visible[:, None]  # [b, h, q]
+        out["broad"] = (ent * plan.entropy_rows[:, None]).sum(-1)
+    for role in ("duplicate_token", "induction"):
+        if role in roles:
+            if plan.detect is None or role not in plan.detect:
+                raise ValueError(f"role {role!r} needs detection patterns in the plan (repeated token sequences)")
+            # TL "mul": sum(pattern * detection) / sum(pattern); real rows sum to 1, padded ones count 0
+            out[role] = (
+                torch.einsum("bhqk,bqk->bh", p, plan.detect[role].float() * plan.mask[:, :, None])
+                / plan.mask.float().sum(-1)[:, None]
+            )
+    return out
+
+
+def duplicate_detection(tokens: Tensor, mask: Tensor | None = None) -> dict:
+    """TransformerLens's duplicate-token and induction detection patterns, batched: [batch, q, k]."""
+    eq = tokens[:, :, None] == tokens[:, None, :]
+    if mask is not None:
+        m = mask.bool()
+        eq = eq & m[:, :, None] & m[:, None, :]
+    t = tokens.shape[1]
+    lower = torch.ones(t, t, dtype=torch.bool).tril(-1)
+    dup = eq & lower
+    ind = torch.zeros_like(dup)
+    ind[:, :, 1:] = dup[:, :, :-1]
+    ind = ind & torch.ones(t, t, dtype=torch.bool).tril()
+    return {"duplicate_token": dup.float(), "induction": ind.float()}
+
+
+@dataclass
+class RelationPlan:
+    """Head-independent tensors for the word-relation tests of one batch (R tests stacked)."""
+
+    row_weights: Tensor  # [batch, R, pos] token weights of the row word (mean over its tokens)
+    columns: Tensor  # [batch, pos, n_cols] token -> column (words, then one per special token)
+    gold: Tensor  # [batch, R] long, gold column
+    others: Tensor  # [batch, R, n_cols] bool: competing columns (existing, not the row word, not gold)
+    valid: Tensor  # [batch, R] bool
+
+
+def relation_scores(pattern: Tensor, plan: RelationPlan) -> tuple[Tensor, Tensor]:
+    """(accuracy, gold mass), each [batch, R, head]: is the row word's largest weight (self
+    excluded, special tokens competing as columns of their own) on the gold word; and how much
+    attention goes to the gold word (summed over its tokens)."""
+    p = pattern.float()
+    rows = torch.matmul(plan.row_weights.to(p)[:, None], p)  # [b, h, R, key_pos]: mean over row tokens
+    cols = torch.matmul(rows, plan.columns.to(p)[:, None])  # [b, h, R, n_cols]: sum over word tokens
+    gold = cols.gather(-1, plan.gold.clamp(min=0)[:, None, :, None].expand(-1, cols.shape[1], -1, 1))[..., 0]
+    other = cols.masked_fill(~plan.others[:, None], float("-inf")).amax(-1)  # [b, h, R]
+    return (gold > other).float().transpose(1, 2), gold.transpose(1, 2)
+
+
+def word_columns(token_to_word: Sequence[Sequence[int]], mask: Tensor, n_words: Sequence[int]) -> tuple[Tensor, Tensor]:
+    """[batch, pos, n_cols] token -> column map (word w -> column w; special token at position t ->
+    column max_words + t) and [batch, n_cols] which columns exist."""
+    b, t = mask.shape
+    w_max = max(n_words)
+    align = torch.tensor([list(a[:t]) + [-1] * (t - len(a[:t])) for a in token_to_word], dtype=torch.long)
+    col = torch.where(align >= 0, align, w_max + torch.arange(t)[None, :])  # special token t -> its own column
+    cols = torch.zeros(b, t, w_max + t)
+    cols.scatter_(2, col[..., None], mask.bool()[..., None].float())  # padding rows stay all-zero
+    exists = cols.sum(1) > 0
+    return cols, exists

@@ -1,0 +1,177 @@
+"""Invariance reports: the markdown section for the summary page, ``invariance.md``, a
+self-contained ``invariance.html`` and the per-analysis CSVs and figures."""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+import pandas as pd
+
+from analyses.invariance import permutation as perm_mod
+from analyses.invariance import rotation as rot_mod
+from analyses.invariance import scale as scale_mod
+from analyses.invariance.common import GUARD, SAFETY
+from analyses.invariance.run import InvarianceResult
+from interp.io import atomic_write, md_table, png_bytes
+
+__all__ = ["SECTION_INTRO", "invariance_section", "figures", "write_report"]
+
+SECTION_INTRO = (
+    "Each row is a measurement on the model's real weights. `expected = holds`: an invariance, which "
+    "passes when the measured difference is within the tolerance *and* the same metric on a different "
+    f"input (the guard `baseline`) is more than {GUARD:g}x the tolerance, so a model that ignored its "
+    "input could not pass. `expected = breaks`: a negative control, which passes when the difference "
+    "exceeds the tolerance. Tolerances: a-priori floating-point bounds where the computation is short "
+    f"(gamma_n = n u / (1 - n u)), otherwise {SAFETY:g}x the fp32 round-off floor measured against "
+    "the same computation in fp64 (scaled by u64/u32 for fp64 runs)."
+)
+
+
+def invariance_section(df: pd.DataFrame, heading_level: int = 2) -> str:
+    """A markdown section summarising an invariance table (one or several models), for the
+    head-probing report."""
+    if df.empty:
+        raise ValueError("invariance_section: the table is empty; run run_all first")
+    missing = [c for c in ("model", "check", "quantity", "value", "tolerance", "expected", "passed") if c not in df]
+    if missing:
+        raise ValueError(f"invariance_section: the table lacks columns {missing}; pass run_all(...).table")
+    h = "#" * heading_level
+    out = [f"{h} Invariances", "", SECTION_INTRO, ""]
+    summary = (
+        df.groupby(["model", "check"], sort=False).agg(rows=("passed", "size"), passed=("passed", "sum")).reset_index()
+    )
+    out += [md_table(summary, ["model", "check", "rows", "passed"]), ""]
+    n_fail = int((~df.passed.astype(bool)).sum())
+    out.append(
+        f"**{len(df) - n_fail} of {len(df)} measurements agree with theory.**"
+        + (f" Disagreements: {n_fail} (listed below)." if n_fail else "")
+    )
+    out.append("")
+    for check, sub in df.groupby("check", sort=False):
+        out += [
+            f"{h}# {check}",
+            "",
+            md_table(
+                sub, ["model", "quantity", "dtype", "value", "tolerance", "baseline", "expected", "passed", "detail"]
+            ),
+            "",
+        ]
+    return "\n".join(out)
+
+
+def figures(result: InvarianceResult) -> dict[str, bytes]:
+    """name -> PNG bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    figs = {}
+    ph = result.per_head
+    with_pos = ph[~ph.positions_removed] if "positions_removed" in ph else ph
+    ax = perm_mod.tv_heatmap(with_pos)
+    figs["heads_positional.png"] = png_bytes(ax.figure, bbox_inches="tight")
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    rot_mod.conditioning_figure(result.conditioning, ax=ax)
+    figs["conditioning.png"] = png_bytes(fig, bbox_inches="tight")
+    figs["sqrt_d.png"] = png_bytes(scale_mod.scale_figure(result.scale), bbox_inches="tight")
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    sns.lineplot(data=result.order_leak, x="layer", y="leak_over_content", marker="o", ax=ax)
+    ax.set(
+        ylabel="order change / content change",
+        title=f"{result.order_leak.model.iloc[0]}: order seen by the last token, no positions",
+    )
+    figs["order_leak.png"] = png_bytes(fig, bbox_inches="tight")
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    sns.lineplot(data=result.relative_position, x="shift", y="value", hue="positional", marker="o", ax=ax)
+    ax.set(xscale="log", yscale="symlog", ylabel="normalised score change", title="shift every position by s")
+    ax.set_yscale("symlog", linthresh=1e-8)
+    figs["relative_position.png"] = png_bytes(fig, bbox_inches="tight")
+    return figs
+
+
+def write_report(result: InvarianceResult, out_dir, figures_too: bool = True) -> dict[str, Path]:
+    """Write invariance.csv, the per-analysis CSVs, invariance.md (+ PNGs) and a self-contained
+    invariance.html (figures inlined as base64), each atomically. Returns name -> path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+
+    def put(name, data: bytes):
+        atomic_write(out / name, data)
+        written[name] = out / name
+
+    put("invariance.csv", result.table.to_csv(index=False).encode())
+    for name, df in (
+        ("invariance_heads.csv", result.per_head),
+        ("invariance_order_leak.csv", result.order_leak),
+        ("invariance_conditioning.csv", result.conditioning),
+        ("invariance_interpretation.csv", result.interpretation),
+        ("invariance_relative_position.csv", result.relative_position),
+        ("invariance_sqrt_d.csv", result.scale),
+    ):
+        put(name, df.to_csv(index=False).encode())
+    figs = figures(result) if figures_too else {}
+    for name, png in figs.items():
+        put(name, png)
+    md = [f"# Invariance report: {', '.join(result.table.model.unique())}", "", invariance_section(result.table), ""]
+    interp = result.interpretation
+    md += [
+        "## What can be interpreted (one head, fp64)",
+        "",
+        md_table(
+            interp,
+            [
+                "layer",
+                "head",
+                "quantity",
+                "change_orthogonal",
+                "invariant_orthogonal",
+                "change_invertible",
+                "invariant_invertible",
+                "passed",
+            ],
+        ),
+        "",
+    ]
+    md += [
+        "## Conditioning of W_Q A, W_K A^-T",
+        "",
+        md_table(
+            result.conditioning,
+            ["cond", "dtype", "relative_error", "relative_error_over_u_cond", "normalized_error", "bound"],
+        ),
+        "",
+    ]
+    for name in figs:
+        md += [f"![{name}]({name})", ""]
+    md_text = "\n".join(md)
+    put("invariance.md", md_text.encode())
+    put("invariance.html", _html(md_text, result, figs).encode())
+    return written
+
+
+def _html(md_text: str, result: InvarianceResult, figs: dict[str, bytes]) -> str:
+    """Self-contained HTML: the tables as HTML, figures inlined."""
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>Invariance report</title>",
+        "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:12px}"
+        "td,th{border:1px solid #ccc;padding:2px 6px}.fail{background:#fdd}</style></head><body>",
+        f"<h1>Invariance report: {html.escape(', '.join(result.table.model.unique()))}</h1>",
+        f"<p>{html.escape(SECTION_INTRO)}</p>",
+    ]
+    t = result.table.copy()
+    for check, sub in t.groupby("check", sort=False):
+        parts.append(f"<h2>{html.escape(check)}</h2>")
+        parts.append(sub.drop(columns=["check"]).to_html(index=False, float_format=lambda x: f"{x:.3g}", classes="t"))
+    parts.append("<h2>What can be interpreted</h2>")
+    parts.append(result.interpretation.to_html(index=False, float_format=lambda x: f"{x:.3g}"))
+    parts.append("<h2>Conditioning</h2>")
+    parts.append(result.conditioning.to_html(index=False, float_format=lambda x: f"{x:.3g}"))
+    for name, png in figs.items():
+        parts.append(f"<h3>{html.escape(name)}</h3><img src='data:image/png;base64,{base64.b64encode(png).decode()}'/>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

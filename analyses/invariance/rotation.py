@@ -1,0 +1,618 @@
+"""Non-identifiability of the attention factors: rotations of W_Q/W_K and W_V/W_O.
+
+The score of head h is ``(x W_Q + b_Q)(y W_K + b_K)^T``: replacing W_Q, b_Q by ``W_Q A``, ``b_Q A``
+and W_K, b_K by ``W_K A^-T``, ``b_K A^-T`` leaves it unchanged for any invertible A (orthogonal R:
+``A^-T = R``). The output ``softmax(.) (x W_V + b_V) W_O`` is unchanged by ``W_V R``, ``b_V R``,
+``R^T W_O`` when R is orthogonal (``R R^T = I``). With grouped-query attention one key/value head
+serves several query heads, so one rotation per *key/value* head, shared by its whole group. With
+RoPE, q and k are rotated by position-dependent plane rotations after the projection, so only
+matrices that commute with every one of them keep the scores: rotations inside each rotary plane.
+
+All edits happen on ``copy.deepcopy(model)`` through ``transform_heads``; the model passed in is
+never changed. Matrices are built and multiplied in float64 and rounded once to the model's dtype.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+
+import pandas as pd
+import torch
+from torch import Tensor
+
+from analyses.invariance.common import (
+    SAFETY,
+    U32,
+    U64,
+    attention_inputs,
+    different_tokens,
+    double_copy,
+    floor_at_least_u,
+    gamma,
+    generator,
+    make_row,
+    model_tokens,
+    random_invertible,
+    random_orthogonal,
+    relerr,
+    unit_roundoff,
+)
+from interp.names import act_name
+from interp.view import view
+
+FLOOR_RULE = "SAFETY * floor, floor = relerr(original fp32, original fp64) per quantity"
+
+# A transform gives, per layer, a stack of [d_head, d_head] float64 matrices (or None = unchanged):
+# q: [head, d, d]   W_Q[h] -> W_Q[h] @ q[h],  b_Q[h] -> b_Q[h] @ q[h]
+# k: [kv_head, d, d] W_K[g] -> W_K[g] @ k[g], b_K likewise
+# v: [kv_head, d, d] W_V[g] -> W_V[g] @ v[g], b_V likewise
+# o: [head, d, d]   W_O[h] -> o[h] @ W_O[h]
+Spec = dict  # {"q": list[Tensor] | None, "k": ..., "v": ..., "o": ...}, one entry per layer
+
+
+def transform_heads(model, spec: Spec):
+    """A deep copy of ``model`` with the per-head transforms of ``spec`` applied (see above)."""
+    new = copy.deepcopy(model)
+    apply_spec(new, model, spec)
+    return new
+
+
+_PARTS = (
+    ("q", "W_Q", "b_Q", "right"),
+    ("k", "W_K", "b_K", "right"),
+    ("v", "W_V", "b_V", "right"),
+    ("o", "W_O", None, "left"),
+)
+
+
+def apply_spec(target, source, spec: Spec) -> None:
+    """Set every attention weight of ``target`` (a copy of ``source``, same architecture) to the
+    transformed weight of ``source``; parts that ``spec`` does not mention are reset to the source's,
+    so one working copy can serve many checks in turn. ``source`` is only read."""
+    if target is source:
+        raise ValueError("apply_spec edits target in place: pass a copy, never the model itself")
+    with torch.no_grad():
+        for l, (block, src) in enumerate(zip(target.blocks, source.blocks)):
+            attn, sattn = block.attn, src.attn
+            for key, w_name, b_name, side in _PARTS:
+                w = getattr(sattn, w_name)
+                mats = spec.get(key)
+                if mats is None:
+                    setattr(attn, w_name, w.detach())
+                    if b_name is not None and getattr(sattn, b_name) is not None:
+                        setattr(attn, b_name, getattr(sattn, b_name).detach())
+                    continue
+                m = mats[l].to(torch.float64)
+                if m.shape[0] != w.shape[0]:
+                    raise ValueError(f"{key}: {m.shape[0]} matrices for {w.shape[0]} heads of {w_name} in layer {l}")
+                w64 = w.detach().to(torch.float64)
+                setattr(attn, w_name, (w64 @ m if side == "right" else m @ w64).to(w.dtype))
+                if b_name is not None and getattr(sattn, b_name) is not None:
+                    b = getattr(sattn, b_name)
+                    setattr(attn, b_name, torch.einsum("hd,hde->he", b.detach().to(torch.float64), m).to(b.dtype))
+
+
+def per_layer(cfg, make: Callable[[int], Tensor]) -> list[Tensor]:
+    return [make(l) for l in range(cfg.n_layers)]
+
+
+def group_of(cfg) -> Tensor:
+    """kv head of each query head (repeat_interleave order)."""
+    return torch.arange(cfg.n_heads) // cfg.group_size
+
+
+def rope_plane_rotation(cfg, gen: torch.Generator) -> Tensor:
+    """An orthogonal [d_head, d_head] that commutes with every rotary matrix: a rotation by a random
+    angle inside each rotary plane (``rope_planes``), any orthogonal block on dimensions RoPE leaves
+    alone (partial rotary)."""
+    from models.transformer import rope_planes
+
+    d = cfg.d_head
+    r = torch.zeros(d, d, dtype=torch.float64)
+    planes = rope_planes(cfg)
+    angles = torch.rand(len(planes), generator=gen, dtype=torch.float64) * 2 * math.pi
+    for (i, j), a in zip(planes, angles):
+        c, s = math.cos(a), math.sin(a)
+        r[i, i], r[i, j], r[j, i], r[j, j] = c, -s, s, c
+    rest = sorted(set(range(d)) - {x for p in planes for x in p})
+    if rest:
+        idx = torch.tensor(rest)
+        r[idx[:, None], idx[None, :]] = random_orthogonal(len(rest), gen)
+    return r
+
+
+def qk_orthogonal(cfg, gen, kind: str = "general") -> Spec:
+    """One rotation per kv head, shared by its query heads. kind: 'general' (Haar) or 'rope_planes'."""
+    g = group_of(cfg)
+
+    def one():
+        return random_orthogonal(cfg.d_head, gen) if kind == "general" else rope_plane_rotation(cfg, gen)
+
+    ks = per_layer(cfg, lambda l: torch.stack([one() for _ in range(cfg.kv_heads)]))
+    return {"q": [k[g] for k in ks], "k": ks}
+
+
+def qk_split_group(cfg, gen, kind: str = "general") -> Spec:
+    """Negative control (GQA): each query head gets its own rotation; its kv head gets the first
+    query head's. Only the first head of each group stays consistent."""
+
+    def one():
+        return random_orthogonal(cfg.d_head, gen) if kind == "general" else rope_plane_rotation(cfg, gen)
+
+    qs = per_layer(cfg, lambda l: torch.stack([one() for _ in range(cfg.n_heads)]))
+    first = torch.arange(cfg.kv_heads) * cfg.group_size
+    return {"q": qs, "k": [q[first] for q in qs]}
+
+
+def q_only(cfg, gen) -> Spec:
+    """Negative control: rotate W_Q (and b_Q) alone."""
+    return {
+        "q": per_layer(cfg, lambda l: torch.stack([random_orthogonal(cfg.d_head, gen) for _ in range(cfg.n_heads)]))
+    }
+
+
+def qk_invertible(cfg, gen, cond: float, inverse_transpose: bool = True) -> Spec:
+    """W_Q A, W_K A^-T (A shared by a kv group); with ``inverse_transpose=False``, W_K A (a negative
+    control)."""
+    g = group_of(cfg)
+    a = per_layer(cfg, lambda l: torch.stack([random_invertible(cfg.d_head, cond, gen) for _ in range(cfg.kv_heads)]))
+    k = [torch.linalg.inv(x).transpose(-1, -2) if inverse_transpose else x for x in a]
+    return {"q": [x[g] for x in a], "k": k}
+
+
+def vo_orthogonal(cfg, gen, orthogonal: bool = True, split_group: bool = False, cond: float = 10.0) -> Spec:
+    """W_V R_g, R_g^T W_O[h] for h in group g. ``orthogonal=False``: R has condition number ``cond``
+    (negative control); ``split_group``: each query head gets its own R^T (negative control)."""
+    g = group_of(cfg)
+
+    def one():
+        return random_orthogonal(cfg.d_head, gen) if orthogonal else random_invertible(cfg.d_head, cond, gen)
+
+    vs = per_layer(cfg, lambda l: torch.stack([one() for _ in range(cfg.kv_heads)]))
+    if split_group:
+        os_ = per_layer(cfg, lambda l: torch.stack([one().T for _ in range(cfg.n_heads)]))
+        first = torch.arange(cfg.kv_heads) * cfg.group_size
+        for l in range(cfg.n_layers):
+            vs[l] = os_[l][first].transpose(-1, -2)
+        return {"v": vs, "o": os_}
+    return {"v": vs, "o": [v[g].transpose(-1, -2) for v in vs]}
+
+
+# -- running and comparing ---------------------------------------------------------------------------
+
+
+def observe(model, tokens: Tensor) -> dict[str, list[Tensor]]:
+    """Scores and patterns of every layer and the final hidden state."""
+    cfg = model.cfg
+    names = [act_name(l, f"attn.hook_{w}") for l in range(cfg.n_layers) for w in ("attn_scores", "pattern")]
+    with torch.no_grad():
+        out, cache = model.run_with_cache(tokens, names_filter=names, return_type="hidden")
+    return {
+        "scores": [cache[act_name(l, "attn.hook_attn_scores")] for l in range(cfg.n_layers)],
+        "patterns": [cache[act_name(l, "attn.hook_pattern")] for l in range(cfg.n_layers)],
+        "output": [out],
+    }
+
+
+def _compare(a: dict, b: dict) -> dict[str, float]:
+    return {q: max(relerr(x, y) for x, y in zip(a[q], b[q])) for q in a}
+
+
+def model_rotation_checks(
+    model, tokens: Tensor | None = None, seed: int = 0, model64=None, fp64: bool = True
+) -> pd.DataFrame:
+    """Whole-model checks: every head of every layer edited at once; scores, patterns (max relative
+    error over layers) and the final hidden state compared with the original model in fp64."""
+    name = view(model).name
+    cfg = model.cfg
+    tokens = model_tokens(model) if tokens is None else tokens
+    m64 = double_copy(model) if model64 is None else model64
+    ref32, ref64 = observe(model, tokens), observe(m64, tokens)
+    floor = {q: floor_at_least_u(v, model) for q, v in _compare(ref32, ref64).items()}
+    base = _compare(observe(model, different_tokens(model, tokens)), ref64)
+    gen = generator(seed)
+    rope = cfg.positional == "rope"
+    gqa = cfg.group_size > 1
+    checks = []  # (label, spec, expected, quantities, run fp64 too[, cond(A) factor of the tolerance])
+    qk_kind = "rope_planes" if rope else "general"
+    checks.append(
+        (
+            f"W_Q R, W_K R ({'R inside each rotary plane' if rope else 'random orthogonal R'}"
+            f"{', shared by each kv group' if gqa else ''})",
+            qk_orthogonal(cfg, gen, qk_kind),
+            "holds",
+            ("scores", "patterns", "output"),
+            fp64,
+        )
+    )
+    if rope:
+        checks.append(
+            (
+                "W_Q R, W_K R with a general orthogonal R (does not commute with RoPE)",
+                qk_orthogonal(cfg, gen, "general"),
+                "breaks",
+                ("scores", "output"),
+                False,
+            )
+        )
+    checks.append(
+        (
+            f"W_V R, R^T W_O (random orthogonal R{', shared by each kv group' if gqa else ''})",
+            vo_orthogonal(cfg, gen),
+            "holds",
+            ("output",),
+            fp64,
+        )
+    )
+    checks.append(("W_Q R alone (negative control)", q_only(cfg, gen), "breaks", ("scores", "output"), False))
+    checks.append(
+        (
+            "W_V A, A^T W_O with A not orthogonal, cond 10 (negative control)",
+            vo_orthogonal(cfg, gen, orthogonal=False),
+            "breaks",
+            ("output",),
+            False,
+        )
+    )
+    if not rope:
+        checks.append(
+            (
+                "W_Q A, W_K A^-T (invertible A, cond 100; tolerance x cond(A))",
+                qk_invertible(cfg, gen, 100.0),
+                "holds",
+                ("scores", "output"),
+                False,
+                100.0,
+            )
+        )
+        checks.append(
+            (
+                "W_Q A, W_K A instead of A^-T (A not orthogonal, negative control)",
+                qk_invertible(cfg, gen, 10.0, inverse_transpose=False),
+                "breaks",
+                ("scores", "output"),
+                False,
+            )
+        )
+    if gqa:
+        checks.append(
+            (
+                "W_Q R_h with a different R per query head of a kv group (negative control)",
+                qk_split_group(cfg, gen, qk_kind),
+                "breaks",
+                ("scores", "output"),
+                False,
+            )
+        )
+        checks.append(
+            (
+                "W_V R, R_h^T W_O with a different R per query head of a kv group (negative control)",
+                vo_orthogonal(cfg, gen, split_group=True),
+                "breaks",
+                ("output",),
+                False,
+            )
+        )
+    rows = []
+    work32 = copy.deepcopy(model)  # one working copy per dtype, re-derived from the originals per check
+    work64 = copy.deepcopy(m64) if any(c[4] for c in checks) else None
+    for label, spec, expected, quantities, do64, *cond in checks:
+        amplification = cond[0] if cond else 1.0  # round-off grows at most linearly in cond(A)
+        runs = [("float32", model, work32, 1.0)] + ([("float64", m64, work64, U64 / U32)] if do64 else [])
+        for dtype, m, work, ratio in runs:
+            apply_spec(work, m, spec)
+            got = _compare(observe(work, tokens), ref64)
+            for q in quantities:
+                rows.append(
+                    make_row(
+                        name,
+                        "rotation: whole model",
+                        f"{q}: {label}",
+                        got[q],
+                        SAFETY * floor[q] * ratio * amplification,
+                        expected,
+                        baseline=base[q] if expected == "holds" else math.nan,
+                        dtype=dtype,
+                        rule=FLOOR_RULE
+                        + ("" if ratio == 1 else " * u64/u32")
+                        + ("" if amplification == 1 else " * cond(A)"),
+                        detail=f"fp32 floor {floor[q]:.1e}; baseline = same metric for other input tokens",
+                    )
+                )
+    return pd.DataFrame(rows)
+
+
+# -- conditioning: W_Q A, W_K A^-T on one layer's scores ------------------------------------------------
+
+
+def score_bound_constant(d_model: int, d_head: int, u: float) -> float:
+    """gamma for the normalised score error of W_Q A, W_K A^-T (see ``conditioning_sweep``)."""
+    return 2 * gamma(d_model + 1, u) + 2 * u + gamma(d_head, u)
+
+
+def conditioning_sweep(
+    model,
+    tokens: Tensor | None = None,
+    conds=(1.0, 1e2, 1e4, 1e6),
+    layers=None,
+    seed: int = 0,
+    dtypes=(torch.float32, torch.float64),
+) -> pd.DataFrame:
+    """Pre-position (no RoPE) bilinear scores s = (x W_Q + b_Q)(x W_K + b_K)^T of every head, after
+    W_Q -> W_Q A, W_K -> W_K A^-T with cond(A) = c, against the original in fp64.
+
+    Tolerance derivation (Higham's model, |delta| <= u per operation). With x~ = [x, 1] and
+    W~ = [W; b], the transformed weights are computed in fp64 and rounded once: |dW| <= u |W~A|. The
+    projection q' = fl(x~ fl(W~A)) has |q' - x~W~A| <= (gamma_{m+1} + u) |x~| |W~A| elementwise, so
+    ||dq'|| <= (gamma_{m+1} + u) ||x~|| ||W~A||_F (Cauchy-Schwarz), and the same for k'. The dot
+    product adds gamma_d ||q'|| ||k'||. Hence
+
+        |s'_ij - s_ij| <= (2 gamma_{m+1} + 2u + gamma_d) ||x~_i|| ||x~_j|| ||W~_Q A||_F ||W~_K A^-T||_F
+
+    to first order, and ``||W~_Q A||_F ||W~_K A^-T||_F <= ||W~_Q||_F ||W~_K||_F cond_2(A)``: the
+    error bound grows linearly in cond(A). The fp64 reference carries the same bound with u64 and A = I,
+    added to the denominator. ``value`` is max_ij |s'-s| / N_ij with N_ij the norm product;
+    ``tolerance`` is the constant in front (m = d_model, d = d_head).
+    """
+    name = view(model).name
+    cfg = model.cfg
+    tokens = model_tokens(model) if tokens is None else tokens
+    xs = attention_inputs(model, tokens)
+    layers = range(cfg.n_layers) if layers is None else layers
+    gen = generator(seed)
+    g = group_of(cfg)
+    prepared = []  # per layer: x~ [pos, m+1], W~_Q [head, m+1, d], W~_K per query head, reference scores
+    for l in layers:
+        attn = model.blocks[l].attn
+        x = torch.cat([xs[l][0].double(), torch.ones(xs[l].shape[1], 1, dtype=torch.float64)], 1)
+        wq, wk = _augment(attn.W_Q, attn.b_Q), _augment(attn.W_K, attn.b_K)[g]
+        s_ref = (x @ wq) @ (x @ wk).transpose(-1, -2)  # [head, pos, pos]
+        xn = x.norm(dim=1)
+        n_0 = xn[None, :, None] * xn[None, None, :] * (wq.norm(dim=(1, 2)) * wk.norm(dim=(1, 2)))[:, None, None]
+        prepared.append((x, wq, wk, s_ref, xn, n_0))
+    rows = []
+    for c in conds:
+        a = random_invertible(cfg.d_head, c, gen)
+        a_it = torch.linalg.inv(a).T
+        cond_measured = torch.linalg.cond(a).item()
+        for dtype in dtypes:
+            u = unit_roundoff(dtype)
+            worst_norm, worst_rel = 0.0, 0.0
+            for x, wq, wk, s_ref, xn, n_0 in prepared:
+                wq_a64, wk_a64 = wq @ a, wk @ a_it
+                xd = x.to(dtype)
+                s = ((xd @ wq_a64.to(dtype)) @ (xd @ wk_a64.to(dtype)).transpose(-1, -2)).double()
+                n_a = (
+                    xn[None, :, None]
+                    * xn[None, None, :]
+                    * (wq_a64.norm(dim=(1, 2)) * wk_a64.norm(dim=(1, 2)))[:, None, None]
+                )
+                denom = n_a + (U64 / u) * n_0
+                worst_norm = max(worst_norm, ((s - s_ref).abs() / denom).max().item())
+                worst_rel = max(worst_rel, relerr(s, s_ref))
+            rows.append(
+                dict(
+                    model=name,
+                    cond=c,
+                    cond_measured=cond_measured,
+                    dtype=str(dtype).replace("torch.", ""),
+                    normalized_error=worst_norm,
+                    relative_error=worst_rel,
+                    relative_error_over_u_cond=worst_rel / (u * cond_measured),
+                    bound=score_bound_constant(cfg.d_model, cfg.d_head, u),
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+def _augment(w: Tensor, b: Tensor | None) -> Tensor:
+    """[head, m, d] weights and [head, d] bias -> [head, m+1, d] in float64 (bias as the last row)."""
+    w = w.detach().double()
+    b = torch.zeros(w.shape[0], w.shape[2], dtype=torch.float64) if b is None else b.detach().double()
+    return torch.cat([w, b[:, None, :]], dim=1)
+
+
+def conditioning_rows(model, sweep: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for r in sweep.itertuples():
+        rows.append(
+            make_row(
+                view(model).name,
+                "rotation: W_Q A, W_K A^-T (conditioning)",
+                f"normalised score error, cond(A) = {r.cond:.0e}",
+                r.normalized_error,
+                r.bound,
+                "holds",
+                dtype=r.dtype,
+                rule="(2 gamma_{d_model+1} + 2u + gamma_{d_head}), a-priori bound (see conditioning_sweep)",
+                detail=(
+                    f"relative score error {r.relative_error:.1e} = {r.relative_error_over_u_cond:.2f} * u * cond(A), "
+                    f"cond(A) = {r.cond_measured:.3g}"
+                ),
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def conditioning_negative(model, tokens: Tensor | None = None, seed: int = 0) -> pd.DataFrame:
+    """Negative control for the sweep's metric: W_K A instead of A^-T, cond 10, fp32."""
+    cfg = model.cfg
+    tokens = model_tokens(model) if tokens is None else tokens
+    xs = attention_inputs(model, tokens)
+    gen = generator(seed)
+    a = random_invertible(cfg.d_head, 10.0, gen)
+    g = group_of(cfg)
+    attn = model.blocks[0].attn
+    x = torch.cat([xs[0][0].double(), torch.ones(xs[0].shape[1], 1, dtype=torch.float64)], 1)
+    wq, wk = _augment(attn.W_Q, attn.b_Q), _augment(attn.W_K, attn.b_K)[g]
+    s_ref = (x @ wq) @ (x @ wk).transpose(-1, -2)
+    s = (x @ (wq @ a)) @ (x @ (wk @ a)).transpose(-1, -2)
+    xn = x.norm(dim=1)
+    denom = (
+        xn[None, :, None] * xn[None, None, :] * ((wq @ a).norm(dim=(1, 2)) * (wk @ a).norm(dim=(1, 2)))[:, None, None]
+    )
+    value = ((s - s_ref).abs() / denom).max().item()
+    return pd.DataFrame(
+        [
+            make_row(
+                view(model).name,
+                "rotation: W_Q A, W_K A^-T (conditioning)",
+                "normalised score error, W_K A instead of A^-T (layer 0, negative control)",
+                value,
+                score_bound_constant(cfg.d_model, cfg.d_head, U32),
+                "breaks",
+                rule="(2 gamma_{d_model+1} + 2u + gamma_{d_head}), a-priori bound",
+            )
+        ]
+    )
+
+
+def conditioning_figure(sweep: pd.DataFrame, ax=None):
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.8))
+    sns.lineplot(data=sweep, x="cond", y="relative_error", hue="dtype", marker="o", ax=ax)
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="cond(A)",
+        ylabel="max relative score error",
+        title=f"{sweep.model.iloc[0]}: W_Q A, W_K A^-T",
+    )
+    return ax
+
+
+# -- what the invariance means for interpretation ----------------------------------------------------
+
+
+def _sign_aligned_change(a: Tensor, b: Tensor) -> float:
+    """1 - min_i |<a_i, b_i>| over columns (unit vectors): 0 when each vector is unchanged up to sign."""
+    return float(1 - (a * b).sum(0).abs().min())
+
+
+def _projector_change(a: Tensor, b: Tensor) -> float:
+    """||P_a - P_b||_2 for the orthogonal projectors onto the column spaces (0 = same subspace)."""
+    qa, _ = torch.linalg.qr(a)
+    qb, _ = torch.linalg.qr(b)
+    return float(torch.linalg.matrix_norm(qa @ qa.T - qb @ qb.T, ord=2))
+
+
+def interpretation_table(
+    model, layer: int = 0, head: int = 0, tokens: Tensor | None = None, seed: int = 0, cond: float = 100.0
+) -> pd.DataFrame:
+    """Quantities of one head before and after W_Q R, W_K R (orthogonal R) and W_Q A, W_K A^-T
+    (invertible A, cond ``cond``), and W_V R, R^T W_O, all in float64 with TransformerLens's
+    ``FactoredMatrix`` for the circuits. Columns: quantity, change_orthogonal, change_invertible,
+    invariant_orthogonal (bool, what theory says), invariant_invertible, tolerance, passed.
+
+    Tolerance: the quantities are computed in fp64 from matrices of norm ~||W||; by Weyl's theorem a
+    singular value moves by at most ||dM||_2 <= gamma_d ||W|| (cond(A) for the product), so a
+    relative change above ``tolerance = 10 * d_model * u64 * cond`` is a real change. With RoPE the
+    table describes the pre-rotary bilinear form (the circuit seen by two tokens at the same position).
+    """
+    from transformer_lens import FactoredMatrix
+
+    cfg = model.cfg  # with RoPE, W_Q W_K^T is the circuit before the rotary matrices (position 0)
+    gen = generator(seed)
+    g = head // cfg.group_size
+    attn = model.blocks[layer].attn
+    wq = attn.W_Q[head].detach().double()
+    wk = attn.W_K[g].detach().double()
+    wv = attn.W_V[g].detach().double()
+    wo = attn.W_O[head].detach().double()
+    r = random_orthogonal(cfg.d_head, gen)
+    a = random_invertible(cfg.d_head, cond, gen)
+    a_it = torch.linalg.inv(a).T
+    tokens = model_tokens(model) if tokens is None else tokens
+    x = attention_inputs(model, tokens)[layer][0].double()
+
+    def quantities(wq_, wk_, wv_, wo_) -> dict:
+        u, s, vh = torch.linalg.svd(wq_, full_matrices=False)
+        qk, ov = FactoredMatrix(wq_, wk_.T), FactoredMatrix(wv_, wo_)
+        return {
+            "W_Q entries (the per-dimension query directions)": wq_,
+            "query values per d_head dimension, x W_Q": x @ wq_,
+            "W_Q right singular vectors (d_head side)": vh.T,
+            "W_Q singular values": s,
+            "W_Q column space in d_model (projector)": wq_,
+            "W_QK = W_Q W_K^T (FactoredMatrix.AB)": qk.AB,
+            "singular values of W_QK (FactoredMatrix.S)": qk.S,
+            "scores x W_QK x^T": x @ qk.AB @ x.T,
+            "W_OV = W_V W_O (FactoredMatrix.AB)": ov.AB,
+            "singular values of W_OV (FactoredMatrix.S)": ov.S,
+        }
+
+    theory = {  # (invariant under orthogonal R, invariant under invertible A)
+        "W_Q entries (the per-dimension query directions)": (False, False),
+        "query values per d_head dimension, x W_Q": (False, False),
+        "W_Q right singular vectors (d_head side)": (False, False),
+        "W_Q singular values": (True, False),
+        "W_Q column space in d_model (projector)": (True, True),
+        "W_QK = W_Q W_K^T (FactoredMatrix.AB)": (True, True),
+        "singular values of W_QK (FactoredMatrix.S)": (True, True),
+        "scores x W_QK x^T": (True, True),
+        "W_OV = W_V W_O (FactoredMatrix.AB)": (True, False),
+        "singular values of W_OV (FactoredMatrix.S)": (True, False),
+    }
+    base = quantities(wq, wk, wv, wo)
+    rot = quantities(wq @ r, wk @ r, wv @ r, r.T @ wo)
+    inv = quantities(wq @ a, wk @ a_it, wv @ a, a.T @ wo)  # W_V A, A^T W_O: orthogonality needed there
+
+    def change(key, new):
+        old = base[key]
+        if "singular vectors" in key:
+            return _sign_aligned_change(old, new)
+        if "column space" in key:
+            return _projector_change(old, new)
+        return float((new - old).abs().max() / old.abs().max())
+
+    rows = []
+    for key, (inv_r, inv_a) in theory.items():
+        c_r, c_a = change(key, rot[key]), change(key, inv[key])
+        tol_r, tol_a = 10 * cfg.d_model * U64, 10 * cfg.d_model * U64 * cond
+        ok = ((c_r <= tol_r) == inv_r) and ((c_a <= tol_a) == inv_a)
+        rows.append(
+            dict(
+                model=view(model).name,
+                layer=layer,
+                head=head,
+                quantity=key,
+                change_orthogonal=c_r,
+                invariant_orthogonal=inv_r,
+                change_invertible=c_a,
+                invariant_invertible=inv_a,
+                tolerance_orthogonal=tol_r,
+                tolerance_invertible=tol_a,
+                passed=ok,
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def interpretation_rows(table: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for r in table.itertuples():
+        for kind, change, inv, tol in (
+            ("orthogonal R", r.change_orthogonal, r.invariant_orthogonal, r.tolerance_orthogonal),
+            ("invertible A", r.change_invertible, r.invariant_invertible, r.tolerance_invertible),
+        ):
+            rows.append(
+                make_row(
+                    r.model,
+                    "rotation: what can be interpreted",
+                    f"L{r.layer}H{r.head} {r.quantity} under {kind}",
+                    change,
+                    tol,
+                    "holds" if inv else "breaks",
+                    dtype="float64",
+                    rule="10 * d_model * u64 * cond(A) (Weyl: |d sigma| <= ||dM||_2)",
+                    detail="W_V A, A^T W_O for the invertible case (orthogonality is needed there)"
+                    if "OV" in r.quantity
+                    else "",
+                )
+            )
+    return pd.DataFrame(rows)

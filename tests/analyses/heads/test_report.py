@@ -1,0 +1,112 @@
+"""Head-probing report: files, schema, self-contained HTML, atomic writes, comparison."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analyses import heads
+from analyses.heads import report
+from tests.factories import planted_items, planted_model
+
+
+@pytest.fixture(scope="module")
+def probed():
+    out = {}
+    for attention in ("bidirectional", "causal"):
+        m = planted_model(attention)
+        df = heads.probe_items(m, planted_items(60, seed=5), n_repeat=20, n_boot=30, null_model=False)
+        df["model"] = df.attrs["model"] = f"planted-{attention}"
+        out[attention] = (m, df)
+    return out
+
+
+@pytest.fixture(scope="module")
+def written(probed, tmp_path_factory):
+    m, df = probed["bidirectional"]
+    examples = heads.example_patterns(m, df, roles=["subject_verb", "delimiter"])
+    out = tmp_path_factory.mktemp("report")
+    return out, report.write_report(df, out, examples=examples), examples
+
+
+def test_report_files_and_csv_round_trip(probed, written):
+    _, df = probed["bidirectional"]
+    tmp_path, paths, _ = written
+    for name in (
+        "heads.csv",
+        "report.md",
+        "report.html",
+        "heatmaps.png",
+        "pattern_subject_verb.png",
+        "pattern_delimiter.png",
+    ):
+        assert (tmp_path / name).stat().st_size > 0, name
+    back = pd.read_csv(paths["csv"])
+    assert list(back.columns[: len(heads.COLUMNS)]) == heads.COLUMNS
+    assert back["label"].dtype == bool
+    np.testing.assert_allclose(back["score"], df["score"], rtol=1e-5)
+    assert (back["label"] == df["label"]).all()
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_html_is_self_contained_and_md_lists_labels(probed, written):
+    _, df = probed["bidirectional"]
+    tmp_path, _, examples = written
+    page = (tmp_path / "report.html").read_text()
+    srcs = re.findall(r'src="([^"]*)"', page)
+    assert len(srcs) == 3 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert "href=" not in page
+    md = (tmp_path / "report.md").read_text()
+    n_labels = int(df.label.sum())
+    assert f"Labelled heads ({n_labels} labels)" in md
+    assert "| 0 | 2 | subject_verb | verb->subject |" in md  # the planted subject-verb head
+    assert "Holm" in md
+    # the example: the row of 'sleeps' puts its weight on 'cat' in the planted head
+    ex = examples[0]
+    assert (ex["layer"], ex["head"]) == (0, 2) and ex["query_word"] == "sleeps"
+    assert ex["pattern"][ex["row"], ex["col"]] > 0.99
+
+
+def test_causal_example_has_an_empty_upper_triangle(probed):
+    m, df = probed["causal"]
+    ex = heads.example_patterns(m, df, roles=["subject_verb"])[0]
+    p = np.asarray(ex["pattern"])
+    assert ex["causal"] and np.all(np.triu(p, k=1) == 0) and p[ex["row"], ex["col"]] > 0.99
+
+
+def test_csv_needs_the_stable_columns(probed, tmp_path):
+    _, df = probed["bidirectional"]
+    with pytest.raises(ValueError, match="p_value"):
+        report.write_csv(df.drop(columns=["p_value"]), tmp_path / "heads.csv")
+
+
+def test_comparison_counts_the_planted_heads(probed, tmp_path):
+    """The planted model has one layer (relative depth 0): head 0 attends to the previous token,
+    head 2 from the verb to the subject, head 1 to '.'. In the bidirectional model head 1 is the one
+    delimiter head; in the causal one '.' ends the sentence, so no query before it can see it and
+    no head is a delimiter. The comparison table must say so, read from the rendered text, not
+    recomputed with the function's own arithmetic."""
+    dfs = {name: df for name, (_, df) in probed.items()}
+    text = report.write_comparison(dfs, tmp_path).read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| role |"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    assert cols == ["role"] + [f"{m} {k}" for m in ("bidirectional", "causal") for k in ("heads", "depth", "layers")]
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == len(cols) and cells[0] in heads.ROLES:
+            rows[cells[0]] = dict(zip(cols, cells))
+    planted = {"bidirectional": ("previous_token", "subject_verb", "delimiter"),
+               "causal": ("previous_token", "subject_verb")}
+    for model, roles in planted.items():
+        for role in roles:
+            assert rows[role][f"{model} heads"] == "1", (role, model, rows[role])
+            assert rows[role][f"{model} layers"] == "0", (role, model, rows[role])
+            assert rows[role][f"{model} depth"] == "0.00", (role, model, rows[role])
+    for model in ("bidirectional", "causal"):
+        assert rows["anaphora"][f"{model} heads"] == "0" and rows["anaphora"][f"{model} layers"] == "-"
+    assert rows["delimiter"]["causal heads"] == "0"

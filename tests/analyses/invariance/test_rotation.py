@@ -1,0 +1,212 @@
+"""W_Q/W_K and W_V/W_O rotations: property tests on random small configs, negative controls, and
+the real models."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import models
+from analyses.invariance import rotation as rot
+from analyses.invariance.common import U64, generator
+from tests.factories import tiny_config
+
+FAST = settings(max_examples=15, deadline=None)
+
+
+@st.composite
+def small_models(draw, positional=("none", "learned", "rope")):
+    kv = draw(st.sampled_from([1, 2]))
+    group = draw(st.sampled_from([1, 2]))
+    d_head = draw(st.sampled_from([4, 8]))
+    cfg = tiny_config(
+        n_layers=draw(st.integers(1, 2)),
+        n_heads=kv * group,
+        n_kv_heads=kv,
+        d_head=d_head,
+        d_model=16,
+        d_mlp=32,
+        attn_bias=draw(st.booleans()),
+        attn_out_bias=draw(st.booleans()),
+        positional=draw(st.sampled_from(positional)),
+        attention=draw(st.sampled_from(["causal", "bidirectional"])),
+    )
+    seed = draw(st.integers(0, 1000))
+    m = models.Transformer(cfg, seed=seed).double().eval()
+    with torch.no_grad():  # O(1) scores and non-zero biases, so that every term matters
+        for b in m.blocks:
+            b.attn.q_weight.mul_(20)
+            b.attn.k_weight.mul_(20)
+            for bias in (b.attn.q_bias, b.attn.k_bias, b.attn.v_bias):
+                if bias is not None:
+                    bias.copy_(torch.randn(bias.shape, generator=generator(seed), dtype=bias.dtype))
+    tokens = torch.randint(0, cfg.d_vocab, (1, 10), generator=generator(seed))
+    return m, tokens, seed
+
+
+def tol(m):
+    """fp64, a few matrix products per layer of inner length <= d_model: 100 * d_model * n_layers * u64."""
+    return 100 * m.cfg.d_model * m.cfg.n_layers * U64
+
+
+def outputs(m, tokens):
+    return rot.observe(m, tokens)
+
+
+def err(a, b, q):
+    return max(rot.relerr(x, y) for x, y in zip(a[q], b[q]))
+
+
+def guard(m, tokens, ref):
+    """A different input must change scores and output by far more than the tolerance."""
+    other = (tokens + 7) % m.cfg.d_vocab
+    o = outputs(m, other)
+    assert err(o, ref, "scores") > 1e4 * tol(m)
+    assert err(o, ref, "output") > 1e4 * tol(m)
+
+
+@FAST
+@given(case=small_models(), seed=st.integers(0, 1000))
+def test_qk_rotation_keeps_scores_patterns_outputs(case, seed):
+    m, tokens, _ = case
+    ref = outputs(m, tokens)
+    guard(m, tokens, ref)
+    kind = "rope_planes" if m.cfg.positional == "rope" else "general"
+    new = outputs(rot.transform_heads(m, rot.qk_orthogonal(m.cfg, generator(seed), kind)), tokens)
+    for q in ("scores", "patterns", "output"):
+        assert err(new, ref, q) < tol(m), q
+
+
+@FAST
+@given(case=small_models(), seed=st.integers(0, 1000))
+def test_vo_rotation_keeps_outputs_and_non_orthogonal_breaks(case, seed):
+    m, tokens, _ = case
+    ref = outputs(m, tokens)
+    good = outputs(rot.transform_heads(m, rot.vo_orthogonal(m.cfg, generator(seed))), tokens)
+    assert err(good, ref, "output") < tol(m)
+    bad = outputs(
+        rot.transform_heads(m, rot.vo_orthogonal(m.cfg, generator(seed), orthogonal=False, cond=10.0)), tokens
+    )
+    assert err(bad, ref, "output") > 1e4 * tol(m)
+
+
+@FAST
+@given(case=small_models(positional=("none", "learned")), seed=st.integers(0, 1000), log_cond=st.floats(0, 3))
+def test_invertible_a_with_inverse_transpose_keeps_scores(case, seed, log_cond):
+    m, tokens, _ = case
+    ref = outputs(m, tokens)
+    cond = 10**log_cond
+    new = outputs(rot.transform_heads(m, rot.qk_invertible(m.cfg, generator(seed), cond)), tokens)
+    assert err(new, ref, "scores") < tol(m) * cond
+    bad = outputs(
+        rot.transform_heads(m, rot.qk_invertible(m.cfg, generator(seed), 10.0, inverse_transpose=False)), tokens
+    )
+    assert err(bad, ref, "scores") > 1e4 * tol(m)
+
+
+@FAST
+@given(case=small_models(), seed=st.integers(0, 1000))
+def test_rotating_w_q_alone_breaks(case, seed):
+    m, tokens, _ = case
+    ref = outputs(m, tokens)
+    new = outputs(rot.transform_heads(m, rot.q_only(m.cfg, generator(seed))), tokens)
+    assert err(new, ref, "scores") > 1e4 * tol(m)
+
+
+@FAST
+@given(case=small_models(positional=("rope",)), seed=st.integers(0, 1000))
+def test_general_rotation_does_not_commute_with_rope(case, seed):
+    m, tokens, _ = case
+    ref = outputs(m, tokens)
+    new = outputs(rot.transform_heads(m, rot.qk_orthogonal(m.cfg, generator(seed), "general")), tokens)
+    assert err(new, ref, "scores") > 1e4 * tol(m)
+
+
+def test_rope_plane_rotation_commutes_with_rotary_matrices():
+    from models.transformer import apply_rope, rope_cos_sin, rope_inv_freq
+
+    for interleaved, rotary_dim in ((False, None), (True, None), (False, 4)):
+        cfg = tiny_config(positional="rope", d_head=8, rope_interleaved=interleaved, rotary_dim=rotary_dim)
+        r = rot.rope_plane_rotation(cfg, generator(0))
+        assert torch.allclose(r @ r.T, torch.eye(8, dtype=torch.float64), atol=1e-14)
+        cos, sin = rope_cos_sin(cfg, torch.arange(5)[None], rope_inv_freq(cfg))
+        x = torch.randn(5, 8, dtype=torch.float64)
+        lhs = apply_rope(cfg, x @ r, cos[0].double(), sin[0].double())
+        rhs = apply_rope(cfg, x, cos[0].double(), sin[0].double()) @ r
+        assert (lhs - rhs).abs().max() < 1e-13
+        general = rot.random_orthogonal(8, generator(1))
+        lhs = apply_rope(cfg, x @ general, cos[0].double(), sin[0].double())
+        rhs = apply_rope(cfg, x, cos[0].double(), sin[0].double()) @ general
+        assert (lhs - rhs).abs().max() > 1e-3
+
+
+@FAST
+@given(seed=st.integers(0, 1000), positional=st.sampled_from(["none", "rope"]))
+def test_gqa_rotation_must_be_shared_by_the_group(seed, positional):
+    cfg = tiny_config(n_heads=4, n_kv_heads=2, d_head=8, d_model=16, positional=positional)
+    m = models.Transformer(cfg, seed=seed).double().eval()
+    with torch.no_grad():
+        for b in m.blocks:
+            b.attn.q_weight.mul_(20)
+            b.attn.k_weight.mul_(20)
+    tokens = torch.randint(0, cfg.d_vocab, (1, 10), generator=generator(seed))
+    ref = outputs(m, tokens)
+    kind = "rope_planes" if positional == "rope" else "general"
+    shared = outputs(rot.transform_heads(m, rot.qk_orthogonal(cfg, generator(seed), kind)), tokens)
+    assert err(shared, ref, "scores") < tol(m)
+    split = outputs(rot.transform_heads(m, rot.qk_split_group(cfg, generator(seed), kind)), tokens)
+    assert err(split, ref, "scores") > 1e4 * tol(m)
+    split_vo = outputs(rot.transform_heads(m, rot.vo_orthogonal(cfg, generator(seed), split_group=True)), tokens)
+    assert err(split_vo, ref, "output") > 1e4 * tol(m)
+
+
+def test_apply_spec_refuses_to_edit_the_model_itself(tiny):
+    with pytest.raises(ValueError, match="pass a copy"):
+        rot.apply_spec(tiny, tiny, {})
+
+
+def test_transform_heads_rejects_wrong_head_count(tiny):
+    spec = {"q": [torch.eye(8, dtype=torch.float64).expand(3, 8, 8)] * tiny.cfg.n_layers}
+    with pytest.raises(ValueError, match="3 matrices for 4 heads"):
+        rot.transform_heads(tiny, spec)
+
+
+def test_interpretation_table_on_real_head(minilm):
+    t = rot.interpretation_table(minilm, layer=2, head=5)
+    assert t.passed.all(), t
+    by = t.set_index("quantity")
+    # the factors change by O(1), the products not at all
+    assert by.loc["W_Q entries (the per-dimension query directions)", "change_orthogonal"] > 0.1
+    assert by.loc["W_QK = W_Q W_K^T (FactoredMatrix.AB)", "change_invertible"] < 1e-10
+
+
+def test_model_checks_on_minilm_agree_and_leave_model_unchanged(minilm):
+    before = {k: v.clone() for k, v in minilm.state_dict().items()}
+    df = rot.model_rotation_checks(minilm, fp64=False)
+    assert df.passed.all(), df[~df.passed]
+    assert set(df.expected) == {"holds", "breaks"}
+    for k, v in minilm.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
+def test_rope_and_gqa_checks_on_smollm2(smollm2):
+    from analyses.invariance.common import first_layers, model_tokens
+
+    before = smollm2.blocks[0].attn.q_weight.clone()
+    m = first_layers(smollm2, 4)  # SmolLM2's real first four layers: the checks are per layer
+    df = rot.model_rotation_checks(m, model_tokens(m, n_tokens=8), fp64=False)
+    assert df.passed.all(), df[~df.passed]
+    general = df[df.quantity.str.contains("general orthogonal R")]
+    assert len(general) and (general.expected == "breaks").all()
+    assert (df.quantity.str.contains("kv group")).sum() >= 3
+    assert torch.equal(smollm2.blocks[0].attn.q_weight, before)
+
+
+def test_conditioning_error_grows_with_cond_and_stays_within_bound(minilm):
+    sweep = rot.conditioning_sweep(minilm, conds=(1.0, 1e3, 1e6), layers=[0, 3])
+    assert (sweep.normalized_error <= sweep.bound).all()
+    f32 = sweep[sweep.dtype == "float32"].sort_values("cond")
+    assert f32.relative_error.iloc[-1] > 100 * f32.relative_error.iloc[0]
+    assert (sweep[sweep.dtype == "float64"].relative_error.values < f32.relative_error.values * 1e-6).all()
+    neg = rot.conditioning_negative(minilm)
+    assert neg.passed.all() and neg.value.iloc[0] > 100 * neg.tolerance.iloc[0]

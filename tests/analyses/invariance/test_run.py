@@ -1,0 +1,101 @@
+"""The invariance façade: run_all, the report section, the files, the CLI, and the guard."""
+
+import pandas as pd
+import pytest
+import torch
+
+import models
+from analyses import invariance
+from analyses.invariance.common import ROW_COLUMNS, tiny_model
+
+
+@pytest.fixture(scope="module")
+def tiny_result():
+    m = tiny_model("learned", attention="bidirectional", seed=0, n_ctx=64)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    result = invariance.run_all(m, n_tokens=10)
+    return m, before, result
+
+
+def test_run_all_agrees_with_theory_and_never_edits_the_model(tiny_result):
+    m, before, result = tiny_result
+    t = result.table
+    assert list(t.columns) == ROW_COLUMNS
+    assert t.passed.all(), t[~t.passed][["check", "quantity", "value", "tolerance"]]
+    assert {"holds", "breaks"} == set(t.expected)
+    for name in (
+        "permutation: one attention layer",
+        "permutation: whole model",
+        "rotation: whole model",
+        "relative position: shift all positions",
+        "sqrt(d) scale",
+        "rotation: what can be interpreted",
+    ):
+        assert name in set(t.check), name
+    for k, v in m.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
+def test_a_model_that_ignores_its_input_cannot_pass():
+    m = tiny_model("none", attention="bidirectional", seed=0)
+    with torch.no_grad():
+        m.W_E.zero_()  # every token embeds to 0: the output is the same for every input
+    from analyses.invariance import permutation as perm
+
+    df = perm.model_permutation(m)
+    holds = df[df.expected == "holds"]
+    assert len(holds) and not holds.passed.any()  # value 0, but the guard baseline is 0 as well
+    from analyses.invariance import rotation as rot
+
+    rows = rot.model_rotation_checks(m, fp64=False)
+    assert not rows[rows.expected == "holds"].passed.any()
+
+
+def test_invariance_section_and_errors(tiny_result):
+    _, _, result = tiny_result
+    md = invariance.invariance_section(result.table)
+    assert md.startswith("## Invariances")
+    assert f"{len(result.table)} of {len(result.table)} measurements agree" in md
+    for check in result.table.check.unique():
+        assert f"### {check}" in md
+    with pytest.raises(ValueError, match="empty"):
+        invariance.invariance_section(result.table.iloc[:0])
+    with pytest.raises(ValueError, match="lacks columns"):
+        invariance.invariance_section(result.table.drop(columns=["tolerance"]))
+
+
+def test_write_report_files(tiny_result, tmp_path):
+    _, _, result = tiny_result
+    paths = invariance.write_report(result, tmp_path / "out")
+    csv = pd.read_csv(paths["invariance.csv"])
+    assert len(csv) == len(result.table)
+    assert {"model", "check", "quantity", "value", "tolerance", "expected", "passed"} <= set(csv.columns)
+    html = paths["invariance.html"].read_text()
+    assert "data:image/png;base64," in html and "<img src='heads" not in html  # self-contained
+    assert "heads_positional.png" in paths["invariance.md"].read_text()
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_cli_on_a_checkpoint(tmp_path, capsys):
+    from analyses.cli import main
+
+    m = tiny_model("rope", attention="causal", seed=1, n_ctx=64, n_kv_heads=2)
+    models.save_checkpoint(m, tmp_path / "ckpt")
+    rc = main(
+        [
+            "invariance",
+            "--model",
+            str(tmp_path / "ckpt"),
+            "--out",
+            str(tmp_path / "rep"),
+            "--n-tokens",
+            "8",
+            "--no-figures",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    df = pd.read_csv(tmp_path / "rep" / "invariance.csv")
+    assert df.passed.all()
+    assert df.quantity.str.contains("kv group").any()  # GQA checks ran
+    assert "agree with theory" in out

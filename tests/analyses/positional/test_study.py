@@ -1,0 +1,173 @@
+"""The positional-encoding study: relative-position checks, head scores, loss by position, the
+end-to-end study on a tiny budget."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import models
+from analyses.positional import study as P
+from models.training import TrainConfig
+from tests.factories import tiny_config
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models train ~20x faster on one thread than on two when the cores are shared."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("scheme", P.SCHEMES)
+def test_each_scheme_passes_its_relative_position_check(scheme):
+    model = models.Transformer(tiny_config(positional=scheme), seed=0)
+    within = P.shift_invariance(model, layer=0, period=4)
+    if scheme in ("rope", "alibi", "none"):
+        # scores depend on (content, distance) only: equal up to float32 rounding
+        assert within < 1e-4
+        beyond = P.shift_invariance(model, layer=0, period=4, length=3 * model.cfg.n_ctx)
+        assert beyond < 1e-4  # and past the trained context too
+    else:
+        # absolute positions: the same pair at the same distance scores differently elsewhere
+        assert within > 0.05
+
+
+def test_shift_invariance_sees_a_broken_rope():
+    """RoPE with position-dependent noise added to q must fail the check (the check can fail)."""
+    model = models.Transformer(tiny_config(positional="rope"), seed=0)
+    gen = torch.Generator().manual_seed(1)
+    noise = torch.randn(1, model.cfg.n_ctx, 1, model.cfg.d_head, generator=gen)
+
+    def perturb(q, hook):
+        return q + 0.5 * noise[:, : q.shape[1]]
+
+    with model.hooks(fwd_hooks=[("blocks.0.attn.hook_rot_q", perturb)]):
+        assert P.shift_invariance(model, layer=0, period=4) > 0.05
+
+
+def _patterns_from_targets(batch, heads, n, target):
+    """A pattern putting all of row i's weight on key target(i) (row i >= 1), causal rows otherwise."""
+    pat = torch.zeros(batch, heads, n, n)
+    for i in range(n):
+        pat[:, :, i, target(i) if i >= 1 else 0] = 1.0
+    return pat
+
+
+def test_head_scores_on_hand_made_patterns():
+    half, n = 5, 10
+    prev = _patterns_from_targets(2, 3, n, lambda i: i - 1)
+    induction = _patterns_from_targets(2, 3, n, lambda i: i - half + 1 if i >= half else 0)
+    uniform = torch.tril(torch.ones(n, n)) / torch.arange(1, n + 1)[:, None]
+    table = P.head_scores({0: prev, 1: induction, 2: uniform.expand(2, 3, n, n)}, half)
+    assert list(table.columns) == ["layer", "head", "previous_token", "induction"] and len(table) == 9
+    by_layer = table.groupby("layer")[["previous_token", "induction"]].mean()
+    assert by_layer.loc[0, "previous_token"] == pytest.approx(1.0)
+    assert by_layer.loc[0, "induction"] == pytest.approx(0.0)
+    assert by_layer.loc[1, "induction"] == pytest.approx(1.0)
+    # induction targets i-half+1 sit next to i-1 only when half == 2; here none coincide in the second half
+    assert by_layer.loc[1, "previous_token"] == pytest.approx(1 / (n - 1))  # only i=1 -> 0 hits i-1
+    expected_uniform_prev = np.mean([1 / (i + 1) for i in range(1, n)])
+    assert by_layer.loc[2, "previous_token"] == pytest.approx(expected_uniform_prev)
+    with pytest.raises(ValueError, match="2 \\* half"):
+        P.head_scores({0: prev}, half=4)
+
+
+def test_repeated_tokens_repeat():
+    t = P.repeated_tokens(d_vocab=50, half=7, batch=3, seed=2)
+    assert t.shape == (3, 14) and torch.equal(t[:, :7], t[:, 7:])
+    assert int(t.min()) >= 1 and int(t.max()) < 50
+
+
+@pytest.mark.parametrize("scheme", ["learned", "rope"])
+def test_loss_by_position(scheme):
+    model = models.Transformer(tiny_config(positional=scheme), seed=0)
+    gen = torch.Generator().manual_seed(0)
+    windows = torch.randint(0, 50, (3, 4 * model.cfg.n_ctx), generator=gen)
+    curve = P.loss_by_position(model, windows, batch_size=2)
+    n_ctx = model.cfg.n_ctx
+    assert curve.shape == (4 * n_ctx - 1,)
+    # causal: losses inside the context do not depend on what comes later
+    direct = torch.nn.functional.cross_entropy(
+        model(windows[:, :n_ctx]).transpose(1, 2)[:, :, :-1], windows[:, 1:n_ctx], reduction="none"
+    ).mean(0)
+    np.testing.assert_allclose(curve[: n_ctx - 1], direct.detach().double().numpy(), rtol=1e-5)
+    if scheme == "learned":
+        assert np.isnan(curve[n_ctx - 1 :]).all()  # no embedding past n_ctx: n/a, not a number
+    else:
+        assert np.isfinite(curve).all()
+
+
+def test_shuffled_loss_keeps_each_windows_tokens(monkeypatch):
+    """The shuffled windows are permutations of the originals (same tokens, other order)."""
+    seen = []
+    real = P.evaluate
+    monkeypatch.setattr(P, "evaluate", lambda m, w, b: seen.append(w.clone()) or real(m, w, b))
+    model = models.Transformer(tiny_config(positional="none"), seed=0)
+    windows = torch.randint(0, 50, (4, 32), generator=torch.Generator().manual_seed(0))
+    original, shuffled = P.shuffled_loss(model, windows)
+    assert torch.equal(seen[0], windows) and not torch.equal(seen[1], windows)
+    assert torch.equal(seen[1].sort(-1).values, windows.sort(-1).values)
+    assert math.isfinite(original) and math.isfinite(shuffled)
+
+
+TINY = P.Budget(
+    name="test",
+    d_model=32,
+    n_layers=1,
+    n_heads=2,
+    d_mlp=64,
+    n_ctx=32,
+    vocab_size=300,
+    max_passages=150,
+    train=TrainConfig(steps=15, batch_size=8, lr=5e-3, warmup_steps=2, eval_windows=8, threads=1),
+    eval_windows=4,
+    head_batch=4,
+)
+
+
+def test_run_study_end_to_end_and_reuses_checkpoints(tmp_path, monkeypatch):
+    out, ckpt = tmp_path / "report", tmp_path / "ckpt"
+    result = P.run_study(out, TINY, checkpoints_dir=ckpt, schemes=["learned", "rope"], progress=False)
+    f = result.findings.set_index("scheme")
+    assert list(f.index) == ["learned", "rope"]
+    assert math.isnan(f.loc["learned", "loss_3x_4x"]) and math.isfinite(f.loc["rope", "loss_3x_4x"])
+    assert f.loc["rope", "shift_deviation_L0"] < 1e-4 < f.loc["learned", "shift_deviation_L0"]
+    # trained for 15 steps from ~log(300): the held-out loss went down
+    assert (f["heldout_loss"] < math.log(300) - 0.3).all()
+    for name in ("findings", "loss_by_position", "heads", "figure", "heads_figure", "report"):
+        assert result.files[name].exists() and result.files[name].stat().st_size > 0
+    assert not list(out.glob(".*tmp"))  # nothing half-written left behind
+    assert (ckpt / "rope" / "MODEL_CARD.md").exists()
+    assert len(result.heads) == 2 * TINY.n_layers * TINY.n_heads
+    assert "n/a" in result.files["report"].read_text()
+
+    # the second run must load the checkpoints, not retrain: training is made impossible, and the
+    # checkpoint files must be left exactly as they were
+    saved = {p: p.read_bytes() for p in sorted(ckpt.rglob("*")) if p.is_file()}
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("run_study retrained a scheme whose checkpoint matches the budget")
+
+    monkeypatch.setattr(P, "train_scheme", no_training)
+    again = P.run_study(tmp_path / "report2", TINY, checkpoints_dir=ckpt, schemes=["learned", "rope"], progress=False)
+    assert {p: p.read_bytes() for p in sorted(ckpt.rglob("*")) if p.is_file()} == saved
+    pd.testing.assert_frame_equal(
+        again.findings.drop(columns="train_seconds"),
+        result.findings.drop(columns="train_seconds"),
+        check_exact=False,
+        rtol=1e-6,
+    )
+
+
+def test_unknown_scheme_and_budget_are_refused():
+    with pytest.raises(ValueError, match="positional scheme"):
+        TINY.model_config("relative", d_vocab=10)
+    with pytest.raises(ValueError, match="budget"):
+        P.get_budget("huge")

@@ -1,0 +1,192 @@
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from analyses import validation as V
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models on a shared 2-core machine: one thread avoids oversubscription (3x faster here)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _planted_labels():
+    return pd.DataFrame(
+        [
+            dict(model="planted", layer=0, head=0, role="previous_token", direction="back", score=0.99, label=True),
+            dict(model="planted", layer=0, head=1, role="previous_token", direction="back", score=0.99, label=True),
+            dict(model="planted", layer=1, head=5, role="subject_verb", direction="back", score=0.2, label=False),
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def planted():
+    model, heads = V.planted_model(seed=0)
+    return model, heads
+
+
+def test_planted_model_has_the_designed_patterns(planted):
+    model, heads = planted
+    prompts = V.planted_prompts(n=4, seed=1)
+    _, cache = model.run_with_cache(prompts.tokens, names_filter="blocks.0.attn.hook_pattern")
+    pat = cache["blocks.0.attn.hook_pattern"]
+    for h in (heads["A"], heads["B"]):
+        prev = pat[:, h[1], torch.arange(1, 12), torch.arange(0, 11)]
+        assert prev.min() > 0.99  # both look at the previous token
+    minus_loss = V.metric_functions(prompts)["loss"](model(prompts.tokens))
+    assert (-minus_loss).max() < 0.1  # the task is solved from position 1 on (chance: log 12 = 2.5)
+
+
+def test_planted_head_validated_decoy_pattern_only(planted):
+    model, heads = planted
+    res = V.validate(model, _planted_labels(), prompts=V.planted_prompts(n=12, seed=0), seed=0)
+    t = res.table.set_index(["layer", "head"])
+    assert len(t) == 2  # label=False rows are not validated
+    a, b = t.loc[heads["A"]], t.loc[heads["B"]]
+    assert a["verdict"] == "validated", a.to_dict()
+    assert b["verdict"] == "pattern only", b.to_dict()
+    assert a["effect"] > 1.0 and a["z"] > 3 and a["n_null"] == 47
+    assert a["p_value"] == pytest.approx(1 / 48)
+    assert b["effect"] == 0.0  # the decoy's output is exactly zero
+    assert set(V.COLUMNS) <= set(res.table.columns)
+    # the other direction: A is labelled, so it must not be listed as an unlabelled large effect
+    assert not ((res.unlabelled["layer"] == 0) & (res.unlabelled["head"] == 0)).any()
+
+
+def test_unlabelled_strong_head_is_reported(planted):
+    model, heads = planted
+    only_decoy = _planted_labels().iloc[[1]]
+    res = V.validate(model, only_decoy, prompts=V.planted_prompts(n=12, seed=0), seed=0, n_boot=200)
+    u = res.unlabelled
+    assert ((u["layer"] == 0) & (u["head"] == 0)).any()
+    assert u.iloc[0][["layer", "head"]].tolist() == [0, 0]  # the largest effect
+
+
+def test_reproducible_with_a_seed(planted):
+    model, _ = planted
+    kw = dict(prompts=V.planted_prompts(n=8, seed=2), seed=5, n_null=10, ablation="resample", n_boot=200)
+    r1 = V.validate(model, _planted_labels(), **kw)
+    r2 = V.validate(model, _planted_labels(), **kw)
+    pd.testing.assert_frame_equal(r1.table, r2.table)
+    assert r1.info["n_null"] == 10
+    assert all(not hp._forward_hooks for hp in model.hook_dict.values())
+
+
+def test_empirical_p_value_has_the_plus_one_correction():
+    assert V.empirical_p(5.0, [1, 2, 3]) == pytest.approx(1 / 4)
+    assert V.empirical_p(0.0, [1, 2, 3]) == pytest.approx(1.0)
+    assert V.empirical_p(2.0, [1, 2, 3, np.nan]) == pytest.approx(3 / 4)  # ties count against the head
+
+
+def test_decision_rule():
+    assert V.decide(1.0, 0.5, 1.5, 0.1, 0.01)[0] == "validated"
+    assert V.decide(1.0, 0.5, 1.5, 0.1, 0.2)[0] == "inconclusive"  # random heads do as much
+    assert V.decide(0.05, 0.01, 0.09, 0.1, 0.01)[0] == "pattern only"  # below min_effect
+    assert V.decide(0.5, -0.1, 1.1, 0.1, 0.01)[0] == "pattern only"  # interval includes 0
+    assert V.decide(-1.0, -1.5, -0.5, 0.1, 1.0)[0] == "inconclusive"  # ablation helps
+    assert V.decide(float("nan"), np.nan, np.nan, 0.1, np.nan)[0] == "inconclusive"
+
+
+def test_role_metric_mapping():
+    assert V.role_metric("subject_verb", True) == "sv_logit_diff"
+    assert V.role_metric("subject_verb", False) == "sv_probe"
+    assert V.role_metric("anaphora", True) == "anaphora_logit_diff"
+    assert V.role_metric("delimiter", True) == "delimiter_loss"
+    assert V.role_metric("induction", True) == "induction_loss"
+    assert V.role_metric("previous_token", False) == "prev_word_probe"
+    assert V.role_metric("attention_sink", False) is None
+
+
+def test_probe_learns_a_linear_rule():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(200, 20, generator=g)
+    y = (x[:, 3] - x[:, 7] > 0).long().numpy()
+    probe = V.fit_probe(x[:100], y[:100])
+    acc = ((probe(x[100:]) > 0).long().numpy() == y[100:]).mean()
+    assert acc > 0.9
+
+
+def test_bad_labels_table():
+    model, _ = V.planted_model(n_layers=1, n_heads=2)
+    with pytest.raises(ValueError, match="lacks columns"):
+        V.validate(model, pd.DataFrame({"layer": [0]}), prompts=V.planted_prompts(n=4))
+    with pytest.raises(ValueError, match="does not exist"):
+        V.validate(model, pd.DataFrame({"layer": [3], "head": [0], "role": ["local"]}), prompts=V.planted_prompts(n=4))
+
+
+def test_causal_prompts_on_smollm2(smollm2):
+    prompts = V.build_prompts(smollm2, n=8, seed=0)
+    sv = prompts.tasks["sv_logit_diff"]
+    tok = smollm2.tokenizer
+    assert {tok.decode([int(i)]) for i in np.r_[sv.right, sv.wrong]} == {" is", " are"}
+    for r, p in zip(sv.rows, sv.pos):  # the prompt ends right before the verb
+        assert p == int(prompts.attention_mask[r].sum()) - 1
+        assert prompts.texts[r].endswith(tok.decode([int(prompts.tokens[r, p])]).strip())
+    funcs = V.metric_functions(prompts)
+    with torch.no_grad():
+        out = smollm2(prompts.tokens, attention_mask=prompts.attention_mask)
+    # the real model gets agreement right on average: a property of the model, not of our code
+    assert np.nanmean(funcs["sv_logit_diff"](out).numpy()) > 0
+    assert np.nanmean(funcs["anaphora_logit_diff"](out).numpy()) > 0
+    assert np.isfinite(funcs["delimiter_loss"](out).numpy()).sum() == len(prompts.tasks["delimiter_loss"].rows)
+
+
+def test_cli_writes_csv_and_report(minilm, tmp_path, monkeypatch):
+    import models
+    from analyses import cli
+
+    monkeypatch.setattr(models, "load", lambda name: minilm)
+    labels = pd.DataFrame(
+        [
+            dict(
+                model="minilm", layer=2, head=3, role="subject_verb", direction="verb->subject", score=0.5, label=True
+            ),
+            dict(model="minilm", layer=0, head=1, role="local", direction="prev", score=0.9, label=True),
+            dict(model="minilm", layer=5, head=0, role="attention_sink", direction="", score=0.9, label=True),
+        ]
+    )
+    labels.to_csv(tmp_path / "heads.csv", index=False)
+    out = tmp_path / "out"
+    rc = cli.main(
+        [
+            "validate",
+            "--model",
+            "minilm",
+            "--out",
+            str(out),
+            "--labels",
+            str(tmp_path / "heads.csv"),
+            "--n",
+            "8",
+            "--n-null",
+            "4",
+            "--n-layer-null",
+            "1",
+        ]
+    )
+    assert rc == 0
+    df = pd.read_csv(out / "validation.csv")
+    assert {"model", "layer", "head", "role", "metric", "effect", "null_mean", "null_std", "p_value", "verdict"} <= set(
+        df.columns
+    )
+    assert len(df) == 3 and set(df["verdict"]) <= set(V.VERDICTS)
+    assert df.set_index("role").loc["attention_sink", "metric"] == "none"
+    assert df.set_index("role").loc["subject_verb", "metric"] == "sv_probe"
+    md = (out / "validation.md").read_text()
+    assert "Causal validation" in md and "subject_verb" in md
+    assert not list(out.glob("*.tmp"))
+
+
+def test_pattern_labels_find_both_previous_token_heads(planted):
+    model, heads = planted
+    lab = V.pattern_labels(model, top=2, threshold=0.5)
+    got = lab[lab["label"] & (lab["role"] == "previous_token")]
+    assert sorted(zip(got["layer"], got["head"])) == sorted([heads["A"], heads["B"]])
+    assert not (lab["label"] & (lab["role"] == "induction")).any()  # nothing here does induction
+    assert {"model", "layer", "head", "role", "direction", "score", "label"} <= set(lab.columns)

@@ -1,0 +1,166 @@
+"""Test factories, in one place: tiny seeded configs and models, a padded batch, and the planted
+word-level model whose heads are set by hand (tests import these; no test imports another test)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import models
+from analyses.data import Item
+
+
+def tiny_config(**overrides) -> models.Config:
+    base = dict(d_model=32, n_layers=2, n_heads=4, d_head=8, d_mlp=64, d_vocab=50, n_ctx=32, name="tiny")
+    base.update(overrides)
+    return models.Config(**base)
+
+
+# name -> Config overrides. Together: pre/post norm, layer/rms norm, GQA, learned / sinusoidal /
+# rope (plain, interleaved, partial) / alibi / none, gated / standard MLP, biases on / off.
+TINY = {
+    "gpt2_like": dict(attn_bias=True, attn_out_bias=True, mlp_bias=True, act="gelu_new", tie_embeddings=True),
+    "bert_like": dict(
+        attention="bidirectional",
+        norm_placement="post",
+        embed_norm=True,
+        final_norm=False,
+        n_token_types=2,
+        attn_bias=True,
+        attn_out_bias=True,
+        mlp_bias=True,
+        lm_head=False,
+    ),
+    "llama_like": dict(positional="rope", norm="rmsnorm", act="silu", mlp="gated", n_kv_heads=2, eps=1e-6),
+    "qwen_like": dict(positional="rope", norm="rmsnorm", act="silu", mlp="gated", n_kv_heads=1, attn_bias=True),
+    "rope_partial_interleaved": dict(
+        attention="bidirectional", positional="rope", rope_interleaved=True, rotary_dim=4, mlp_bias=True
+    ),
+    "alibi": dict(positional="alibi", attn_bias=True, act="relu"),
+    "alibi_bidir_gqa": dict(attention="bidirectional", positional="alibi", n_kv_heads=2, mlp="gated", act="silu"),
+    "sinusoidal_bidir": dict(attention="bidirectional", positional="sinusoidal", act="relu", attn_out_bias=True),
+    "none_post_rms": dict(positional="none", norm="rmsnorm", norm_placement="post", final_norm=False),
+}
+
+
+def randomized(cfg: models.Config, seed: int = 0) -> models.Transformer:
+    """A tiny model whose biases and norm weights are random too (init sets them to 0 and 1,
+    which would hide a forgotten bias or norm weight)."""
+    model = models.Transformer(cfg, seed=seed).eval()
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf == "w":
+                p.add_(0.2 * torch.randn(p.shape, generator=gen))
+            elif leaf == "b" or leaf.endswith("bias") or leaf == "b_U":
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+            else:  # larger weights than GPT-2 init, so attention patterns are far from uniform
+                p.copy_(0.3 * torch.randn(p.shape, generator=gen))
+    return model
+
+
+def tiny_model(key: str, seed: int = 0) -> models.Transformer:
+    return randomized(tiny_config(**TINY[key]), seed=seed)
+
+
+def tiny_batch(cfg: models.Config, seed: int = 0):
+    """Tokens [3, 9] with a full row, a right-padded row and a left-padded row."""
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, cfg.d_vocab, (3, 9), generator=gen)
+    mask = torch.ones(3, 9, dtype=torch.long)
+    mask[1, 6:] = 0
+    mask[2, :4] = 0
+    return tokens, mask
+
+
+# --------------------------------------------------------------------------------------------------
+# A tiny word-level vocabulary and tokenizer, so planted weights can key on word identity
+
+SUBJECTS = ["cat", "dog", "bird", "fox"]
+ATTRACTORS = ["mat", "tree", "box", "car"]
+VERBS = ["sleeps", "runs", "sits", "barks"]
+VOCAB = ["[PAD]", "[UNK]", "the", "of", "near", "old", "big", "."] + SUBJECTS + ATTRACTORS + VERBS
+ID = {w: i for i, w in enumerate(VOCAB)}
+N_CTX = 16
+
+
+def word_tokenizer():
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers import models as tm
+    from transformers import PreTrainedTokenizerFast
+
+    t = Tokenizer(tm.WordLevel(dict(ID), unk_token="[UNK]"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="[UNK]", pad_token="[PAD]")
+    return models.Tokenizer(hf)
+
+
+def planted_items(n: int, seed: int) -> list[Item]:
+    """'the S of the A V .' (subject 4 words back) and 'the S near the old A V .' (5 back): the best
+    fixed offset is right only about half the time; the planted head is always right."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        s, a, v = rng.choice(SUBJECTS), rng.choice(ATTRACTORS), rng.choice(VERBS)
+        if rng.random() < 0.5:
+            words = ("the", s, "of", "the", a, v, ".")
+        else:
+            words = ("the", s, "near", "the", rng.choice(["old", "big"]), a, v, ".")
+        out.append(
+            Item(
+                words=words,
+                relation="subject_verb",
+                query=len(words) - 2,
+                target=1,
+                candidates=(1, len(words) - 3),
+                source="generated:planted",
+            )
+        )
+    return out
+
+
+def planted_model(attention: str = "bidirectional") -> models.Transformer:
+    """One layer, four heads, weights set by hand (RMSNorm keeps one-hot codes one-hot, scaled):
+    head 0 attends to the previous token, head 1 to '.', head 2 from a verb to the subject noun,
+    head 3 has zero weights (uniform attention)."""
+    n_vocab = len(VOCAB)
+    d_model = N_CTX + n_vocab
+    cfg = tiny_config(
+        d_model=d_model,
+        n_layers=1,
+        n_heads=4,
+        d_head=N_CTX,
+        d_mlp=8,
+        d_vocab=n_vocab,
+        n_ctx=N_CTX,
+        norm="rmsnorm",
+        attention=attention,
+        lm_head=False,
+        name="planted",
+    )
+    m = models.Transformer(cfg, tokenizer=word_tokenizer(), seed=0).eval()
+    beta = 4.0  # score = beta * d_model/2 / sqrt(d_head) = 20 for a match: softmax is one-hot
+    with torch.no_grad():
+        m.W_E.zero_()
+        m.W_E[:, N_CTX:] = torch.eye(n_vocab)
+        m.W_pos.zero_()
+        m.W_pos[:, :N_CTX] = torch.eye(N_CTX)
+        attn = m.blocks[0].attn
+        for w in (attn.W_Q, attn.W_K, attn.W_V, attn.W_O):
+            w.zero_()
+        WQ, WK = attn.W_Q.clone(), attn.W_K.clone()
+        for p in range(N_CTX):  # head 0: query at p matches key at p - 1
+            WQ[0, p, p] = beta
+            if p + 1 < N_CTX:
+                WK[0, p, p + 1] = 1.0
+        WQ[1, :N_CTX, 0] = beta  # head 1: every query, keys that are '.'
+        WK[1, N_CTX + ID["."], 0] = 1.0
+        for v in VERBS:  # head 2: verb queries, subject-noun keys
+            WQ[2, N_CTX + ID[v], 0] = beta
+        for s in SUBJECTS:
+            WK[2, N_CTX + ID[s], 0] = 1.0
+        attn.W_Q, attn.W_K = WQ, WK
+        for p in m.blocks[0].mlp.parameters():
+            p.zero_()
+    return m

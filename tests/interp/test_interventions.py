@@ -1,0 +1,198 @@
+import copy
+
+import pytest
+import torch
+
+import models
+from interp import interventions as iv
+from tests.factories import tiny_config
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models on a shared 2-core machine: one thread avoids oversubscription (3x faster here)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _tokens(batch=5, pos=9, vocab=50, seed=0):
+    return torch.randint(0, vocab, (batch, pos), generator=torch.Generator().manual_seed(seed))
+
+
+def _no_hooks(model):
+    return all(not hp._forward_hooks and not hp._backward_hooks for hp in model.hook_dict.values())
+
+
+def _model(**kw):
+    return models.Transformer(tiny_config(**kw), seed=1).eval()
+
+
+def test_zero_ablation_equals_zeroing_the_heads_output_weights():
+    model = _model()
+    tok = _tokens()
+    heads = [(0, 1), (1, 3)]
+    got = iv.run_ablated(model, tok, heads, kind="zero")
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        for layer, head in heads:
+            ref.blocks[layer].attn.W_O[head].zero_()
+    torch.testing.assert_close(got, ref(tok), rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(got, model(tok), atol=1e-4)  # the ablation changed something
+    assert _no_hooks(model)
+
+
+def test_mean_ablation_equals_head_output_replaced_by_a_constant_bias():
+    model = _model(attn_out_bias=True)
+    tok = _tokens()
+    layer, head = 1, 2
+    _, cache = model.run_with_cache(tok, names_filter=f"blocks.{layer}.attn.hook_z")
+    mean_z = cache[f"blocks.{layer}.attn.hook_z"][:, :, head].mean((0, 1))  # [d_head]
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        attn = ref.blocks[layer].attn
+        attn.b_O.add_(mean_z @ attn.W_O[head])
+        attn.W_O[head].zero_()
+    got = iv.run_ablated(model, tok, [(layer, head)], kind="mean")
+    torch.testing.assert_close(got, ref(tok), rtol=1e-5, atol=1e-5)
+
+
+def test_mean_ignores_padding():
+    model = _model()
+    tok = _tokens(batch=4, pos=8)
+    mask = torch.ones_like(tok)
+    mask[0, 5:] = 0
+    mask[2, 3:] = 0
+    _, z = iv.cache_z(model, tok, [0], attention_mask=mask)
+    src = iv.ablation_source(z, "mean", attention_mask=mask)
+    real = z[0][mask.bool()]  # [n_real, head, d_head]
+    torch.testing.assert_close(src[0][1, 2], real.mean(0))
+
+
+def test_resample_takes_another_prompt_of_the_same_group_and_is_seeded():
+    model = _model()
+    tok = _tokens(batch=6)
+    _, z = iv.cache_z(model, tok, [0])
+    groups = ["a", "a", "a", "b", "b", "b"]
+    s1 = iv.ablation_source(z, "resample", groups=groups, seed=3)[0]
+    s2 = iv.ablation_source(z, "resample", groups=groups, seed=3)[0]
+    torch.testing.assert_close(s1, s2)
+    for i in range(6):
+        matches = [j for j in range(6) if torch.equal(s1[i], z[0][j])]
+        assert matches and i not in matches
+        assert all(groups[j] == groups[i] for j in matches)
+    with pytest.raises(ValueError, match="at least two prompts"):
+        iv.ablation_source(z, "resample", groups=["a"] * 5 + ["b"])
+
+
+def test_sweep_through_transformer_lens_matches_single_ablations():
+    model = _model()
+    tok = _tokens()
+    out, z = iv.cache_z(model, tok, [0, 1])
+    src = iv.ablation_source(z, "zero")
+    heads = [(0, 0), (1, 3), (0, 2)]
+    metric = {"first_logit": lambda logits: logits[:, -1, 0], "mean": lambda logits: logits.mean((1, 2))}
+    res = iv.head_sweep(model, tok, src, metric, heads=heads)
+    assert res["first_logit"].shape == (3, 5)
+    for i, h in enumerate(heads):
+        ref = copy.deepcopy(model)
+        with torch.no_grad():
+            ref.blocks[h[0]].attn.W_O[h[1]].zero_()
+        r = ref(tok)
+        torch.testing.assert_close(torch.as_tensor(res["first_logit"][i]), r[:, -1, 0], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(torch.as_tensor(res["mean"][i]), r.mean((1, 2)), rtol=1e-5, atol=1e-5)
+    assert _no_hooks(model)
+
+
+def test_sweep_with_padding_uses_the_mask():
+    model = _model()
+    tok = _tokens(batch=3, pos=8)
+    mask = torch.ones_like(tok)
+    mask[1, 4:] = 0
+    src = iv.ablation_source(iv.cache_z(model, tok, [1], attention_mask=mask)[1], "zero")
+    res = iv.head_sweep(model, tok, src, {"m": lambda lg: lg[:, 3, 7]}, heads=[(1, 0)], attention_mask=mask)
+    # row 1 run alone, unpadded, with the same head zeroed
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        ref.blocks[1].attn.W_O[0].zero_()
+    alone = ref(tok[1:2, :4])
+    torch.testing.assert_close(torch.as_tensor(res["m"][0, 1]), alone[0, 3, 7], rtol=1e-5, atol=1e-5)
+
+
+def test_gqa_ablates_one_query_head_only():
+    model = _model(n_heads=4, n_kv_heads=2)
+    tok = _tokens()
+    got = iv.run_ablated(model, tok, [(0, 1)], kind="zero")
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        ref.blocks[0].attn.W_O[1].zero_()
+    torch.testing.assert_close(got, ref(tok), rtol=1e-5, atol=1e-5)
+    other = iv.run_ablated(model, tok, [(0, 0)], kind="zero")  # its kv partner: a different effect
+    assert not torch.allclose(got, other, atol=1e-5)
+
+
+def test_patching_a_head_from_the_clean_run():
+    model = _model()
+    clean, corrupted = _tokens(seed=1), _tokens(seed=2)
+    metric = {"m": lambda lg: lg[:, -1, :5].sum(-1)}
+    same = iv.patch_heads(model, corrupted, corrupted, metric, heads=[(0, 1), (1, 2)])
+    base = model(corrupted)[:, -1, :5].sum(-1)
+    for row in same["m"]:  # patching a run with its own activations changes nothing
+        torch.testing.assert_close(torch.as_tensor(row), base, rtol=1e-5, atol=1e-5)
+    res = iv.patch_heads(model, clean, corrupted, metric, heads=[(1, 2)])
+    _, cache = model.run_with_cache(clean, names_filter="blocks.1.attn.hook_z")
+    clean_z = cache["blocks.1.attn.hook_z"]
+
+    def put(z, hook):
+        z = z.clone()
+        z[:, :, 2] = clean_z[:, :, 2]
+        return z
+
+    ref = model.run_with_hooks(corrupted, fwd_hooks=[("blocks.1.attn.hook_z", put)])[:, -1, :5].sum(-1)
+    torch.testing.assert_close(torch.as_tensor(res["m"][0]), ref, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="same shape"):
+        iv.patch_heads(model, clean[:, :5], corrupted, metric)
+
+
+def test_no_hooks_left_behind_after_an_exception():
+    model = _model()
+    tok = _tokens()
+    src = iv.ablation_source(iv.cache_z(model, tok, [0])[1], "mean")
+
+    def bad(logits):
+        raise RuntimeError("metric failed")
+
+    with pytest.raises(RuntimeError, match="metric failed"):
+        iv.head_sweep(model, tok, src, {"bad": bad}, heads=[(0, 0)])
+    assert _no_hooks(model)
+    with pytest.raises(RuntimeError, match="inside"):
+        with iv.ablated(model, [(0, 0)], src):
+            assert not _no_hooks(model)  # attached inside the block
+            raise RuntimeError("inside")
+    assert _no_hooks(model)
+    with pytest.raises(ValueError, match="replacement values"):  # a hook that raises mid-forward
+        iv.run_ablated(model, tok[:2], [(0, 0)], source=src)
+    assert _no_hooks(model)
+
+
+def test_bad_arguments_are_explained():
+    model = _model()
+    with pytest.raises(ValueError, match="does not exist"):
+        iv.normalize_heads(model, [(2, 0)])
+    with pytest.raises(ValueError, match="unknown"):
+        iv.ablation_source({0: torch.zeros(1, 2, 4, 8)}, "noise")
+
+
+def test_transformer_lens_stock_patching_runs_on_our_model_through_the_view():
+    from transformer_lens.patching import get_act_patch_attn_head_out_all_pos
+
+    model = _model()
+    clean, corrupted = _tokens(seed=3), _tokens(seed=4)
+    _, cache = model.run_with_cache(clean)
+    metric = lambda logits: logits[:, -1, 3].mean()  # noqa: E731
+    stock = get_act_patch_attn_head_out_all_pos(iv.TLView(model), corrupted, cache, metric)  # [layer, head]
+    ours = iv.patch_heads(model, clean, corrupted, {"m": lambda lg: lg[:, -1, 3]})["m"].mean(1)
+    torch.testing.assert_close(stock.flatten(), torch.as_tensor(ours, dtype=stock.dtype), rtol=1e-5, atol=1e-5)
+    with pytest.raises(AttributeError):  # why the view exists: TransformerLens reads cfg.device
+        get_act_patch_attn_head_out_all_pos(model, corrupted, cache, metric)
