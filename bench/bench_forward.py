@@ -36,12 +36,10 @@ from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
 import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -56,7 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tqdm import tqdm  # noqa: E402
 
-from models.loading import _hf_load, cache_dir, from_hf, minilm_dir, smollm2_gguf  # noqa: E402
+from interp.io import atomic_write  # noqa: E402
+from models.loading import _hf_load, from_hf, minilm_dir, smollm2_hf_dir  # noqa: E402
 
 TARGETS = {"ours": 1.05, "ours_all": 1.5, "ours_nores": 1.5, "ours_pat": 1.15}
 VARIANTS = ["hf", "ours", "ours_all", "ours_nores", "ours_pat", "bridge", "bridge_all", "bridge_pat"]
@@ -84,36 +83,11 @@ def not_result(name: str) -> bool:
 # Models
 
 
-def smollm2_hf_folder() -> Path:
-    """A plain Hugging Face folder for SmolLM2 (the bridge boots from folders, and cannot read the
-    GGUF's quantisation marker): built once from the GGUF and cached next to the toolkit's own
-    converted checkpoint, keyed by the GGUF file's identity."""
-    import transformers
-
-    gguf = smollm2_gguf()
-    st = gguf.stat()
-    key = hashlib.sha1(f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
-    folder = cache_dir() / f"smollm2-hf-{key}"
-    if (folder / "config.json").exists():
-        return folder
-    hf_model, tok = _hf_load(str(gguf.parent), gguf_file=gguf.name)
-    cfg = hf_model.config.to_dict()
-    cfg.pop("quantization_config", None)
-    fresh = transformers.LlamaForCausalLM(transformers.LlamaConfig.from_dict(cfg))
-    fresh.load_state_dict(hf_model.state_dict(), strict=True)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".tmp"))
-    fresh.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    os.replace(tmp, folder)  # atomic: a crash never leaves half a folder under the final name
-    return folder
-
-
 def load_all(name: str):
     """(hf_model, ours, bridge) on identical weights, all fp32, eval, CPU."""
     from transformer_lens.model_bridge import TransformerBridge
 
-    folder = minilm_dir() if name == "minilm" else smollm2_hf_folder()
+    folder = minilm_dir() if name == "minilm" else smollm2_hf_dir()
     hf_model, tok = _hf_load(str(folder))
     ours = from_hf(hf_model, tok, name=name)  # copies of the HF tensors: the same weights
     bridge = TransformerBridge.boot_transformers(str(folder), device="cpu", dtype=torch.float32).eval()
@@ -255,9 +229,7 @@ def main(argv=None) -> int:
     table = markdown(results, args) + "\n\nMachine: " + machine_line(args.threads) + "\n"
     print(table)
     if args.out is not None:
-        tmp = args.out.with_suffix(args.out.suffix + ".tmp")
-        tmp.write_text(table)
-        os.replace(tmp, args.out)
+        atomic_write(args.out, table)
     return 0
 
 

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import models  # noqa: E402
 from analyses.positional import BUDGETS, SCHEMES  # noqa: E402
+from interp.io import atomic_save  # noqa: E402
 from models.training import Trainer  # noqa: E402
 
 
@@ -107,9 +108,7 @@ def plot(rows: list[dict], path: Path, k_all: float, k_long: float) -> None:
     ax.set_ylabel("one forward pass (ms, best of repeats)")
     ax.set_title(f"time ~ n^k: k = {k_all:.2f} overall, {k_long:.2f} for n >= 1024")
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=120, format="png")
-    tmp.replace(path)
+    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
 
 

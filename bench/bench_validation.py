@@ -23,6 +23,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from interp.io import atomic_write  # noqa: E402
+
 
 def _min_time(fn) -> float:
     t = time.perf_counter()
@@ -103,10 +105,7 @@ def main(argv=None) -> int:
     print(text)
     if args.write:
         path = ROOT / "docs" / "benchmarks-validation.md"
-        path.parent.mkdir(exist_ok=True)
-        tmp = path.with_suffix(".md.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        atomic_write(path, text)
     return 0
 
 

@@ -14,7 +14,7 @@ words (plus whatever went to special tokens).
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor

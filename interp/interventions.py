@@ -144,11 +144,7 @@ def _resample_index(groups: Sequence, lengths: Sequence[int], seed: int) -> np.n
 
 @torch.no_grad()
 def ablation_source(
-    z: Mapping[int, Tensor],
-    kind: str = "mean",
-    attention_mask=None,
-    groups: Sequence | None = None,
-    seed: int = 0,
+    z: Mapping[int, Tensor], kind: str = "mean", attention_mask=None, groups: Sequence | None = None, seed: int = 0
 ) -> dict[int, Tensor]:
     """Replacement values of ``hook_z`` per layer, shaped like the clean ``z`` [batch, pos, head, d_head].
 

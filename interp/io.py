@@ -59,10 +59,12 @@ def atomic_write(path: PathLike, data: str | bytes) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_dir(path: PathLike) -> Iterator[Path]:
+def atomic_dir(path: PathLike, replace: bool = True) -> Iterator[Path]:
     """Build a folder under a temporary sibling name and swap it in as ``path`` when the block
     ends without an exception (the previous folder, if any, is removed only after the new one is in
     place); on an exception the temporary folder is removed and ``path`` is untouched.
+    ``replace=False`` is for caches that any writer may fill: if ``path`` exists when the block
+    ends (another process finished first), it is kept and the new folder discarded.
 
     >>> with atomic_dir("out/ckpt") as tmp:
     ...     (tmp / "model.safetensors").write_bytes(...)
@@ -73,11 +75,19 @@ def atomic_dir(path: PathLike) -> Iterator[Path]:
     try:
         os.chmod(tmp, 0o777 & ~_umask())
         yield tmp
+        if not replace and path.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
         old: Path | None = None
         if path.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
             os.replace(path, old / path.name)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            if replace or not path.exists():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # another writer of the cache won the race
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:

@@ -7,30 +7,6 @@
 """
 
 from models.config import Config
-from models.loading import (
-    KNOWN_MODELS,
-    CheckpointError,
-    from_hf,
-    load,
-    load_checkpoint,
-    load_state_dict_checked,
-    save_checkpoint,
-)
+from models.loading import *  # noqa: F403
 from models.tokenizer import Batch, Tokenizer
 from models.transformer import Transformer, alibi_slopes, rope_planes
-
-__all__ = [
-    "Config",
-    "Transformer",
-    "Tokenizer",
-    "Batch",
-    "load",
-    "from_hf",
-    "save_checkpoint",
-    "load_checkpoint",
-    "load_state_dict_checked",
-    "CheckpointError",
-    "KNOWN_MODELS",
-    "alibi_slopes",
-    "rope_planes",
-]

@@ -9,13 +9,15 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 
 from models.tokenizer import Tokenizer
 
 EOS = "<|endoftext|>"
+
+
 def train_bpe(texts: Iterable[str], vocab_size: int = 2048, min_frequency: int = 2) -> Tokenizer:
     """Train a byte-level BPE (GPT-2 style: every byte is a token, so nothing is ever unknown) and
     wrap it as a ``models.Tokenizer`` (fast tokenizer with offsets, so word alignment works).

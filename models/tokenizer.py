@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
 
 import torch
 from torch import Tensor
 
 from interp.alignment import join_words, split_words, token_to_word
 
-Text = Union[str, Sequence[str]]  # a text, or a list of words
+Text = str | Sequence[str]  # a text, or a list of words
 
 
 @dataclass
@@ -21,7 +21,7 @@ class Batch:
 
     input_ids: Tensor  # [batch, pos]
     attention_mask: Tensor  # [batch, pos] 1 real, 0 padding
-    token_type_ids: Optional[Tensor]  # [batch, pos] or None
+    token_type_ids: Tensor | None  # [batch, pos] or None
     tokens: list[list[str]]
     words: list[list[str]]
     token_to_word: list[list[int]]
@@ -42,7 +42,7 @@ class Tokenizer:
     nothing); True puts the BOS token first where the tokenizer would not.
     """
 
-    def __init__(self, hf_tokenizer, prepend_bos: Optional[bool] = None):
+    def __init__(self, hf_tokenizer, prepend_bos: bool | None = None):
         if not getattr(hf_tokenizer, "is_fast", False):
             raise TypeError("a fast (Rust-backed) Hugging Face tokenizer is needed for character offsets")
         self.hf = hf_tokenizer
@@ -100,7 +100,7 @@ class Tokenizer:
         ]
         return ids, types, self.hf.convert_ids_to_tokens(ids), words, align, text
 
-    def __call__(self, texts: Union[Text, Sequence[Text]], max_length: Optional[int] = None) -> Batch:
+    def __call__(self, texts: Text | Sequence[Text], max_length: int | None = None) -> Batch:
         if isinstance(texts, str):
             texts = [texts]
         texts = list(texts)
@@ -129,7 +129,7 @@ class Tokenizer:
             texts=[e[5] for e in encoded],
         )
 
-    def words(self, word_lists: Sequence[Sequence[str]], max_length: Optional[int] = None) -> Batch:
+    def words(self, word_lists: Sequence[Sequence[str]], max_length: int | None = None) -> Batch:
         """Tokenise pre-split words (one list per sentence), keeping the given word boundaries."""
         if isinstance(word_lists, (str,)) or (word_lists and isinstance(word_lists[0], str)):
             raise TypeError("words() takes a list of word lists, e.g. [['the', 'cat', 'sleeps']]")

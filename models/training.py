@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
 
 import torch
 from torch import Tensor
 
+from interp.io import atomic_save
 from models.loading import load_checkpoint, save_checkpoint
 from models.transformer import Transformer
 
@@ -37,19 +36,19 @@ class TrainConfig:
 
     steps: int = 1000
     batch_size: int = 32
-    seq_len: Optional[int] = None
+    seq_len: int | None = None
     lr: float = 3e-3
     min_lr_ratio: float = 0.1  # the schedule decays to lr * min_lr_ratio
     warmup_steps: int = 50
     schedule: str = "cosine"  # "cosine" | "linear" | "constant" (after warm-up)
     weight_decay: float = 0.1
     betas: tuple = (0.9, 0.95)
-    grad_clip: Optional[float] = 1.0
+    grad_clip: float | None = 1.0
     seed: int = 0
     eval_every: int = 0  # 0: evaluate only at the end
     eval_windows: int = 64  # held-out windows per evaluation (fixed, the first ones of the stream)
     checkpoint_every: int = 0  # 0: only when train() ends (if out_dir is given)
-    threads: Optional[int] = None  # torch.set_num_threads during train(); None leaves it alone
+    threads: int | None = None  # torch.set_num_threads during train(); None leaves it alone
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1:
@@ -68,14 +67,14 @@ class TrainConfig:
         return d
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TrainConfig":
+    def from_dict(cls, data: dict) -> TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown training settings {unknown}; known: {sorted(known)}")
         return cls(**data)
 
-    def replace(self, **changes) -> "TrainConfig":
+    def replace(self, **changes) -> TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
@@ -92,7 +91,7 @@ def lr_factor(step: int, tc: TrainConfig) -> float:
     return tc.min_lr_ratio + (1 - tc.min_lr_ratio) * shape
 
 
-def heldout_windows(ids: Tensor, seq_len: int, n_windows: Optional[int] = None) -> Tensor:
+def heldout_windows(ids: Tensor, seq_len: int, n_windows: int | None = None) -> Tensor:
     """Non-overlapping windows [n, seq_len] from the start of a 1-D token stream (a fixed set, so
     every evaluation scores the same tokens)."""
     ids = torch.as_tensor(ids)
@@ -134,7 +133,8 @@ class Trainer:
         self.train_ids = torch.as_tensor(train_ids, dtype=torch.long)
         if self.train_ids.ndim != 1 or self.train_ids.numel() <= self.seq_len:
             raise ValueError(
-                f"train_ids must be a 1-D stream longer than seq_len={self.seq_len}, got shape {tuple(self.train_ids.shape)}"
+                f"train_ids must be a 1-D stream longer than seq_len={self.seq_len}, "
+                f"got shape {tuple(self.train_ids.shape)}"
             )
         hi = int(self.train_ids.max())
         if hi >= model.cfg.d_vocab:
@@ -181,7 +181,7 @@ class Trainer:
     # -- the loop ----------------------------------------------------------------------------------
 
     def train(
-        self, steps: Optional[int] = None, out_dir: Union[str, Path, None] = None, progress: bool = True, desc: str = "train"
+        self, steps: int | None = None, out_dir: str | Path | None = None, progress: bool = True, desc: str = "train"
     ) -> list[dict]:
         """Run until ``steps`` (default ``tc.steps``) optimiser steps in total have been taken.
         Evaluates every ``eval_every`` steps and after the last step (``tc.steps``; not when
@@ -204,7 +204,10 @@ class Trainer:
                     entry["heldout_loss"] = self.evaluate()
                 self.history.append(entry)
                 bar.update(1)
-                bar.set_postfix(loss=f"{running:.3f}", **({"heldout": f"{entry['heldout_loss']:.3f}"} if "heldout_loss" in entry else {}))
+                bar.set_postfix(
+                    loss=f"{running:.3f}",
+                    **({"heldout": f"{entry['heldout_loss']:.3f}"} if "heldout_loss" in entry else {}),
+                )
                 if out_dir is not None and self.tc.checkpoint_every and self.step % self.tc.checkpoint_every == 0:
                     self.save(out_dir)
             bar.close()
@@ -216,7 +219,7 @@ class Trainer:
 
     # -- checkpoints -------------------------------------------------------------------------------
 
-    def save(self, folder: Union[str, Path], optimizer_state: bool = True, extra: Optional[dict] = None) -> Path:
+    def save(self, folder: str | Path, optimizer_state: bool = True, extra: dict | None = None) -> Path:
         """Weights, config and tokenizer via ``models.save_checkpoint`` (``extra`` records the
         training config, step and history); with ``optimizer_state`` also ``trainer_state.pt``
         (AdamW moments, schedule, batch RNG) so ``Trainer.resume`` continues bit-identically."""
@@ -232,17 +235,15 @@ class Trainer:
                 "torch_rng": torch.get_rng_state(),
                 "step": self.step,
             }
-            tmp = folder / f"{STATE_FILE}.{os.getpid()}.tmp"
-            torch.save(state, tmp)
-            os.replace(tmp, state_path)
+            atomic_save(state_path, lambda tmp: torch.save(state, tmp))
         elif state_path.exists():
             state_path.unlink()  # a stale state would resume from the wrong step
         return folder
 
     @classmethod
     def resume(
-        cls, folder: Union[str, Path], train_ids: Tensor, heldout_ids: Tensor, tc: Optional[TrainConfig] = None
-    ) -> "Trainer":
+        cls, folder: str | Path, train_ids: Tensor, heldout_ids: Tensor, tc: TrainConfig | None = None
+    ) -> Trainer:
         """Rebuild a Trainer from a checkpoint written by ``save`` (with optimizer state). ``tc``
         may extend ``steps``; by default the saved training config is used."""
         import json
@@ -250,7 +251,9 @@ class Trainer:
         folder = Path(folder)
         state_path = folder / STATE_FILE
         if not state_path.exists():
-            raise FileNotFoundError(f"{folder} has no {STATE_FILE}: it was saved without optimizer state, so it cannot resume")
+            raise FileNotFoundError(
+                f"{folder} has no {STATE_FILE}: it was saved without optimizer state, so it cannot resume"
+            )
         meta = json.loads((folder / "interp_config.json").read_text())["extra"]
         tc = tc or TrainConfig.from_dict(meta["training"])
         model = load_checkpoint(folder).train()
@@ -270,7 +273,7 @@ def train(
     train_ids: Tensor,
     heldout_ids: Tensor,
     tc: TrainConfig,
-    out_dir: Union[str, Path, None] = None,
+    out_dir: str | Path | None = None,
     progress: bool = True,
 ) -> list[dict]:
     """One call: train ``model`` in place for ``tc.steps`` steps and return the history."""

@@ -40,7 +40,6 @@ the edited value is what the model uses. The full hook table is in ``docs/hooks.
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -241,7 +240,7 @@ class WeightView(Tensor):
         return out
 
 
-def _as_weight_view(t: Tensor, name: str, base: Optional[Tensor]) -> Tensor:
+def _as_weight_view(t: Tensor, name: str, base: Tensor | None) -> Tensor:
     if isinstance(t, WeightView) or base is None or t._base is not base:  # in place, or a plain result
         return t
     view = t.as_subclass(WeightView)
@@ -249,7 +248,7 @@ def _as_weight_view(t: Tensor, name: str, base: Optional[Tensor]) -> Tensor:
     return view
 
 
-def _weight_view(t: Optional[Tensor], name: str) -> Optional[Tensor]:
+def _weight_view(t: Tensor | None, name: str) -> Tensor | None:
     """``t`` (a view of a parameter, or the parameter itself) as a ``WeightView`` named ``name``."""
     if t is None:
         return None
@@ -351,9 +350,9 @@ class Attention(nn.Module):
         self,
         x: Tensor,  # [batch, pos, d_model]
         positions: Tensor,  # [batch, pos]
-        allowed: Optional[Tensor],  # [batch, 1, query_pos, key_pos] bool, None: all allowed
-        empty_rows: Optional[Tensor],  # [batch, 1, query_pos, 1] bool rows that may see nothing
-        rope: Optional[tuple[Tensor, Tensor]],  # cos, sin [batch, pos, rot_dim]
+        allowed: Tensor | None,  # [batch, 1, query_pos, key_pos] bool, None: all allowed
+        empty_rows: Tensor | None,  # [batch, 1, query_pos, 1] bool rows that may see nothing
+        rope: tuple[Tensor, Tensor] | None,  # cos, sin [batch, pos, rot_dim]
     ) -> Tensor:
         cfg = self.cfg
         b, p, _ = x.shape
@@ -370,8 +369,16 @@ class Attention(nn.Module):
         q = self.hook_rot_q(q.transpose(1, 2)).transpose(1, 2)
         k = self.hook_rot_k(k.transpose(1, 2)).transpose(1, 2)
         if cfg.group_size > 1:  # key/value head g serves query heads g*group .. (g+1)*group-1
-            k = k[:, :, None].expand(b, cfg.kv_heads, cfg.group_size, p, cfg.d_head).reshape(b, cfg.n_heads, p, cfg.d_head)
-            v = v[:, :, None].expand(b, cfg.kv_heads, cfg.group_size, p, cfg.d_head).reshape(b, cfg.n_heads, p, cfg.d_head)
+            k = (
+                k[:, :, None]
+                .expand(b, cfg.kv_heads, cfg.group_size, p, cfg.d_head)
+                .reshape(b, cfg.n_heads, p, cfg.d_head)
+            )
+            v = (
+                v[:, :, None]
+                .expand(b, cfg.kv_heads, cfg.group_size, p, cfg.d_head)
+                .reshape(b, cfg.n_heads, p, cfg.d_head)
+            )
 
         scores = torch.matmul(q, k.transpose(2, 3)) * cfg.scale  # [batch, head, query_pos, key_pos]
         if cfg.positional == "alibi":  # -slope * |query - key|, from positions so padding is exact
@@ -401,12 +408,7 @@ class Attention(nn.Module):
 # MLP
 
 
-_ACTS = {
-    "gelu": F.gelu,
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "relu": F.relu,
-    "silu": F.silu,
-}
+_ACTS = {"gelu": F.gelu, "gelu_new": lambda x: F.gelu(x, approximate="tanh"), "relu": F.relu, "silu": F.silu}
 
 
 class MLP(nn.Module):
@@ -517,7 +519,9 @@ def _is_text(x) -> bool:
         return True
     if isinstance(x, (list, tuple)) and x:
         first = x[0]
-        return isinstance(first, str) or (isinstance(first, (list, tuple)) and bool(first) and isinstance(first[0], str))
+        return isinstance(first, str) or (
+            isinstance(first, (list, tuple)) and bool(first) and isinstance(first[0], str)
+        )
     return False
 
 
@@ -528,15 +532,13 @@ class Transformer(HookedModule):
     or the mean next-token cross-entropy (``return_type="loss"``, causal models).
     """
 
-    def __init__(self, cfg: Config, tokenizer=None, seed: Optional[int] = None):
+    def __init__(self, cfg: Config, tokenizer=None, seed: int | None = None):
         super().__init__()
         self.cfg = cfg
         self.tokenizer = tokenizer  # a models.tokenizer.Tokenizer, or None
         self.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model))
         self.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model)) if cfg.positional == "learned" else None
-        self.W_token_type = (
-            nn.Parameter(torch.empty(cfg.n_token_types, cfg.d_model)) if cfg.n_token_types else None
-        )
+        self.W_token_type = nn.Parameter(torch.empty(cfg.n_token_types, cfg.d_model)) if cfg.n_token_types else None
         self.hook_embed = HookPoint()  # [batch, pos, d_model] token embeddings
         self.hook_token_type_embed = HookPoint()  # [batch, pos, d_model] zeros without token types
         self.hook_pos_embed = HookPoint()  # [batch, pos, d_model] zeros for rope / alibi / none
@@ -577,7 +579,7 @@ class Transformer(HookedModule):
             raise
 
     @torch.no_grad()
-    def init_weights(self, seed: Optional[int] = None) -> "Transformer":
+    def init_weights(self, seed: int | None = None) -> Transformer:
         """GPT-2 initialisation: N(0, 0.02), output projections scaled by 1/sqrt(2 n_layers), norm
         weights 1, biases 0. ``seed`` makes it repeatable without touching the global RNG."""
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
@@ -650,9 +652,9 @@ class Transformer(HookedModule):
     def forward(
         self,
         tokens,
-        attention_mask: Optional[Tensor] = None,
-        token_type_ids: Optional[Tensor] = None,
-        return_type: Optional[str] = "default",
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        return_type: str | None = "default",
         allow_beyond_ctx: bool = False,
     ):
         """Run the model.
@@ -703,7 +705,8 @@ class Transformer(HookedModule):
             attention_mask = torch.as_tensor(attention_mask, device=device)
             if attention_mask.shape != tokens.shape:
                 raise ValueError(
-                    f"attention_mask has shape {tuple(attention_mask.shape)}, tokens {tuple(tokens.shape)}; they must match"
+                    f"attention_mask has shape {tuple(attention_mask.shape)}, tokens {tuple(tokens.shape)}; "
+                    "they must match"
                 )
             if attention_mask.dtype != torch.bool and not ((attention_mask == 0) | (attention_mask == 1)).all():
                 raise ValueError(

@@ -130,7 +130,9 @@ plt.show()"""
     ),
 ]
 
-nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+nb = new_notebook(
+    cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+)
 out = Path(__file__).with_name("05_positional_encodings.ipynb")
 nbformat.write(nb, out)
 print(f"wrote {out}")

@@ -76,16 +76,7 @@ from interp.names import act_name
 from interp.reducers import PairedReducer, PoissonBootstrap
 from interp.view import ModelView, view
 
-__all__ = [
-    "Adapter",
-    "adapt",
-    "probe_heads",
-    "probe_items",
-    "head_summary",
-    "example_patterns",
-    "top_head",
-    "EXAMPLES",
-]
+__all__ = ["Adapter", "adapt", "probe_heads", "probe_items", "head_summary", "example_patterns", "top_head", "EXAMPLES"]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -30,13 +30,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from analyses.invariance.common import (
-    U32,
-    attention_inputs,
-    make_row,
-    model_tokens,
-    tiny_model,
-)
+from analyses.invariance.common import U32, attention_inputs, make_row, model_tokens, tiny_model
 from interp.names import act_name
 from interp.view import view
 
@@ -77,6 +71,17 @@ def _normalised(a: Tensor, b: Tensor, denom: Tensor) -> float:
     return ((a - b).abs()[ok] / denom[ok]).max().item()
 
 
+def _shift_row(model, shift: int, value: float, tolerance: float, baseline: float) -> dict:
+    return dict(
+        model=view(model).name,
+        positional=model.cfg.positional,
+        shift=shift,
+        value=value,
+        tolerance=tolerance,
+        baseline=baseline,
+    )
+
+
 def shift_errors(model, tokens: Tensor | None = None, shifts: Sequence[int] = DEFAULT_SHIFTS) -> pd.DataFrame:
     """Per shift: the normalised score change (max over layers) and its tolerance. Also a guard
     (``baseline``): the same metric when only the query positions are shifted (so distances change;
@@ -106,16 +111,7 @@ def shift_errors(model, tokens: Tensor | None = None, shifts: Sequence[int] = DE
                 guard = min(guard, _normalised(_query_shifted(model, l, q, k, pos0, s), ref, denom))
             p_max = n - 1 + s
             tol = (8 * (p_max + n - 1) + 16 + 2 * d) * U32 if rope else (2 * d + 8) * U32
-            rows.append(
-                dict(
-                    model=view(model).name,
-                    positional=cfg.positional,
-                    shift=s,
-                    value=worst,
-                    tolerance=tol,
-                    baseline=guard,
-                )
-            )
+            rows.append(_shift_row(model, s, worst, tol, guard))
     else:
         names = [act_name(l, f"attn.hook_{w}") for l in range(cfg.n_layers) for w in ("attn_scores", "q", "k")]
 
@@ -141,16 +137,7 @@ def shift_errors(model, tokens: Tensor | None = None, shifts: Sequence[int] = DE
                 denom = _denominator(model, ref[q], ref[k], pos0)
                 worst = max(worst, _normalised(new[scores], ref[scores], denom))
                 guard = min(guard, _normalised(other[scores], ref[scores], denom))
-            rows.append(
-                dict(
-                    model=view(model).name,
-                    positional=cfg.positional,
-                    shift=s,
-                    value=worst,
-                    tolerance=(2 * d + 8) * U32,
-                    baseline=guard,
-                )
-            )
+            rows.append(_shift_row(model, s, worst, (2 * d + 8) * U32, guard))
     return pd.DataFrame(rows)
 
 

@@ -1,38 +1,5 @@
 """Causal validation of head labels (``interp validate``): ``run`` (prompts, metrics, the
-ablation sweep against a null of random heads, verdicts) and ``report`` (validation.csv / .md)."""
+ablation sweep against a null of random heads, verdicts) and ``report`` (validation.csv / .md).
+Every public name of ``run`` is importable from here."""
 
-from analyses.validation.run import (
-    COLUMNS,
-    VERDICTS,
-    PromptSet,
-    Task,
-    ValidationResult,
-    build_prompts,
-    decide,
-    empirical_p,
-    fit_probe,
-    metric_functions,
-    pattern_labels,
-    planted_model,
-    planted_prompts,
-    role_metric,
-    validate,
-)
-
-__all__ = [
-    "VERDICTS",
-    "COLUMNS",
-    "Task",
-    "PromptSet",
-    "build_prompts",
-    "role_metric",
-    "fit_probe",
-    "metric_functions",
-    "empirical_p",
-    "decide",
-    "validate",
-    "ValidationResult",
-    "planted_model",
-    "planted_prompts",
-    "pattern_labels",
-]
+from analyses.validation.run import *  # noqa: F403

@@ -93,6 +93,9 @@ __all__ = [
     "decide",
     "validate",
     "ValidationResult",
+    "planted_model",
+    "planted_prompts",
+    "pattern_labels",
 ]
 
 VERDICTS = ("validated", "pattern only", "inconclusive")
@@ -505,6 +508,10 @@ def metric_functions(prompts: PromptSet, clean_output: Tensor | None = None) -> 
 # Statistics and verdicts
 
 
+def _effect_row(model: str, head: tuple[int, int], metric: str, effect: float, lo: float, hi: float, **more) -> dict:
+    return dict(model=model, layer=head[0], head=head[1], metric=metric, effect=effect, ci_low=lo, ci_high=hi, **more)
+
+
 def empirical_p(effect: float, null: Sequence[float]) -> float:
     """One-sided: the chance that a random head's effect is at least this large, with the +1
     correction (the observed head counts as one draw), so p >= 1 / (n_null + 1)."""
@@ -649,14 +656,13 @@ def validate(
             lo, hi = bootstrap_ci(per[i], n_boot=n_boot, seed=seed) if per.shape[1] else (math.nan, math.nan)
             eff[(h, m)] = (e, lo, hi, int(ok.sum()))
             rows.append(
-                dict(
-                    model=name,
-                    layer=h[0],
-                    head=h[1],
-                    metric=m,
-                    effect=e,
-                    ci_low=lo,
-                    ci_high=hi,
+                _effect_row(
+                    name,
+                    h,
+                    m,
+                    e,
+                    lo,
+                    hi,
                     clean=float(np.mean(c[ok])) if ok.any() else math.nan,
                     min_effect=min_eff[m],
                     in_null=h in null_pool,
@@ -737,14 +743,13 @@ def validate(
         p = empirical_p(e, null)
         if lo > 0 and e >= min_eff[m] and p <= alpha:
             extra.append(
-                dict(
-                    model=name,
-                    layer=h[0],
-                    head=h[1],
-                    metric=m,
-                    effect=e,
-                    ci_low=lo,
-                    ci_high=hi,
+                _effect_row(
+                    name,
+                    h,
+                    m,
+                    e,
+                    lo,
+                    hi,
                     null_mean=float(null.mean()),
                     p_value=p,
                     other_labels=",".join(labels_of.get(h, [])),

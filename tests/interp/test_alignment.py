@@ -79,12 +79,7 @@ def test_word_attention_to_sum_from_mean():
     )
     out = word_attention(pattern, align, n_words=2)
     # from word 0 = mean of rows 1 and 2; to word 0 = sum of columns 1 and 2
-    expected = torch.tensor(
-        [
-            [((0.2 + 0.3) + (0.5 + 0.1)) / 2, (0.4 + 0.2) / 2],
-            [0.3 + 0.3, 0.1],
-        ]
-    )
+    expected = torch.tensor([[((0.2 + 0.3) + (0.5 + 0.1)) / 2, (0.4 + 0.2) / 2], [0.3 + 0.3, 0.1]])
     torch.testing.assert_close(out, expected)
     # batched leading axes work the same
     stacked = word_attention(torch.stack([pattern, pattern])[None], align, n_words=2)

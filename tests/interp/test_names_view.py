@@ -26,7 +26,14 @@ def test_act_name_full_and_short_names(minilm):
 def test_view_of_our_models(minilm, smollm2):
     v = view(minilm)
     assert (v.name, v.n_layers, v.n_heads, v.n_kv_heads, v.causal, v.lm_head, v.is_bridge) == (
-        "minilm", 6, 12, 12, False, False, False)
+        "minilm",
+        6,
+        12,
+        12,
+        False,
+        False,
+        False,
+    )
     assert v.d_vocab == 30522 and str(v.device) == "cpu" and view(v) is v
     assert 101 in v.special_ids and 102 in v.special_ids  # [CLS], [SEP]
     s = view(smollm2)

@@ -3,8 +3,8 @@
 The bridge wraps the Hugging Face model itself (eager attention, fp32, CPU), so it is a second,
 independent implementation of the same computation with the same hook names. Where the two agree on
 what a hook means, every layer must agree within 1e-5 absolute (in practice every one of them
-is bitwise equal: max |diff| 0.0, on SmolLM2 too, whose residual stream reaches 2.4e4). Where they disagree on meaning, a test below pins the difference down with numbers and
-shows that our value is the consistent one.
+is bitwise equal: max |diff| 0.0, on SmolLM2 too, whose residual stream reaches 2.4e4). Where they
+disagree on meaning, a test below pins the difference down with numbers and shows that our value is the consistent one.
 
 What the investigation found (2-3 short sentences, fp32, CPU, transformer_lens 4.3):
 

@@ -73,7 +73,8 @@ def test_too_long_for_rope_unless_allowed():
 
 
 @pytest.mark.parametrize(
-    "empty", [torch.zeros(0, dtype=torch.long), torch.zeros(1, 0, dtype=torch.long), torch.zeros(0, 4, dtype=torch.long), []],
+    "empty",
+    [torch.zeros(0, dtype=torch.long), torch.zeros(1, 0, dtype=torch.long), torch.zeros(0, 4, dtype=torch.long), []],
     ids=["pos0", "batch1_pos0", "batch0", "empty_list"],
 )
 def test_empty_token_input(tiny, empty):
@@ -138,10 +139,10 @@ def test_encoder_has_no_logits_or_loss():
         enc(torch.arange(4), return_type="logits")
     # AttributeError (what hasattr() relies on), with a message that says why and what to do
     with pytest.raises(AttributeError, match="no LM head.*no W_U.*return_type='hidden'"):
-        enc.W_U
+        _ = enc.W_U
     assert not hasattr(enc, "W_U")
     with pytest.raises(AttributeError, match="W_nonexistent"):  # other misses stay plain
-        enc.W_nonexistent
+        _ = enc.W_nonexistent
 
 
 # ---- model names and checkpoints ----------------------------------------------------------------

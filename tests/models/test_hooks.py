@@ -307,7 +307,9 @@ def test_every_documented_hook_exists_at_every_layer_real(name, request):
     model = request.getfixturevalue(name)
     b = model.to_tokens(["The cat sleeps."])
     _check_documented_hooks(model, b.input_ids, b.attention_mask)
-    assert "ln_embed.hook_scale" in model.hook_names() if name == "minilm" else "ln_final.hook_scale" in model.hook_names()
+    assert (
+        "ln_embed.hook_scale" in model.hook_names() if name == "minilm" else "ln_final.hook_scale" in model.hook_names()
+    )
 
 
 def test_pos_embed_hook_is_zero_without_additive_positions():

@@ -17,7 +17,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import models
 from tests.factories import TINY, tiny_batch, tiny_model
 
 SENTENCES = ["The cat sleeps on the mat.", "He said that the keys to the old cabinet were lost."]

@@ -13,7 +13,7 @@ import torch
 import transformers
 
 import models
-from tests.factories import TINY, tiny_batch, tiny_model
+from tests.factories import tiny_batch, tiny_model
 
 TOL = 1e-5
 V = 97
@@ -22,21 +22,36 @@ V = 97
 def _hf_configs():
     common = dict(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
     return {
-        "gpt2": (transformers.GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=64),
-                 transformers.GPT2LMHeadModel),
-        "llama_gqa": (transformers.LlamaConfig(**common, num_key_value_heads=2, max_position_embeddings=64,
-                                               rope_theta=500.0, tie_word_embeddings=False),
-                      transformers.LlamaForCausalLM),
-        "llama_tied": (transformers.LlamaConfig(**common, num_key_value_heads=4, max_position_embeddings=64,
-                                                tie_word_embeddings=True),
-                       transformers.LlamaForCausalLM),
-        "bert": (transformers.BertConfig(**common, max_position_embeddings=64, type_vocab_size=2),
-                 transformers.BertModel),
-        "qwen2": (transformers.Qwen2Config(**common, num_key_value_heads=2, max_position_embeddings=64),
-                  transformers.Qwen2ForCausalLM),
-        "mistral": (transformers.MistralConfig(**common, num_key_value_heads=1, max_position_embeddings=64,
-                                               sliding_window=None),
-                    transformers.MistralForCausalLM),
+        "gpt2": (
+            transformers.GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=64),
+            transformers.GPT2LMHeadModel,
+        ),
+        "llama_gqa": (
+            transformers.LlamaConfig(
+                **common, num_key_value_heads=2, max_position_embeddings=64, rope_theta=500.0, tie_word_embeddings=False
+            ),
+            transformers.LlamaForCausalLM,
+        ),
+        "llama_tied": (
+            transformers.LlamaConfig(
+                **common, num_key_value_heads=4, max_position_embeddings=64, tie_word_embeddings=True
+            ),
+            transformers.LlamaForCausalLM,
+        ),
+        "bert": (
+            transformers.BertConfig(**common, max_position_embeddings=64, type_vocab_size=2),
+            transformers.BertModel,
+        ),
+        "qwen2": (
+            transformers.Qwen2Config(**common, num_key_value_heads=2, max_position_embeddings=64),
+            transformers.Qwen2ForCausalLM,
+        ),
+        "mistral": (
+            transformers.MistralConfig(
+                **common, num_key_value_heads=1, max_position_embeddings=64, sliding_window=None
+            ),
+            transformers.MistralForCausalLM,
+        ),
     }
 
 
@@ -67,9 +82,13 @@ def _batch():
 def _check_config(kind, cfg):
     expected = {
         "gpt2": dict(positional="learned", norm="layernorm", mlp="standard", kv_heads=4, tie_embeddings=True),
-        "llama_gqa": dict(positional="rope", norm="rmsnorm", mlp="gated", kv_heads=2, tie_embeddings=False, rope_theta=500.0),
+        "llama_gqa": dict(
+            positional="rope", norm="rmsnorm", mlp="gated", kv_heads=2, tie_embeddings=False, rope_theta=500.0
+        ),
         "llama_tied": dict(positional="rope", mlp="gated", kv_heads=4, tie_embeddings=True),
-        "bert": dict(positional="learned", norm_placement="post", attention="bidirectional", lm_head=False, n_token_types=2),
+        "bert": dict(
+            positional="learned", norm_placement="post", attention="bidirectional", lm_head=False, n_token_types=2
+        ),
         "qwen2": dict(positional="rope", attn_bias=True, attn_out_bias=False, kv_heads=2),
         "mistral": dict(positional="rope", kv_heads=1),
     }[kind]

@@ -34,10 +34,15 @@ def _pad(seqs, side, pad_id=0):
 
 def _run(model, tokens, mask=None, types=None):
     # the final hidden state (what return_type="hidden" gives) is read from its hook, to save a pass
-    last = "ln_final.hook_normalized" if model.ln_final is not None else f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
+    last = (
+        "ln_final.hook_normalized" if model.ln_final is not None else f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
+    )
     with torch.no_grad():
         out, cache = model.run_with_cache(
-            tokens, attention_mask=mask, token_type_ids=types, names_filter=lambda n: n.endswith("hook_pattern") or n == last
+            tokens,
+            attention_mask=mask,
+            token_type_ids=types,
+            names_filter=lambda n: n.endswith("hook_pattern") or n == last,
         )
     hidden = cache[last]
     patterns = torch.stack([cache[f"blocks.{l}.attn.hook_pattern"] for l in range(model.cfg.n_layers)], 1)

@@ -16,11 +16,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-SENTENCES = [
-    "The cat sleeps on the mat.",
-    "When the baby cried, he woke up the whole house.",
-    "Dogs bark.",
-]
+SENTENCES = ["The cat sleeps on the mat.", "When the baby cried, he woke up the whole house.", "Dogs bark."]
 TOL = 1e-5
 MODES = ["plain", "patterns", "full"]
 
@@ -80,7 +76,9 @@ def test_parity_with_hf_eager(runs, mode):
         for l in range(n_layers):
             ours = cache[f"blocks.{l}.attn.hook_pattern"]
             assert ours.shape == hf.attentions[l].shape
-            diffs[f"pattern {l}"] = _maxdiff(ours[pair_mask.expand_as(ours)], hf.attentions[l][pair_mask.expand_as(ours)])
+            diffs[f"pattern {l}"] = _maxdiff(
+                ours[pair_mask.expand_as(ours)], hf.attentions[l][pair_mask.expand_as(ours)]
+            )
     if mode == "full":
         # HF hidden_states[l] is the input of layer l; the last entry is BERT's last layer output but
         # Llama's output *after the final norm*.

@@ -28,7 +28,16 @@ def _cache(model, tokens, mask=None, names=None):
         dict(positional="none"),
         dict(positional="learned"),
     ],
-    ids=["sinusoidal", "alibi", "rope", "rope_interleaved", "rope_partial", "rope_partial_interleaved", "none", "learned"],
+    ids=[
+        "sinusoidal",
+        "alibi",
+        "rope",
+        "rope_interleaved",
+        "rope_partial",
+        "rope_partial_interleaved",
+        "none",
+        "learned",
+    ],
 )
 def test_each_scheme_runs_and_order_matters_unless_none(overrides):
     # bidirectional, so that only the positional scheme can tell token orders apart (a causal mask

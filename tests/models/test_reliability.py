@@ -157,8 +157,14 @@ def test_hf_folder_of_another_bert_task_still_loads(tmp_path):
     """A BertForMaskedLM folder (no pooler, a ``cls.*`` head) holds every tensor the encoder uses:
     it loads, and computes what Hugging Face's encoder computes on the same folder."""
     torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=61, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                  intermediate_size=64, max_position_embeddings=40)
+    cfg = transformers.BertConfig(
+        vocab_size=61,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=40,
+    )
     transformers.BertForMaskedLM(cfg).save_pretrained(str(tmp_path / "mlm"))
     model = models.load(str(tmp_path / "mlm"))
     hf = transformers.BertModel.from_pretrained(str(tmp_path / "mlm"), attn_implementation="eager").eval()
@@ -327,19 +333,22 @@ def case_weight_view_setitem_in_grad_mode(tmp_path, request):
     return (lambda: model.blocks[1].mlp.W_in.__setitem__(0, 0.0)), WeightEditError, ["W_in", "torch.no_grad()"]
 
 
-CASES = {f.__name__[len("case_"):]: f for f in [
-    case_truncated_checkpoint_weights,
-    case_truncated_hf_weights,
-    case_corrupt_interp_config,
-    case_interp_config_missing_keys,
-    case_interp_config_missing_config_fields,
-    case_lone_surrogate,
-    case_lone_surrogate_in_words,
-    case_token_types_out_of_range,
-    case_token_types_without_token_type_embeddings,
-    case_weight_view_edit_in_grad_mode,
-    case_weight_view_setitem_in_grad_mode,
-]}
+CASES = {
+    f.__name__[len("case_") :]: f
+    for f in [
+        case_truncated_checkpoint_weights,
+        case_truncated_hf_weights,
+        case_corrupt_interp_config,
+        case_interp_config_missing_keys,
+        case_interp_config_missing_config_fields,
+        case_lone_surrogate,
+        case_lone_surrogate_in_words,
+        case_token_types_out_of_range,
+        case_token_types_without_token_type_embeddings,
+        case_weight_view_edit_in_grad_mode,
+        case_weight_view_setitem_in_grad_mode,
+    ]
+}
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -369,7 +378,7 @@ def test_weight_views_edit_under_no_grad_and_keep_gradients():
         model.blocks[1].mlp.W_out[:, 0] = 0.0
     assert torch.equal(attn.q_weight[: model.cfg.d_head], torch.zeros(model.cfg.d_head, model.cfg.d_model))
     assert not torch.equal(model(tokens).detach(), before)
-    (attn.W_K ** 2).sum().backward()
+    (attn.W_K**2).sum().backward()
     assert torch.equal(attn.k_weight.grad, 2 * attn.k_weight.detach())
     product = attn.W_Q[0] @ attn.W_K[0].T
     assert type(product) is torch.Tensor  # results of computations are plain tensors

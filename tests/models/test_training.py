@@ -147,6 +147,8 @@ def test_bad_settings_are_refused(corpus):
     with pytest.raises(ValueError, match="seq_len"):
         Trainer(_model(tok), train_ids, heldout_ids, TC.replace(seq_len=64))
     with pytest.raises(ValueError, match="causal"):
-        Trainer(models.Transformer(tiny_config(attention="bidirectional", d_vocab=len(tok.hf))), train_ids, heldout_ids, TC)
+        Trainer(
+            models.Transformer(tiny_config(attention="bidirectional", d_vocab=len(tok.hf))), train_ids, heldout_ids, TC
+        )
     with pytest.raises(ValueError, match="vocabulary"):
         Trainer(models.Transformer(tiny_config(d_vocab=50)), train_ids, heldout_ids, TC)

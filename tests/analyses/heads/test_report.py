@@ -100,8 +100,10 @@ def test_comparison_counts_the_planted_heads(probed, tmp_path):
         cells = [c.strip() for c in line.strip("|").split("|")]
         if len(cells) == len(cols) and cells[0] in heads.ROLES:
             rows[cells[0]] = dict(zip(cols, cells))
-    planted = {"bidirectional": ("previous_token", "subject_verb", "delimiter"),
-               "causal": ("previous_token", "subject_verb")}
+    planted = {
+        "bidirectional": ("previous_token", "subject_verb", "delimiter"),
+        "causal": ("previous_token", "subject_verb"),
+    }
     for model, roles in planted.items():
         for role in roles:
             assert rows[role][f"{model} heads"] == "1", (role, model, rows[role])
