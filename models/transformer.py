@@ -769,6 +769,48 @@ class Transformer(HookedModule):
             return losses.mean()
         return (losses * keep.flatten()).sum() / keep.sum()
 
+    # -- parts of the forward pass, for analyses that take the model apart -----------------------
+
+    def position_embedding(self, positions: Tensor) -> Tensor:
+        """The absolute position embedding [batch, pos, d_model] added to the token embedding at
+        ``positions`` [batch, pos] (learned or sinusoidal); zeros for relative schemes (RoPE, ALiBi,
+        none), which add nothing to the residual stream."""
+        cfg = self.cfg
+        if cfg.positional == "learned":
+            return F.embedding(positions, self.W_pos)
+        if cfg.positional == "sinusoidal":
+            return sinusoidal(positions, cfg.d_model)
+        return torch.zeros(*positions.shape, cfg.d_model, device=positions.device)
+
+    def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
+        """RoPE applied to queries or keys ``x`` [batch, head, pos, d_head] at ``positions``
+        [batch, pos], exactly as the forward pass applies it (``x`` unchanged without RoPE)."""
+        if self.cfg.positional != "rope":
+            return x
+        cos, sin = rope_cos_sin(self.cfg, positions, self.rope_inv_freq)
+        return apply_rope(self.cfg, x, cos[:, None].to(x.dtype), sin[:, None].to(x.dtype))
+
+    def attention_layer(
+        self, layer: int, x: Tensor, *, positions: Tensor | None = None, causal: bool | None = None, rope: bool = True
+    ) -> Tensor:
+        """Block ``layer``'s attention alone on its input ``x`` [batch, pos, d_model] (the attention
+        output, before the residual add), with its hooks firing. ``positions`` default to 0..pos-1;
+        ``causal`` defaults to the model's own masking; ``rope=False`` leaves RoPE out (a no-op for
+        other schemes)."""
+        cfg = self.cfg
+        if not 0 <= layer < cfg.n_layers:
+            raise ValueError(f"layer {layer} does not exist: the model has layers 0..{cfg.n_layers - 1}")
+        b, n, _ = x.shape
+        if positions is None:
+            positions = torch.arange(n, device=x.device).expand(b, n)
+        causal = cfg.is_causal if causal is None else causal
+        allowed = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()[None, None] if causal else None
+        rot = None
+        if rope and cfg.positional == "rope":
+            cos, sin = rope_cos_sin(cfg, positions, self.rope_inv_freq)
+            rot = (cos.to(x.dtype), sin.to(x.dtype))
+        return self.blocks[layer].attn(x, positions, allowed, None, rot)
+
     # -- conveniences ------------------------------------------------------------------------------
 
     def hook_table(self) -> list[tuple[str, str]]:

@@ -244,20 +244,9 @@ def attention_inputs(model, tokens: Tensor) -> list[Tensor]:
 def layer_call(model, layer: int, x: Tensor, *, causal: bool, rope: bool, positions: Tensor | None = None):
     """Call attention layer ``layer`` directly on its input ``x`` [batch, pos, d_model], choosing
     the mask and whether RoPE is applied; positions default to 0..pos-1."""
-    from models.transformer import rope_cos_sin
-
-    attn = model.blocks[layer].attn
-    b, n, _ = x.shape
-    if positions is None:
-        positions = torch.arange(n).expand(b, n)
-    allowed = torch.ones(n, n, dtype=torch.bool).tril()[None, None] if causal else None
-    rot = None
-    if rope:
-        if model.cfg.positional != "rope":
-            raise ValueError(f"model {view(model).name!r} has {model.cfg.positional} positions, not RoPE")
-        cos, sin = rope_cos_sin(model.cfg, positions, model.rope_inv_freq)
-        rot = (cos.to(x.dtype), sin.to(x.dtype))
-    return attn(x, positions, allowed, None, rot)
+    if rope and model.cfg.positional != "rope":
+        raise ValueError(f"model {view(model).name!r} has {model.cfg.positional} positions, not RoPE")
+    return model.attention_layer(layer, x, positions=positions, causal=causal, rope=rope)
 
 
 def tiny_model(positional: str, attention: str = "bidirectional", seed: int = 0, **kw):

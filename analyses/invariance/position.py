@@ -142,25 +142,15 @@ def shift_errors(model, tokens: Tensor | None = None, shifts: Sequence[int] = DE
 
 
 def _absolute_embedding(model, positions: Tensor, like: Tensor) -> Tensor:
-    from models.transformer import sinusoidal
-
-    if model.cfg.positional == "learned":
-        return torch.nn.functional.embedding(positions, model.W_pos).to(like.dtype).expand_as(like)
-    return sinusoidal(positions, model.cfg.d_model).to(like.dtype).expand_as(like)
+    return model.position_embedding(positions).to(like.dtype).expand_as(like)
 
 
 def _query_shifted(model, layer: int, q: Tensor, k: Tensor, pos0: Tensor, s: int) -> Tensor:
     """Scores with only the queries' positions moved by s: distances change (the guard)."""
-    from models.transformer import apply_rope, rope_cos_sin
-
     cfg = model.cfg
     g = torch.arange(cfg.n_heads) // cfg.group_size
     qh, kh = q.transpose(1, 2), k.transpose(1, 2)[:, g]  # [batch, head, pos, d_head]
-    if cfg.positional == "rope":
-        cq, sq = rope_cos_sin(cfg, pos0 + s, model.rope_inv_freq)
-        ck, sk = rope_cos_sin(cfg, pos0, model.rope_inv_freq)
-        qh = apply_rope(cfg, qh, cq[:, None].to(q.dtype), sq[:, None].to(q.dtype))
-        kh = apply_rope(cfg, kh, ck[:, None].to(q.dtype), sk[:, None].to(q.dtype))
+    qh, kh = model.rotate(qh, pos0 + s), model.rotate(kh, pos0)
     scores = (qh @ kh.transpose(-1, -2)) * cfg.scale
     if cfg.positional == "alibi":
         dist = ((pos0[0] + s)[:, None] - pos0[0][None, :]).abs().to(scores.dtype)

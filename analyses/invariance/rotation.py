@@ -107,7 +107,7 @@ def rope_plane_rotation(cfg, gen: torch.Generator) -> Tensor:
     """An orthogonal [d_head, d_head] that commutes with every rotary matrix: a rotation by a random
     angle inside each rotary plane (``rope_planes``), any orthogonal block on dimensions RoPE leaves
     alone (partial rotary)."""
-    from models.transformer import rope_planes
+    from models import rope_planes
 
     d = cfg.d_head
     r = torch.zeros(d, d, dtype=torch.float64)
