@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
@@ -52,16 +53,24 @@ class HookedModule(HookedRootModule):
     def hook_names(self) -> list[str]:
         return list(self.hook_dict)
 
-    def _enable_hook_with_name(self, name, hook, dir):  # used by hooks() / run_with_hooks
+    def _enable_hook_with_name(self, name: str, hook: Callable, dir: str) -> Any:  # used by hooks() / run_with_hooks
         check_hook_names([name], self.hook_dict)
         return super()._enable_hook_with_name(name, hook, dir)
 
-    def add_hook(self, name, hook, dir="fwd", is_permanent=False, level=None, prepend=False):
+    def add_hook(
+        self,
+        name: str | Callable[[str], bool],
+        hook: Callable,
+        dir: str = "fwd",
+        is_permanent: bool = False,
+        level: int | None = None,
+        prepend: bool = False,
+    ) -> Any:
         if isinstance(name, str):
             check_hook_names([name], self.hook_dict)
         return super().add_hook(name, hook, dir=dir, is_permanent=is_permanent, level=level, prepend=prepend)
 
-    def get_caching_hooks(self, names_filter: NamesFilter = None, *args, **kwargs):
+    def get_caching_hooks(self, names_filter: NamesFilter = None, *args: Any, **kwargs: Any) -> Any:
         if isinstance(names_filter, str):
             check_hook_names([names_filter], self.hook_dict)
         elif isinstance(names_filter, (list, tuple)):

@@ -86,7 +86,7 @@ class PairedReducer:
 
     def update(
         self,
-        index,
+        index: int | slice | tuple,
         scores: Tensor,  # [unit, *slice_cells]
         baseline: Tensor,  # broadcastable to scores
         valid: Tensor,  # [unit, ...] bool, broadcastable to scores: which units count for which cell
@@ -132,5 +132,5 @@ class PairedReducer:
         return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _as_tuple(index) -> tuple:
+def _as_tuple(index: int | slice | tuple) -> tuple:
     return index if isinstance(index, tuple) else (index,)

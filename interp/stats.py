@@ -29,13 +29,18 @@ The choice, and why
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats as _st
 
 __all__ = ["paired_p_value", "holm", "bh", "bootstrap_ci", "one_sided_p_from_sums"]
 
 
-def one_sided_p_from_sums(n, mean_diff, sd_diff, margin: float = 0.0) -> np.ndarray:
+def one_sided_p_from_sums(
+    n: ArrayLike, mean_diff: ArrayLike, sd_diff: ArrayLike, margin: ArrayLike = 0.0
+) -> np.ndarray:
     """P-value of ``H0: mean(d) <= margin`` against ``mean(d) > margin`` from the sample size, the
     mean and the sample standard deviation (ddof=1) of paired differences; Student's t with n-1
     degrees of freedom. With no variation at all the answer is exact: 0 if the mean clears the
@@ -56,7 +61,7 @@ def one_sided_p_from_sums(n, mean_diff, sd_diff, margin: float = 0.0) -> np.ndar
     return out
 
 
-def paired_p_value(scores, baseline, margin: float = 0.0) -> float:
+def paired_p_value(scores: ArrayLike, baseline: ArrayLike, margin: float = 0.0) -> float:
     """One-sided paired t-test p-value of ``mean(scores - baseline) > margin`` (per-unit arrays)."""
     d = np.asarray(scores, dtype=float) - np.asarray(baseline, dtype=float)
     if d.ndim != 1:
@@ -65,7 +70,7 @@ def paired_p_value(scores, baseline, margin: float = 0.0) -> float:
     return float(one_sided_p_from_sums(d.size, d.mean() if d.size else np.nan, sd, margin))
 
 
-def _adjust(p_values, step) -> np.ndarray:
+def _adjust(p_values: ArrayLike, step: Callable[[np.ndarray, int], np.ndarray]) -> np.ndarray:
     """Apply ``step(sorted finite p-values, m) -> adjusted`` to the finite entries; NaNs stay NaN
     and do not count as tests. Adjusted values are capped at 1."""
     p = np.asarray(p_values, dtype=float)
@@ -78,19 +83,19 @@ def _adjust(p_values, step) -> np.ndarray:
     return res.reshape(p.shape)
 
 
-def holm(p_values) -> np.ndarray:
+def holm(p_values: ArrayLike) -> np.ndarray:
     """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1). NaNs stay NaN and do
     not count as tests. Reject where adjusted p <= alpha: family-wise error rate <= alpha."""
     return _adjust(p_values, lambda p, m: np.maximum.accumulate((m - np.arange(m)) * p))
 
 
-def bh(p_values) -> np.ndarray:
+def bh(p_values: ArrayLike) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values (q-values; false discovery rate under independence or
     positive dependence). NaNs stay NaN."""
     return _adjust(p_values, lambda p, m: np.minimum.accumulate((p * m / np.arange(1, m + 1))[::-1])[::-1])
 
 
-def bootstrap_ci(values, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(values: ArrayLike, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of per-unit values (in-memory reference
     implementation; the probe uses the streaming Poisson version in ``interp.reducers``)."""
     x = np.asarray(values, dtype=float)

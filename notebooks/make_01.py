@@ -1,8 +1,7 @@
 """Writes notebooks/01_hooks_tour.ipynb (run: python notebooks/make_01.py)."""
 
-from pathlib import Path
-
 import nbformat as nbf
+from nbwrite import write
 
 cells = [
     nbf.v4.new_markdown_cell(
@@ -78,8 +77,4 @@ cells = [
         "print('logit(are) - logit(is):', (logits[0, -1, are] - logits[0, -1, is_]).item())"
     ),
 ]
-nb = nbf.v4.new_notebook(
-    cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
-)
-out = Path(__file__).with_name("01_hooks_tour.ipynb")
-nbf.write(nb, out)
+write(cells, "01_hooks_tour.ipynb")

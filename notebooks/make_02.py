@@ -1,10 +1,8 @@
 """Writes notebooks/02_head_roles.ipynb (run: python notebooks/make_02.py). Small n so that it runs
 top to bottom in well under a minute and a half on 2 CPU cores; raise N for real work."""
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
+from nbwrite import write
 
 cells = [
     new_markdown_cell(
@@ -105,9 +103,4 @@ cells = [
     ),
 ]
 
-nb = new_notebook(
-    cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
-)
-out = Path(__file__).with_name("02_head_roles.ipynb")
-nbformat.write(nb, out)
-print(f"wrote {out}")
+write(cells, "02_head_roles.ipynb")

@@ -1,14 +1,12 @@
 """Write notebooks/03_invariances.ipynb (run: python notebooks/make_03.py)."""
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
+from nbwrite import write
 
 cells = [
     new_markdown_cell(
         "# 03 Invariances: each claim, its measurement on real weights, its figure\n\n"
-        "Every table below comes from `analyses.invariance*` and has the columns "
+        "Every table below comes from `analyses.invariance` and has the columns "
         "`model, check, quantity, value, tolerance, expected, passed, baseline`. `expected = holds` is an "
         "invariance (value within tolerance, and the guard `baseline` — the same metric for a different "
         "input — far above it); `expected = breaks` is a negative control. The loaded models are never "
@@ -106,8 +104,4 @@ cells = [
     new_code_cell("assert all(torch.equal(v, snapshot[k]) for k, v in minilm.state_dict().items())\n'unchanged'"),
 ]
 
-nb = new_notebook(
-    cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
-)
-out = Path(__file__).with_name("03_invariances.ipynb")
-nbformat.write(nb, out)
+write(cells, "03_invariances.ipynb")

@@ -1,8 +1,7 @@
 """Writes notebooks/04_causal_validation.ipynb (run: python notebooks/make_04.py)."""
 
-from pathlib import Path
-
 import nbformat as nbf
+from nbwrite import write
 
 cells = [
     nbf.v4.new_markdown_cell(
@@ -66,8 +65,4 @@ cells = [
     nbf.v4.new_code_cell("print(f'notebook ran in {time.time() - t0:.0f} s')"),
 ]
 
-nb = nbf.v4.new_notebook(
-    cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
-)
-path = Path(__file__).with_name("04_causal_validation.ipynb")
-nbf.write(nb, path)
+write(cells, "04_causal_validation.ipynb")

@@ -1,9 +1,7 @@
 """Writes notebooks/05_positional_encodings.ipynb (run: python notebooks/make_05.py)."""
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
+from nbwrite import write
 
 cells = [
     new_markdown_cell(
@@ -130,9 +128,4 @@ plt.show()"""
     ),
 ]
 
-nb = new_notebook(
-    cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
-)
-out = Path(__file__).with_name("05_positional_encodings.ipynb")
-nbformat.write(nb, out)
-print(f"wrote {out}")
+write(cells, "05_positional_encodings.ipynb")
