@@ -50,8 +50,8 @@ def main(argv=None) -> int:
 
     model = models.load(args.model).eval()
     prompts = V.build_prompts(model, n=args.n, seed=0)
-    labels = V.pattern_labels(model, prompts) if args.labels == "patterns" else pd.read_csv(args.labels)
-    n_lab = int(labels["label"].astype(str).str.lower().isin(["true", "1"]).sum())
+    labels = V.pattern_labels(model, prompts) if args.labels == "patterns" else V.read_labels(args.labels)
+    n_lab = int(labels["label"].sum())
     kw = prompts.forward_kwargs()
     layer = model.cfg.n_layers // 2
     with torch.no_grad():

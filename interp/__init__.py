@@ -22,6 +22,7 @@ _EXPORTS = {
     "word_attention": "interp.alignment",
     "word_matrix": "interp.alignment",
     "act_name": "interp.names",
+    "ActivationCache": "interp.hooks",
     "ModelView": "interp.view",
     "view": "interp.view",
     "atomic_write": "interp.io",

@@ -4,7 +4,8 @@ Built on ``transformer_lens``'s ``HookPoint`` and ``HookedRootModule`` so that `
 ``run_with_cache``, the ``hooks()`` context manager and names filters behave exactly as
 TransformerLens users expect. What this module adds: an unknown hook name is an error that lists
 the nearest real names (TransformerLens raises a bare ``KeyError``), and a names filter given as
-strings is checked the same way instead of silently caching nothing.
+strings is checked the same way instead of silently caching nothing; ``run_with_cache`` returns
+TransformerLens's ``ActivationCache`` (the subclass below), whose unknown keys are explained too.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import difflib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from transformer_lens import ActivationCache as _TLActivationCache
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 NamesFilter = None | str | Sequence[str] | Callable[[str], bool]
 
-__all__ = ["HookPoint", "HookedModule", "UnknownHookError", "near_names", "check_hook_names"]
+__all__ = ["ActivationCache", "HookPoint", "HookedModule", "UnknownHookError", "near_names", "check_hook_names"]
 
 
 class UnknownHookError(KeyError):
@@ -70,6 +72,20 @@ class HookedModule(HookedRootModule):
             check_hook_names([name], self.hook_dict)
         return super().add_hook(name, hook, dir=dir, is_permanent=is_permanent, level=level, prepend=prepend)
 
+    def run_with_cache(
+        self, *model_args: Any, return_cache_object: bool = True, remove_batch_dim: bool = False, **kwargs: Any
+    ) -> tuple[Any, Any]:
+        """Run the model and cache activations: ``(output, cache)``. The cache is an
+        ``ActivationCache`` below (TransformerLens's, with near-name errors), as
+        TransformerLens's ``HookedTransformer`` returned; ``return_cache_object=False`` gives the
+        plain ``{name: tensor}`` dict. ``names_filter`` (a name, a list of names or a predicate),
+        ``device`` (where to store the activations) and ``remove_batch_dim`` (batch of one) work
+        as in TransformerLens."""
+        out, cache = super().run_with_cache(*model_args, remove_batch_dim=remove_batch_dim, **kwargs)
+        if not return_cache_object:
+            return out, cache
+        return out, ActivationCache(cache, self, has_batch_dim=not remove_batch_dim)
+
     def get_caching_hooks(self, names_filter: NamesFilter = None, *args: Any, **kwargs: Any) -> Any:
         if isinstance(names_filter, str):
             check_hook_names([names_filter], self.hook_dict)
@@ -77,3 +93,89 @@ class HookedModule(HookedRootModule):
             check_hook_names(names_filter, self.hook_dict)
             names_filter = list(names_filter)
         return super().get_caching_hooks(names_filter, *args, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------------
+# The cache run_with_cache returns
+#
+# TransformerLens's own ``ActivationCache`` (a subclass), so ``cache["pattern", 3]``,
+# ``stack_head_results``, ``decompose_resid``, ``accumulated_resid``, ``apply_ln_to_stack`` and
+# ``logit_attrs`` are TransformerLens's code running on our activations. What the subclass adds:
+#
+# * a key that is not in the cache raises ``UnknownHookError`` naming the nearest cached names, or
+#   saying that the model has that hook but the names filter left it out (TransformerLens raises a
+#   bare ``KeyError``);
+# * dict behaviour the rest of the toolkit relies on: ``name in cache``, ``cache.get(name)``;
+# * for models whose position information does not enter the residual stream (RoPE, ALiBi, none),
+#   ``hook_pos_embed`` holds zeros and is left out of ``decompose_resid``, as TransformerLens leaves
+#   it out for such models (they have no such hook there);
+# * on post-norm models (BERT/MiniLM), whose norms sit on the residual stream itself, the "apply the
+#   layer norm to a stack" methods refuse with an explanation instead of dividing by a scale that
+#   belongs to a different stream.
+#
+# It reads the model's ``cfg`` by TransformerLens's names (and ``norm_placement``), nothing else.
+
+_NO_RESIDUAL_POSITIONS = ("rotary", "alibi", "none")
+
+
+class ActivationCache(_TLActivationCache):
+    """``transformer_lens.ActivationCache`` with near-name errors; see the comment above."""
+
+    def __init__(self, cache_dict: dict, model: Any, has_batch_dim: bool = True):
+        super().__init__(cache_dict, model, has_batch_dim=has_batch_dim)
+        cfg = getattr(model, "cfg", None)
+        if getattr(cfg, "positional_embedding_type", None) in _NO_RESIDUAL_POSITIONS:
+            self.has_pos_embed = False  # the hook holds zeros: nothing of the residual stream
+
+    def _resolve(self, key: Any) -> str | None:
+        """The hook name ``key`` stands for (a name, a short name, or (name, layer, ...)), or None."""
+        from transformer_lens.utilities import get_act_name
+
+        try:
+            if isinstance(key, str):
+                return key if key in self.cache_dict or "." in key else get_act_name(key)
+            key = tuple(key)
+            if len(key) > 1 and key[1] is not None and key[1] < 0:
+                key = (key[0], self.model.cfg.n_layers + key[1], *key[2:])
+            return get_act_name(*key)
+        except Exception:  # noqa: BLE001 - a key TransformerLens cannot parse is simply unknown
+            return None
+
+    def __getitem__(self, key: Any):
+        try:
+            return super().__getitem__(key)
+        except (KeyError, TypeError, ValueError, AssertionError):
+            pass
+        name = self._resolve(key)
+        shown = repr(key) if name is None or name == key else f"{key!r} ({name})"
+        model_hooks = getattr(self.model, "hook_dict", {}) or {}
+        if name is not None and name in model_hooks:
+            raise UnknownHookError(
+                f"{shown} is a hook of the model but not in this cache: the names filter of run_with_cache "
+                f"left it out (the cache holds {len(self.cache_dict)} names)"
+            )
+        near = near_names(name if name is not None else str(key), self.cache_dict)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise UnknownHookError(f"no activation {shown} in the cache{hint} (cache.keys() lists all {len(self)})")
+
+    def __contains__(self, key: Any) -> bool:
+        if isinstance(key, str):
+            return key in self.cache_dict
+        name = self._resolve(key)
+        return name is not None and name in self.cache_dict
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def _refuse_post_norm(self, what: str) -> None:
+        cfg = getattr(self.model, "cfg", None)
+        if getattr(cfg, "norm_placement", "pre") == "post":
+            raise ValueError(
+                f"{what} divides a residual stack by a pre-norm's cached scale; {getattr(cfg, 'name', 'this model')!r} "
+                "is post-norm (its norms act on the residual stream itself, so resid_mid and resid_post are already "
+                "normalised and no norm reads a sum of components). Use apply_ln=False"
+            )
+
+    def apply_ln_to_stack(self, residual_stack, layer=None, mlp_input=False, *args: Any, **kwargs: Any):
+        self._refuse_post_norm("apply_ln_to_stack")
+        return super().apply_ln_to_stack(residual_stack, layer, mlp_input, *args, **kwargs)

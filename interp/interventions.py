@@ -18,10 +18,12 @@ Single-head sweeps (one forward pass per head over the whole batch) run through
 ``transformer_lens.patching.generic_activation_patch`` with its ``layer_head_vector_patch_setter``:
 an ablation is activation patching where the "clean cache" holds the replacement values. Patching
 proper (clean activations into a corrupted run) is the same call with the clean run's ``hook_z``.
-TransformerLens's function needs three things our models do not offer as is, so ``TLView`` adapts
-them without copying the model: ``model.cfg.device`` and ``model.cfg.n_key_value_heads`` (our
-``Config`` calls them otherwise) and an attention mask (``run_with_hooks(tokens, fwd_hooks=...)`` is
-called with tokens only; padded batches need the mask, so the view binds it).
+TransformerLens's function takes the model itself (it reads ``model.cfg.n_layers / n_heads /
+n_key_value_heads / device``, which our ``Config`` provides under those names). It calls
+``model.run_with_hooks(tokens, fwd_hooks=...)`` with the tokens only, so a padded batch's
+attention mask (and any other forward argument) is bound to the tokens for the duration of the
+sweep: ``model.inputs_bound(tokens, attention_mask=...)`` on our models; on a model without it (a
+TransformerLens bridge) a private stand-in passes the arguments on.
 
 Sets of heads (several layers at once) use ``ablated(...)`` / ``run_ablated(...)``, which attach one
 hook per layer inside ``model.hooks(...)``: removed when the block exits, also on an exception.
@@ -29,21 +31,20 @@ hook per layer inside ``model.hooks(...)``: removed when the block exits, also o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from interp.names import act_name
 from interp.view import view as model_view
 
 __all__ = [
     "ABLATIONS",
-    "TLView",
     "z_name",
     "normalize_heads",
     "all_heads",
@@ -246,33 +247,36 @@ def run_ablated(
     )
 
 
-class TLView(nn.Module):
-    """The view of a model that ``transformer_lens.patching`` expects.
+class _Bound:
+    """For models without ``inputs_bound`` (a TransformerLens bridge): what
+    ``transformer_lens.patching`` reads (``cfg``, the eval mode, ``run_with_hooks``), passing the
+    bound forward arguments on with every call."""
 
-    It reads ``model.cfg.n_layers / n_heads / n_key_value_heads / device`` and calls
-    ``model.run_with_hooks(tokens, fwd_hooks=...)``. Our ``Config`` has ``n_kv_heads`` and no
-    ``device``, and a padded batch needs its attention mask on every call; this wrapper supplies
-    both. The model is held, not copied (it is a submodule, so TransformerLens's eval-mode check
-    sees the model's own state)."""
+    def __init__(self, model: Any, forward_kwargs: dict):
+        self.model, self.cfg, self.forward_kwargs = model, model.cfg, forward_kwargs
 
-    def __init__(self, model, attention_mask=None, **forward_kwargs):
-        super().__init__()
-        self.model = model
-        v = model_view(model)
-        self.cfg = SimpleNamespace(
-            n_layers=v.n_layers, n_heads=v.n_heads, n_key_value_heads=v.n_kv_heads, d_head=v.d_head, device=v.device
-        )
-        self.attention_mask = attention_mask
-        self.forward_kwargs = forward_kwargs
-        self.training = model.training  # the view itself has no state; mirror the model's mode
+    def named_modules(self, *args: Any, **kwargs: Any) -> Any:  # patching checks every module's eval mode
+        return self.model.named_modules(*args, **kwargs)
 
-    def run_with_hooks(self, tokens, fwd_hooks=(), **kwargs):
-        kw = _forward_kwargs(self.attention_mask, self.forward_kwargs)
-        kw.update(kwargs)
-        return self.model.run_with_hooks(tokens, fwd_hooks=list(fwd_hooks), **kw)
+    @property
+    def training(self) -> bool:
+        return self.model.training
 
-    def forward(self, tokens, **kwargs):
-        return self.run_with_hooks(tokens, fwd_hooks=[], **kwargs)
+    def run_with_hooks(self, tokens: Tensor, fwd_hooks: Sequence = (), **kwargs: Any) -> Any:
+        return self.model.run_with_hooks(tokens, fwd_hooks=list(fwd_hooks), **{**self.forward_kwargs, **kwargs})
+
+
+@contextmanager
+def _with_inputs(model: Any, tokens: Tensor, forward_kwargs: dict) -> Iterator[Any]:
+    """``model`` ready for ``transformer_lens.patching`` on ``tokens``, with ``forward_kwargs``
+    (the attention mask of a padded batch, token types) applied to every call on them."""
+    if not forward_kwargs:
+        yield model
+    elif hasattr(model, "inputs_bound"):
+        with model.inputs_bound(tokens, **forward_kwargs):
+            yield model
+    else:
+        yield _Bound(model, forward_kwargs)
 
 
 @torch.no_grad()
@@ -304,17 +308,17 @@ def head_sweep(
         raise KeyError(f"the source has no hook_z values for layers {missing}")
     index_df = pd.DataFrame(heads, columns=["layer", "head"])
     cache = {z_name(layer): value for layer, value in source.items()}
-    view = TLView(model, _mask_or_none(tokens, attention_mask), **forward_kwargs)
-    result = generic_activation_patch(
-        view,
-        tokens,
-        cache,
-        dict(metrics),
-        patch_setter=layer_head_vector_patch_setter,
-        activation_name="z",
-        index_df=index_df,
-        reduce="none",
-    )
+    with _with_inputs(model, tokens, _forward_kwargs(_mask_or_none(tokens, attention_mask), forward_kwargs)) as m:
+        result = generic_activation_patch(
+            m,
+            tokens,
+            cache,
+            dict(metrics),
+            patch_setter=layer_head_vector_patch_setter,
+            activation_name="z",
+            index_df=index_df,
+            reduce="none",
+        )
     values = result.values  # [metric, n_heads, batch]
     return {name: values[i].cpu().numpy() for i, name in enumerate(result.metric_names)}
 

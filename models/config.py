@@ -118,6 +118,83 @@ class Config:
     def is_causal(self) -> bool:
         return self.attention == "causal"
 
+    # -- the names TransformerLens code reads (``model.cfg.X``) --------------------------------------
+    # Read-only views of the fields above, plus the device and dtype of the model that owns this
+    # config (bound by ``models.Transformer``). None of them is a field: ``to_dict``/``from_dict``,
+    # equality and the frozen dataclass are unchanged.
+
+    @property
+    def n_key_value_heads(self) -> int | None:
+        """Key/value heads under grouped-query attention; None without it (TransformerLens's
+        convention: ``transformer_lens.patching`` then uses ``n_heads`` for ``k`` and ``v``)."""
+        return None if self.kv_heads == self.n_heads else self.kv_heads
+
+    @property
+    def normalization_type(self) -> str:
+        """``"LN"`` (LayerNorm) or ``"RMS"`` (RMSNorm), as TransformerLens names them. Weights are
+        never folded into the next layer here (TransformerLens's "LNPre"/"RMSPre" do not occur)."""
+        return "LN" if self.norm == "layernorm" else "RMS"
+
+    @property
+    def final_rms(self) -> bool:
+        return self.final_norm and self.norm == "rmsnorm"
+
+    @property
+    def model_name(self) -> str:
+        return self.name
+
+    @property
+    def attn_only(self) -> bool:
+        return False
+
+    @property
+    def gated_mlp(self) -> bool:
+        return self.mlp == "gated"
+
+    @property
+    def act_fn(self) -> str:
+        return self.act
+
+    @property
+    def positional_embedding_type(self) -> str:
+        """TransformerLens's names: ``"standard"`` (learned absolute), ``"rotary"``, ``"alibi"``;
+        ``"sinusoidal"`` and ``"none"`` have no TransformerLens counterpart."""
+        return {"learned": "standard", "rope": "rotary"}.get(self.positional, self.positional)
+
+    @property
+    def attention_dir(self) -> str:
+        return "causal" if self.is_causal else "bidirectional"
+
+    @property
+    def d_vocab_out(self) -> int:
+        return self.d_vocab
+
+    @property
+    def n_devices(self) -> int:
+        return 1
+
+    @property
+    def device(self):
+        """The device of the model that owns this config (``torch.device("cpu")`` for a config
+        no model owns)."""
+        import torch
+
+        return self.__dict__.get("_device") or torch.device("cpu")
+
+    @property
+    def dtype(self):
+        """The dtype of the model that owns this config (``torch.float32`` for a config no model
+        owns)."""
+        import torch
+
+        return self.__dict__.get("_dtype") or torch.float32
+
+    def _bind(self, device, dtype) -> None:
+        """Record the owning model's device and dtype (``models.Transformer`` calls this after
+        construction and after every ``.to()``); not a field, so nothing else changes."""
+        object.__setattr__(self, "_device", device)
+        object.__setattr__(self, "_dtype", dtype)
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 

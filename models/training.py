@@ -22,11 +22,23 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from interp.io import atomic_save
-from models.loading import load_checkpoint, save_checkpoint
+from interp.io import atomic_save, staged_dir
+from models.loading import CONFIG_FILE, WEIGHTS_FILE, load_checkpoint, save_checkpoint
 from models.transformer import Transformer
 
 STATE_FILE = "trainer_state.pt"
+# the files of one checkpoint (a tokenizer's save_pretrained may add others: they belong to it too)
+CHECKPOINT_FILES = (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    STATE_FILE,
+    "tokenizer*.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.*",
+    "merges.txt",
+    "chat_template.*",
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,7 @@ class TrainConfig:
     threads: int | None = None  # torch.set_num_threads during train(); None leaves it alone
 
     def __post_init__(self) -> None:
+        self._check_kinds()
         if self.steps < 1 or self.batch_size < 1:
             raise ValueError(f"steps={self.steps}, batch_size={self.batch_size}: both must be >= 1")
         if self.schedule not in ("cosine", "linear", "constant"):
@@ -60,6 +73,42 @@ class TrainConfig:
         if self.warmup_steps < 0 or self.warmup_steps > self.steps:
             raise ValueError(f"warmup_steps={self.warmup_steps}; it must lie in 0..steps ({self.steps})")
         object.__setattr__(self, "betas", tuple(self.betas))
+
+    def _check_kinds(self) -> None:
+        """Each setting of the right kind and range (a config file can hold anything: "3e-3" as a
+        string, NaN, a negative rate), so a bad one is refused here, before any data is read or step
+        taken, with one line naming the setting, its value and what is expected."""
+
+        def bad(name: str, expected: str):
+            return ValueError(f"training.{name}={getattr(self, name)!r}; expected {expected}")
+
+        def real(v) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+        for name in ("steps", "batch_size", "warmup_steps", "seed", "eval_every", "eval_windows", "checkpoint_every"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise bad(name, "an integer")
+        for name in ("seq_len", "threads"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise bad(name, "a positive integer or null")
+        for name, least in (("eval_every", 0), ("checkpoint_every", 0), ("eval_windows", 1)):
+            if getattr(self, name) < least:
+                raise bad(name, f"an integer >= {least}")
+        if not real(self.lr) or self.lr <= 0:
+            raise bad("lr", "a positive finite number")
+        if not real(self.min_lr_ratio) or not 0 <= self.min_lr_ratio <= 1:
+            raise bad("min_lr_ratio", "a number in [0, 1]")
+        if not real(self.weight_decay) or self.weight_decay < 0:
+            raise bad("weight_decay", "a finite number >= 0")
+        if self.grad_clip is not None and (not real(self.grad_clip) or self.grad_clip < 0):
+            raise bad("grad_clip", "a finite number >= 0, or null (0 and null: no clipping)")
+        betas = self.betas
+        if not isinstance(betas, (list, tuple)) or len(betas) != 2 or not all(real(b) and 0 <= b < 1 for b in betas):
+            raise bad("betas", "two numbers in [0, 1)")
+        if not isinstance(self.schedule, str):
+            raise bad("schedule", "'cosine', 'linear' or 'constant'")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -225,19 +274,19 @@ class Trainer:
         (AdamW moments, schedule, batch RNG) so ``Trainer.resume`` continues bit-identically."""
         folder = Path(folder)
         info = {"training": self.tc.to_dict(), "step": self.step, "history": self.history, **(extra or {})}
-        save_checkpoint(self.model, folder, extra=info)
-        state_path = folder / STATE_FILE
-        if optimizer_state:
-            state = {
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "batch_gen": self.batch_gen.get_state(),
-                "torch_rng": torch.get_rng_state(),
-                "step": self.step,
-            }
-            atomic_save(state_path, lambda tmp: torch.save(state, tmp))
-        elif state_path.exists():
-            state_path.unlink()  # a stale state would resume from the wrong step
+        # one checkpoint is one set (weights, config, tokenizer, optimizer state of the same step):
+        # built beside the folder and swapped in; other files in it (a model card) stay
+        with staged_dir(folder, CHECKPOINT_FILES, "Trainer.save", strict=False) as tmp:
+            save_checkpoint(self.model, tmp, extra=info)
+            if optimizer_state:  # without it, a stale state of the previous set would resume the wrong step
+                state = {
+                    "optimizer": self.optimizer.state_dict(),
+                    "scheduler": self.scheduler.state_dict(),
+                    "batch_gen": self.batch_gen.get_state(),
+                    "torch_rng": torch.get_rng_state(),
+                    "step": self.step,
+                }
+                atomic_save(tmp / STATE_FILE, lambda t: torch.save(state, t))
         return folder
 
     @classmethod

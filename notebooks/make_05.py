@@ -114,7 +114,7 @@ pd.DataFrame(summary).set_index("scheme").round(3)"""
 m = study["learned"]
 best = heads[heads.scheme == "learned"].sort_values("previous_token").iloc[-1]
 layer, head = int(best["layer"]), int(best["head"])
-batch = m.to_tokens("The cat sleeps on the mat because it is tired.")
+batch = m.to_words("The cat sleeps on the mat because it is tired.")
 _, cache = m.run_with_cache(batch.input_ids, names_filter=lambda n: n.endswith("hook_pattern"))
 pat = cache[f"blocks.{layer}.attn.hook_pattern"][0, head]
 labels = [t.replace("Ġ", "_") for t in batch.tokens[0]]

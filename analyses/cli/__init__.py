@@ -1,11 +1,21 @@
 """The ``interp`` command. Each subcommand lives in its own module, which provides
-``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when used."""
+``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when used.
+
+Errors a user can fix (a bad argument, a missing or malformed file, a model that does not exist, an
+unusable ``--out``: ``ValueError``, ``OSError`` and ``interp.io.OutputError``, which the library
+raises with a one-line message naming the file) are printed as ``interp <command>: message`` with
+exit status 2; anything else is a bug and keeps its traceback (``INTERP_TRACEBACK=1`` shows the
+traceback for every error). An interrupt (Ctrl-C, or SIGTERM) exits with status 130 (143) after the
+command's cleanup: its output folder is left as it was before the run."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
+import threading
 
 SUBCOMMANDS = {
     "tour": ("analyses.cli.tour", "the model, its hooks and shapes, one attention pattern as a PNG"),
@@ -15,6 +25,24 @@ SUBCOMMANDS = {
     "train": ("analyses.cli.train", "train the toolkit's transformer from a config file"),
     "summary": ("analyses.cli.summary", "one page over the main job's outputs: comparison, invariances, validation"),
 }
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that cleanups (staging folders, locks) run."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from interp.io import OutputError  # light: no torch, no pandas
+
+    return (ValueError, OSError, OutputError)
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join((str(e) or type(e).__name__).split())
 
 
 def main(argv=None) -> int:
@@ -34,7 +62,24 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "_missing", None):
         parser.error(f"'{args.command}' is not available in this build ({args._missing} is missing)")
-    return int(args._run(args) or 0)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"interp {args.command}: interrupted; its output folder was left as it was\n")
+        return 130
+    except Terminated:
+        sys.stderr.write(f"interp {args.command}: terminated; its output folder was left as it was\n")
+        return 143
+    except _user_errors() as e:
+        if os.environ.get("INTERP_TRACEBACK"):
+            raise
+        sys.stderr.write(f"interp {args.command}: {_one_line(e)}\n")
+        return 2
+    finally:
+        if main_thread and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,27 @@
 
 Writes DIR/invariance.csv (one row per check: model, check, quantity, value, tolerance, expected,
 passed, ...), per-analysis CSVs, DIR/invariance.md with PNG figures, and a self-contained
-DIR/invariance.html. Exit status 0 when every measurement agrees with theory, 1 otherwise.
+DIR/invariance.html: the files in ``OWNS``, committed as a set when the run ends. Exit status 0
+when every measurement agrees with theory, 1 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+OWNS = (
+    "invariance.csv",
+    "invariance_*.csv",
+    "invariance.md",
+    "invariance.html",
+    "heads_positional.png",
+    "conditioning.png",
+    "sqrt_d.png",
+    "order_leak.png",
+    "relative_position.png",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,22 +43,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
+    from interp.io import output_dir
 
-    import models
-    from analyses.invariance import run_all, write_report
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if args.text is not None and not args.text.strip():
+        raise ValueError("--text is empty; give a sentence, or leave --text out for the default one")
     if args.n_tokens < 4:
         raise SystemExit(f"--n-tokens must be at least 4 (permutations need movable tokens), got {args.n_tokens}")
-    model = models.load(args.model).eval()
-    result = run_all(model, text=args.text, n_tokens=args.n_tokens, seed=args.seed, progress=True)
-    paths = write_report(result, args.out, figures_too=not args.no_figures)
-    t = result.table
+    with output_dir(args.out, OWNS, command="interp invariance", what="--out") as tmp:
+        t = _invariance(args, tmp)
     n_ok = int(t.passed.sum())
     sys.stdout.write(
-        f"{n_ok} of {len(t)} invariance measurements agree with theory; report: {paths['invariance.md']}\n"
+        f"{n_ok} of {len(t)} invariance measurements agree with theory; report: {Path(args.out) / 'invariance.md'}\n"
     )
     for r in t[~t.passed].itertuples():
         sys.stdout.write(
@@ -52,3 +61,17 @@ def run(args: argparse.Namespace) -> int:
             f"expected {r.expected}\n"
         )
     return 0 if n_ok == len(t) else 1
+
+
+def _invariance(args, tmp: Path):
+    import torch
+
+    import models
+    from analyses.invariance import run_all, write_report
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = models.load(args.model).eval()
+    result = run_all(model, text=args.text, n_tokens=args.n_tokens, seed=args.seed, progress=True)
+    write_report(result, tmp, figures_too=not args.no_figures)
+    return result.table

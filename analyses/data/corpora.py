@@ -453,6 +453,54 @@ _RANGE = re.compile(r"^[1-9][0-9]*-[1-9][0-9]*$")
 _EMPTY = re.compile(r"^[0-9]+\.[1-9][0-9]*$")
 
 
+def _utf8_lines(path: Path) -> list[str]:
+    """The file's lines without line ends; a UTF-8 byte-order mark is dropped. Bytes that are not
+    UTF-8 raise ValueError naming the file and the line."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        lineno = raw.count(b"\n", 0, e.start) + 1
+        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ValueError(
+            f"{path}:{lineno}: is not UTF-8 (byte 0x{raw[e.start]:02x} at column {col}); "
+            "CoNLL-U files are UTF-8: convert it, e.g. `iconv -f latin1 -t utf-8`"
+        ) from None
+    return [line.rstrip("\r") for line in text.split("\n")]
+
+
+def _check_tree(path: Path, sent: list[tuple[int, list[str]]], heads: list[int | None]) -> None:
+    """A dependency tree: at most one root (HEAD 0) and no cycle (every annotated chain of heads
+    ends at the root or at an unannotated "_"). Raises ValueError at FILE:LINE of the offending word."""
+    roots = [k for k, h in enumerate(heads) if h == 0]
+    if len(roots) > 1:
+        first, second = roots[0], roots[1]
+        raise ValueError(
+            f"{path}:{sent[second][0]}: a second root (HEAD 0) in one sentence: word {second + 1} "
+            f"{sent[second][1][1]!r}, besides word {first + 1} {sent[first][1][1]!r} at line {sent[first][0]}; "
+            "a sentence has exactly one root"
+        )
+    state = [0] * len(heads)  # 0 unvisited, 1 on the current chain, 2 known to end well
+    for start in range(len(heads)):
+        chain, k = [], start
+        while k is not None and state[k] == 0:
+            state[k] = 1
+            chain.append(k)
+            h = heads[k]
+            k = None if not h else h - 1
+        if k is not None and state[k] == 1:  # came back onto this chain: a cycle
+            cycle = chain[chain.index(k) :]
+            i = cycle.index(min(cycle))
+            cycle = cycle[i:] + cycle[:i]
+            words = " -> ".join(str(c + 1) for c in cycle + cycle[:1])
+            raise ValueError(
+                f"{path}:{sent[cycle[0]][0]}: cycle in the HEAD relations: words {words} never reach the root "
+                "(column 7 must make a tree: every word's chain of heads ends at HEAD 0)"
+            )
+        for c in chain:
+            state[c] = 2
+
+
 def read_conllu(path) -> list[Item]:
     """Subject-verb items from a gold treebank in CoNLL-U: one Item per ``nsubj`` arc (any
     subtype: ``nsubj:pass``, ``nsubj:outer``; and UD v1 ``nsubjpass``).
@@ -464,7 +512,9 @@ def read_conllu(path) -> list[Item]:
 
     Malformed input raises ValueError naming the file, the line number and what is wrong: a
     token line without 10 tab-separated columns, a non-integer id or head, ids out of sequence,
-    a head outside the sentence. A file with no nsubj arc raises too.
+    a head outside the sentence, a sentence with two roots or a cycle in its heads (such a tree is
+    refused, not skipped: a treebank with broken trees has broken gold labels), bytes that are not
+    UTF-8. A UTF-8 byte-order mark is accepted. A file with no nsubj arc raises too.
     """
     path = Path(path)
     if not path.is_file():
@@ -495,15 +545,14 @@ def read_conllu(path) -> list[Item]:
                         f"{path}:{lineno}: HEAD {h} is out of range: the sentence has {n} words (heads are 0..{n})"
                     )
                 heads.append(h)
+            _check_tree(path, sent, heads)
             nominal = [k for k, (_, cols) in enumerate(sent) if cols[3] in _NOMINAL]
             for k, (lineno, cols) in enumerate(sent):
                 rel = cols[7]
                 h = heads[k]
                 if rel.split(":")[0] not in ("nsubj", "nsubjpass") or not h:
                     continue
-                q, tg = h - 1, k
-                if q == tg:
-                    raise ValueError(f"{path}:{lineno}: word {k + 1} is its own head")
+                q, tg = h - 1, k  # q != tg: _check_tree refused self-loops
                 cands = sorted({c for c in nominal if c < q} | {tg})
                 meta = (
                     ("family", "conllu"),
@@ -520,33 +569,31 @@ def read_conllu(path) -> list[Item]:
                 )
         sent, sent_id = [], None
 
-    with open(path, encoding="utf-8") as f:
-        for lineno, raw in enumerate(f, 1):
-            line = raw.rstrip("\n").rstrip("\r")
-            if not line.strip():
-                flush()
-                continue
-            if line.startswith("#"):
-                m = re.match(r"#\s*sent_id\s*=\s*(.*)$", line)
-                if m:
-                    sent_id = m.group(1).strip()
-                continue
-            cols = line.split("\t")
-            if len(cols) != 10:
-                raise ValueError(
-                    f"{path}:{lineno}: expected 10 tab-separated columns "
-                    f"(ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC), got {len(cols)}: {line[:80]!r}"
-                )
-            tid = cols[0]
-            if _RANGE.match(tid) or _EMPTY.match(tid):
-                continue  # multiword token range or empty node: not a syntactic word of the tree
-            if not _ID.match(tid):
-                raise ValueError(f"{path}:{lineno}: ID {tid!r} is not an integer, a range (1-2) or an empty node (1.1)")
-            if int(tid) != len(sent) + 1:
-                raise ValueError(f"{path}:{lineno}: ID {tid} out of sequence: expected {len(sent) + 1}")
-            if not cols[1] or cols[1] != cols[1].strip():
-                raise ValueError(f"{path}:{lineno}: FORM {cols[1]!r} is empty or has surrounding spaces")
-            sent.append((lineno, cols))
+    for lineno, line in enumerate(_utf8_lines(path), 1):
+        if not line.strip():
+            flush()
+            continue
+        if line.startswith("#"):
+            m = re.match(r"#\s*sent_id\s*=\s*(.*)$", line)
+            if m:
+                sent_id = m.group(1).strip()
+            continue
+        cols = line.split("\t")
+        if len(cols) != 10:
+            raise ValueError(
+                f"{path}:{lineno}: expected 10 tab-separated columns "
+                f"(ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC), got {len(cols)}: {line[:80]!r}"
+            )
+        tid = cols[0]
+        if _RANGE.match(tid) or _EMPTY.match(tid):
+            continue  # multiword token range or empty node: not a syntactic word of the tree
+        if not _ID.match(tid):
+            raise ValueError(f"{path}:{lineno}: ID {tid!r} is not an integer, a range (1-2) or an empty node (1.1)")
+        if int(tid) != len(sent) + 1:
+            raise ValueError(f"{path}:{lineno}: ID {tid} out of sequence: expected {len(sent) + 1}")
+        if not cols[1] or cols[1] != cols[1].strip():
+            raise ValueError(f"{path}:{lineno}: FORM {cols[1]!r} is empty or has surrounding spaces")
+        sent.append((lineno, cols))
     flush()
     if not items:
         raise ValueError(f"{path}: no nsubj arcs found in {n_sentences} sentences (need DEPREL nsubj or nsubj:*)")

@@ -645,7 +645,15 @@ def generate_subject_verb(n: int, seed: int = 0, families: Iterable[str] | None 
 # Anaphora
 # ---------------------------------------------------------------------------------------------
 
-ANAPHORA_FAMILIES = ("within_clause", "subordinate", "because", "across_sentences", "animacy", "number")
+ANAPHORA_FAMILIES = (
+    "within_clause",
+    "subordinate",
+    "because",
+    "across_sentences",
+    "animacy",
+    "number",
+    "object_distractor",
+)
 
 
 def _person(rng, gender: str, names_p: float = 0.35) -> tuple[list[str], str]:
@@ -751,6 +759,27 @@ def _ana_item(fam: str, rng: np.random.Generator) -> Item:
             words.append(subj_pron[g1])
         words += pred + ["."]
         cue = "number"
+    elif fam == "object_distractor":  # The king thanked the nurse near the boys because she was kind .
+        # the antecedent is the object: neither the subject nor the nearest noun, which is a
+        # distractor of the wrong gender (a person like the subject) or number (a group)
+        mention(_person(rng, g1)[0])
+        words.append(_pick(rng, _PERSON_PERSON_VERBS))
+        target, g = mention(_person(rng, g2)[0]), g2
+        words += [_pick(rng, ["near", "with", "beside", "behind"]), "the"]
+        if rng.random() < 0.4:  # the distances vary, so no fixed offset finds the antecedent
+            words.append(_pick(rng, _ADJ))
+        if rng.random() < 0.5:
+            mention([_pick(rng, _PLURAL_PEOPLE)])
+            cue = "gender+number"
+        else:
+            mention([_pick(rng, _MALE_NOUNS if g1 == "m" else _FEMALE_NOUNS)])
+        if rng.random() < 0.4:
+            words += ["in", "the"]
+            mention([_pick(rng, _PLACES)])
+        words += _pick(rng, [["because"], ["since"], ["after"], ["before"], ["even", "though"]])
+        pron = len(words)
+        words.append(subj_pron[g])
+        words += _pick(rng, _PERSON_PRED) + ["."]
     else:  # pragma: no cover - _families guards this
         raise AssertionError(fam)
     words = _cap(words)

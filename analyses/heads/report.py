@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses.heads.probe import head_summary
-from analyses.heads.roles import COLUMNS, ROLES
+from analyses.heads.probe import detectable_effect, head_summary, headline, labelled_roles, role_map
+from analyses.heads.roles import COLUMNS, LINGUISTIC_ROLES, MAP_ROLES, ROLES
 from interp.io import atomic_write, fmt, md_table, png_bytes
 
 __all__ = ["write_csv", "write_report", "write_comparison", "heatmap_figure", "pattern_figure", "role_layers"]
@@ -22,14 +22,53 @@ STATS_TEXT = (
     "Each (head, role, direction) is tested with a paired one-sided t-test of the per-sentence score "
     "minus the per-sentence baseline against a minimum effect (margin {margin} of accuracy for "
     "`subject_verb`/`anaphora`, {mass_margin} of attention mass for the mass roles; for `broad` the fixed "
-    "threshold {broad} with no margin). Holm-Bonferroni over all {n_tests} tests of the model keeps the "
-    "family-wise error rate at or below {alpha}: the chance that this report holds even one false label "
-    "is at most {alpha}, whatever the dependence between heads. FWER rather than FDR because a label is "
-    "a claim about one specific head that later work (ablations, circuits) acts on. Intervals are 95% "
-    "Poisson-bootstrap percentile intervals over sentences ({n_boot} replicates), per head. A head gets "
-    "a label only where the Holm-adjusted p <= {alpha}, the interval's lower end is above the baseline, "
-    "and (except `broad`) above the same head's score in a randomly initialised model of the same "
-    "architecture (`null_score`)."
+    "threshold {broad} with no margin). **One family per role**: Holm-Bonferroni over the role's "
+    "label-carrying tests ({n_tests} tests in all) keeps the chance that the role's list holds even one "
+    "false head at or below {alpha}, whatever the dependence between heads. One family per role rather "
+    "than one per model because each role is its own claim: a reader checks the anaphora heads against "
+    "the anaphora evidence, and a head's anaphora label should not depend on how many unrelated roles "
+    "were tested beside it. FWER rather than FDR because a label is a claim about one specific head that "
+    "later work (ablations, circuits) acts on. Intervals are 95% Poisson-bootstrap percentile intervals "
+    "over sentences ({n_boot} replicates), per head. A head gets a label only where the Holm-adjusted "
+    "p <= {alpha}, the interval's lower end is above the baseline, and (except `broad`) above the same "
+    "head's score in a randomly initialised model of the same architecture (`null_score`)."
+)
+
+CONVENTIONS_TEXT = (
+    "**Which row carries the label.** Word relations are scored per data source, and each source is "
+    "tested on its own: a head that resolves generated pronouns but not WinoBias (whose antecedents "
+    "need world knowledge, not a pronoun cue) is an anaphora head on that source, and pooling the "
+    "two would hide it. The label-carrying rows (`family` = the role) are: for `subject_verb`, every "
+    "source on all its items; for `anaphora`, every source on the items whose antecedent is neither "
+    "the sentence's first noun (its subject) nor the noun nearest to the pronoun (`subset` = "
+    "`antecedent=other`: a distractor of the wrong gender or number stands nearer), so that neither a "
+    "subject-attending nor a nearest-noun head can pass; for the token-level roles, one row per head. "
+    "All of them take the special-token convention `specials = exclude`. Every other row is "
+    "descriptive (`family` empty): its own p-value, no label, outside the multiple-comparison family: "
+    "sources pooled (`source = all`), the subsets (antecedent = subject / nearest / other; attractor "
+    "or not; distance 1-2 or 3+), and `specials = include`.\n\n"
+    "**Special tokens** ([CLS], [SEP], BOS). `specials = exclude` takes, as Clark et al. (2019) do "
+    "(their analysis keeps `attn[1:-1, 1:-1]`), the row word's largest weight among the sentence's "
+    "other words; `specials = include` lets special tokens compete as columns of their own, so a row "
+    "whose largest weight goes to [SEP] counts as wrong. `special_mass` is the attention the row word "
+    "puts on special tokens, reported beside the accuracy. A model whose inputs have no special tokens "
+    "(SmolLM2 here: no BOS is added) gets identical rows under both conventions."
+)
+
+POWER_TEXT = (
+    "**Power.** The smallest true effect over the baseline (margin included) that this run labels "
+    "with probability 0.8, at the observed variance of the per-sentence differences (median over "
+    "heads), tested at Holm's strictest level alpha / m (m: the role's family size): "
+    "margin + (t(1 - alpha/m, n-1) + t(0.8, n-1)) sd / sqrt(n). A head whose true effect is larger is "
+    "labelled with at least 80% probability; a role with no label and a detectable effect of, say, "
+    "0.15 has no head that beats its baseline by 0.15."
+)
+
+MAP_TEXT = (
+    "Every head with its primary role: its labelled roles ranked by the standardised effect "
+    "(score - baseline) / margin (how many of the role's minimum effects it clears; `broad`, a "
+    "threshold without margin, uses 0.05), which puts accuracy roles (margin 0.05) and mass roles "
+    "(margin 0.1) on one scale. Secondary roles follow, in the same order."
 )
 
 
@@ -116,6 +155,172 @@ def heatmap_figure(df: pd.DataFrame, roles: Sequence[str] = ROLES, title: str = 
     return png_bytes(fig)
 
 
+def role_map_figure(heads_map: pd.DataFrame, title: str = "") -> bytes:
+    """One seaborn layer x head grid: colour = primary role (``probe.role_map``), number = the
+    standardised effect behind it. Returns PNG bytes."""
+    import seaborn as sns
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    plt = _plt()
+    cats = list(heads_map["primary"].cat.categories)
+    present = [c for c in cats if (heads_map["primary"] == c).any()]
+    palette = sns.color_palette("tab20", len(cats))
+    colour = {c: (0.93, 0.93, 0.93) if c == "unclassified" else palette[i] for i, c in enumerate(cats)}
+    L, H = int(heads_map["layer"].max()) + 1, int(heads_map["head"].max()) + 1
+    codes = np.full((L, H), np.nan)
+    annot = np.full((L, H), "", dtype=object)
+    for r in heads_map.itertuples():
+        codes[r.layer, r.head] = present.index(r.primary)
+        annot[r.layer, r.head] = "" if not np.isfinite(r.standardised) else f"{r.standardised:.0f}"
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * H + 3.2), max(2.5, 0.3 * L + 1.2)))
+    sns.heatmap(
+        codes,
+        ax=ax,
+        cmap=ListedColormap([colour[c] for c in present]),
+        vmin=-0.5,
+        vmax=len(present) - 0.5,
+        cbar=False,
+        annot=annot,
+        fmt="",
+        annot_kws={"fontsize": 6},
+        linewidths=0.3,
+        linecolor="white",
+    )
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.tick_params(labelsize=7)
+    ax.legend(
+        handles=[Patch(color=colour[c], label=c) for c in present],
+        bbox_to_anchor=(1.01, 1),
+        loc="upper left",
+        fontsize=7,
+        frameon=False,
+    )
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.subplots_adjust(left=0.1, right=0.72, bottom=0.12, top=0.9)
+    return png_bytes(fig)
+
+
+LENS_TEXT = (
+    "Kobayashi et al. (2020) weight each attention weight by the norm of what the key actually "
+    "writes, ||a_ij v_j W_O|| (renormalised per row here, so scores stay comparable). Attention to "
+    "[CLS], [SEP], the first token or punctuation often carries vectors of almost no norm: the head "
+    "looks there and moves nothing (Clark et al. 2019 suspected such attention is a no-op). A "
+    "boundary label (`delimiter`, `punctuation`, `sep_eos`) therefore needs both: the attention row "
+    "and the norm-weighted row (`weighting = norm`, family `<role>@norm`) must pass. A head that "
+    "passes only by its weights is shown in the map as `noop_sink` (`attention_sink` keeps its "
+    "meaning: where the weight goes). Left: delimiter mass by attention weight; right: by norm; "
+    "dots: labelled."
+)
+
+
+def lens_figure(df: pd.DataFrame, role: str = "delimiter") -> bytes:
+    """Two seaborn layer x head heatmaps side by side: ``role``'s score by attention weight and by
+    norm weight (dots: labelled under that weighting). Returns PNG bytes."""
+    import seaborn as sns
+
+    plt = _plt()
+    L, H = int(df["layer"].max()) + 1, int(df["head"].max()) + 1
+    fig, axes = plt.subplots(1, 2, figsize=(2 * max(2.6, 0.26 * H + 1.2), max(2.2, 0.18 * L + 1.0)))
+    for ax, weighting in zip(axes, ("attention", "norm")):
+        g = df[(df["role"] == role) & (df["weighting"] == weighting) & (df["source"] == "all")]
+        grid, lab = role_grid(g, role)
+        sns.heatmap(
+            grid,
+            ax=ax,
+            vmin=0,
+            vmax=1,
+            cmap="viridis",
+            cbar=weighting == "norm",
+            xticklabels=max(1, H // 6),
+            yticklabels=max(1, L // 8),
+        )
+        ys, xs = np.nonzero(lab)
+        ax.scatter(xs + 0.5, ys + 0.5, s=10, c="red", marker="o")
+        ax.set_title(f"{role} by {weighting} ({int(lab.sum())} labelled)", fontsize=8)
+        ax.set_xlabel("head", fontsize=7)
+        ax.set_ylabel("layer", fontsize=7)
+        ax.tick_params(labelsize=6)
+    fig.subplots_adjust(left=0.08, right=0.95, bottom=0.15, top=0.88, wspace=0.3)
+    return png_bytes(fig)
+
+
+def lens_table(df: pd.DataFrame, role: str = "delimiter") -> pd.DataFrame:
+    """The heads labelled ``role`` by attention weight, with their score by attention and by norm
+    and what the map calls them (``role`` when the norm row is labelled too, else ``noop_sink``)."""
+    att = df[(df["role"] == role) & (df["weighting"] == "attention") & df["label"]]
+    norm = df[(df["role"] == role) & (df["weighting"] == "norm") & (df["source"] == "all")]
+    norm = norm.set_index(["layer", "head"])
+    rows = []
+    for r in att.itertuples():
+        n = norm.loc[(r.layer, r.head)]
+        rows.append(
+            {
+                "layer": r.layer,
+                "head": r.head,
+                "by attention": fmt3(r.score),
+                "by norm": fmt3(n["score"]),
+                "baseline": fmt3(r.baseline),
+                "map": role if bool(n["label"]) else "noop_sink",
+            }
+        )
+    return pd.DataFrame(rows).sort_values(["map", "layer", "head"]) if rows else pd.DataFrame(rows)
+
+
+def map_table(heads_map: pd.DataFrame) -> pd.DataFrame:
+    """The role map as a table: one row per head, primary role, effect, standardised effect, others."""
+    return pd.DataFrame(
+        {
+            "layer": heads_map["layer"],
+            "head": heads_map["head"],
+            "primary": heads_map["primary"].astype(str),
+            "effect": heads_map["effect"].map(fmt3),
+            "standardised": heads_map["standardised"].map(lambda x: fmt(x, 1, True)),
+            "secondary": heads_map["secondary"],
+        }
+    )
+
+
+def source_table(df: pd.DataFrame) -> pd.DataFrame:
+    """For every head labelled with a word relation: its score, baseline and n on each source and
+    subset (specials excluded), so a reader sees where the head works and where it does not."""
+    lab = df[df["label"] & df["role"].isin(LINGUISTIC_ROLES)][["layer", "head", "role", "direction"]]
+    lab = lab.drop_duplicates()
+    rows = []
+    for r in lab.itertuples():
+        g = df[
+            (df["layer"] == r.layer)
+            & (df["head"] == r.head)
+            & (df["role"] == r.role)
+            & (df["direction"] == r.direction)
+            & (df["specials"] == "exclude")
+        ]
+        for x in g.itertuples():
+            rows.append(
+                {
+                    "head": f"L{r.layer}H{r.head}",
+                    "role": r.role,
+                    "direction": r.direction,
+                    "source": x.source,
+                    "subset": x.subset,
+                    "score": fmt3(x.score),
+                    "baseline": f"{fmt3(x.baseline)} ({x.baseline_kind})",
+                    "n": x.n,
+                    "label": "yes" if x.label else ("-" if x.family == "" else "no"),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def power_table(df: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    d = detectable_effect(df, alpha=alpha)
+    if d.empty:
+        return d
+    return d.assign(sd_diff=d["sd_diff"].map(fmt3), detectable_effect=d["detectable_effect"].map(fmt3))
+
+
 def pattern_figure(example: dict) -> bytes:
     """A token-level attention pattern (seaborn heatmap) with the query row boxed and the gold key
     column outlined. Masked (future) positions of a causal model are exactly 0 and show as such."""
@@ -169,6 +374,7 @@ def _labelled_table(df: pd.DataFrame) -> pd.DataFrame:
             "head": lab["head"],
             "role": lab["role"].astype(str),
             "direction": lab["direction"],
+            "source": lab["source"] + [f" / {s}" if s != "all" else "" for s in lab["subset"]],
             "metric": lab["metric"],
             "score": lab["score"].map(fmt3),
             "95% CI": [f"[{fmt3(a)}, {fmt3(b)}]" for a, b in zip(lab["ci_low"], lab["ci_high"])],
@@ -180,13 +386,20 @@ def _labelled_table(df: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _reported_roles(df: pd.DataFrame) -> tuple[str, ...]:
+    """The probe's roles, and ``noop_sink`` where the table has norm-weighted rows."""
+    has_norm = "weighting" in df and (df["weighting"] == "norm").any()
+    return MAP_ROLES if has_norm else ROLES
+
+
 def role_layers(df: pd.DataFrame) -> pd.DataFrame:
     """Per role: how many heads are labelled, in which layers, and their mean relative depth
     (layer / (n_layers - 1), 0 = first layer, 1 = last)."""
     L = int(df["layer"].max()) + 1
     rows = []
-    for role in ROLES:
-        g = df[(df["role"] == role) & df["label"]].drop_duplicates(["layer", "head"])
+    lab = labelled_roles(df) if "family" in df else df[df["label"]]
+    for role in _reported_roles(df):
+        g = lab[lab["role"] == role].drop_duplicates(["layer", "head"])
         layers = sorted(g["layer"].astype(int))
         rows.append(
             {
@@ -235,13 +448,22 @@ def write_report(
     model = attrs.get("model", str(df["model"].iloc[0]) if len(df) else "model")
     title = title or f"Head roles of {model}"
     paths = {"csv": write_csv(df, out / "heads.csv")}
-    figs = {"heatmaps.png": heatmap_figure(df, title=f"{model}: best score per head (red dot: labelled)")}
+    heads_map = role_map(df)
+    figs = {
+        "role_map.png": role_map_figure(
+            heads_map, title=f"{model}: primary role per head (number: standardised effect)"
+        ),
+        "heatmaps.png": heatmap_figure(headline(df), title=f"{model}: best score per head (red dot: labelled)"),
+    }
+    has_norm = "weighting" in df and (df["weighting"] == "norm").any()
+    if has_norm:
+        figs["lens.png"] = lens_figure(df)
     for ex in examples:
         figs[f"pattern_{ex['role']}.png"] = pattern_figure(ex)
     for name, png in figs.items():
         paths[name] = atomic_write(out / name, png)
 
-    n_tests = int(df["p_value"].notna().sum())
+    n_tests = int((df["family"] != "").sum()) if "family" in df else int(df["p_value"].notna().sum())
     stats_text = STATS_TEXT.format(
         margin=attrs.get("margin", "?"),
         mass_margin=attrs.get("mass_margin", "?"),
@@ -252,6 +474,10 @@ def write_report(
     )
     lab = _labelled_table(df)
     layers = role_layers(df)
+    alpha = attrs.get("alpha", 0.05)
+    by_source = source_table(df)
+    power = power_table(df, alpha)
+    the_map = map_table(heads_map)
     summary = head_summary(df)
     unclassified = summary[summary["roles"] == "unclassified"]
     L, H = attrs.get("n_layers", df["layer"].max() + 1), attrs.get("n_heads", df["head"].max() + 1)
@@ -268,21 +494,43 @@ def write_report(
 
     method = (
         "Word-level attention (Clark et al., 2019): attention *to* a word sums over its tokens, *from* "
-        "a word averages over them; special tokens are their own columns. `subject_verb` and `anaphora` "
-        "score accuracy (the row word's largest weight, self excluded, lands on the gold word) against "
-        "the best fixed word offset (and, for anaphora, the nearest preceding candidate noun); the other "
-        "roles score attention mass against a head attending uniformly to what it may see. "
+        "a word averages over them. `subject_verb` and `anaphora` score accuracy (the row word's largest "
+        "weight, self excluded, lands on the gold word) against the best of a fixed word offset, the first "
+        "word and (anaphora) the nearest preceding candidate noun, each computed on the test's own items; "
+        "the other roles score attention mass against a head attending uniformly to what it may see. "
         "Bidirectional models are scored in both directions (`direction` column); causal models only "
         "looking back."
     )
     md = [
         f"# {title}\n",
         intro + "\n",
+        "## The map: every head and its primary role\n",
+        MAP_TEXT + "\n",
+        "![role map](role_map.png)\n",
+        md_table(the_map[the_map["primary"] != "unclassified"]),
+        f"{int((the_map['primary'] == 'unclassified').sum())} of {len(the_map)} heads earned no label.\n",
+        *(
+            [
+                "## What heads move: attention weight against norm\n",
+                LENS_TEXT + "\n",
+                "![lens](lens.png)\n",
+                md_table(lens_table(df)),
+            ]
+            if has_norm
+            else []
+        ),
+        "## Word relations by source\n",
+        "Each head labelled `subject_verb` or `anaphora`, on every source and subset (`label`: yes / no for "
+        "the label-carrying rows, - for descriptive ones).\n",
+        md_table(by_source),
         "## Data\n",
         _data_text(attrs) + "\n",
         "## Method\n",
         method + "\n",
         stats_text + null_note + "\n",
+        CONVENTIONS_TEXT + "\n",
+        POWER_TEXT + "\n",
+        md_table(power),
         "## Where the roles live\n",
         md_table(layer_tbl),
         f"{len(unclassified)} of {len(summary)} heads earned no role (unclassified).\n",
@@ -303,7 +551,7 @@ def write_report(
         )
         md.append(f"![{ex['role']}](pattern_{ex['role']}.png)\n")
     md.append(
-        "## Files\n`heads.csv` holds one row per (layer, head, role, direction) with columns "
+        "## Files\n`heads.csv` holds one row per (layer, head, role, direction, source, subset, specials) with columns "
         + ", ".join(f"`{c}`" for c in COLUMNS)
         + ".\n"
     )
@@ -318,10 +566,29 @@ def write_report(
     body = [
         f"<h1>{html.escape(title)}</h1>",
         f"<p>{html.escape(intro)}</p>",
+        "<h2>The map: every head and its primary role</h2>",
+        f"<p>{html.escape(MAP_TEXT)}</p>",
+        img("role_map.png"),
+        table(the_map[the_map["primary"] != "unclassified"]),
+        *(
+            [
+                "<h2>What heads move: attention weight against norm</h2>",
+                f"<p>{html.escape(LENS_TEXT)}</p>",
+                img("lens.png"),
+                table(lens_table(df)),
+            ]
+            if has_norm
+            else []
+        ),
+        "<h2>Word relations by source</h2>",
+        table(by_source),
         "<h2>Data</h2>",
         f"<p>{html.escape(_data_text(attrs))}</p>",
         "<h2>Method</h2>",
         f"<p>{html.escape(method)}</p><p>{html.escape(stats_text + null_note)}</p>",
+        "".join(f"<p>{html.escape(par)}</p>" for par in CONVENTIONS_TEXT.split("\n\n")),
+        f"<p>{html.escape(POWER_TEXT)}</p>",
+        table(power),
         "<h2>Where the roles live</h2>",
         table(layer_tbl),
         f"<p>{len(unclassified)} of {len(summary)} heads earned no role (unclassified).</p>",
@@ -353,7 +620,8 @@ def write_comparison(dfs: Mapping[str, pd.DataFrame] | Sequence[pd.DataFrame], o
     per = {name: role_layers(df).set_index("role") for name, df in dfs.items()}
     names = list(per)
     rows = []
-    for role in ROLES:
+    roles = [r for r in MAP_ROLES if all(r in t.index for t in per.values())]
+    for role in roles:
         row = {"role": role}
         for name in names:
             r = per[name].loc[role]

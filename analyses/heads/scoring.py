@@ -22,6 +22,9 @@ __all__ = [
     "RelationPlan",
     "relation_scores",
     "word_columns",
+    "special_columns",
+    "value_norms",
+    "norm_weighted",
 ]
 
 
@@ -165,23 +168,52 @@ class RelationPlan:
     gold: Tensor  # [batch, R] long, gold column
     others: Tensor  # [batch, R, n_cols] bool: competing columns (existing, not the row word, not gold)
     valid: Tensor  # [batch, R] bool
+    special_cols: Tensor | None = None  # [batch, n_cols] bool: columns that are special tokens
+    exclude_specials: Tensor | None = None  # [R] bool: test r takes Clark et al.'s convention
 
 
-def relation_scores(pattern: Tensor, plan: RelationPlan) -> tuple[Tensor, Tensor]:
+def relation_scores(
+    pattern: Tensor, plan: RelationPlan, specials: str | None = None, special_mass: bool = False
+) -> tuple[Tensor, ...]:
     """(accuracy, gold mass), each [batch, R, head]: is the row word's largest weight (self
-    excluded, special tokens competing as columns of their own) on the gold word; and how much
-    attention goes to the gold word (summed over its tokens)."""
+    excluded) on the gold word; and how much attention goes to the gold word (summed over its tokens).
+
+    ``specials`` (the convention for special tokens: [CLS], [SEP], BOS): ``"include"`` lets them
+    compete in the argmax as columns of their own, so a row whose largest weight goes to [SEP] is
+    wrong; ``"exclude"`` (Clark et al., 2019, who take ``attn[1:-1, 1:-1]``) takes the largest
+    weight among the sentence's other words only. ``None``: each test's own convention
+    (``plan.exclude_specials``; include where the plan has none). ``special_mass=True`` adds a
+    third tensor: the row word's attention to special tokens, [batch, R, head]."""
+    if specials not in (None, "include", "exclude"):
+        raise ValueError(f"specials must be 'include' or 'exclude', got {specials!r}")
     p = pattern.float()
     rows = torch.matmul(plan.row_weights.to(p)[:, None], p)  # [b, h, R, key_pos]: mean over row tokens
     cols = torch.matmul(rows, plan.columns.to(p)[:, None])  # [b, h, R, n_cols]: sum over word tokens
     gold = cols.gather(-1, plan.gold.clamp(min=0)[:, None, :, None].expand(-1, cols.shape[1], -1, 1))[..., 0]
-    other = cols.masked_fill(~plan.others[:, None], float("-inf")).amax(-1)  # [b, h, R]
-    return (gold > other).float().transpose(1, 2), gold.transpose(1, 2)
+    others = plan.others
+    if plan.special_cols is not None and specials != "include":
+        n_rel = others.shape[1]
+        if specials == "exclude":
+            excl = torch.ones(n_rel, dtype=torch.bool, device=others.device)
+        elif plan.exclude_specials is not None:
+            excl = plan.exclude_specials.to(others.device)
+        else:
+            excl = torch.zeros(n_rel, dtype=torch.bool, device=others.device)
+        others = others & ~(excl[None, :, None] & plan.special_cols.to(others.device)[:, None, :])
+    other = cols.masked_fill(~others[:, None], float("-inf")).amax(-1)  # [b, h, R]
+    out = ((gold > other).float().transpose(1, 2), gold.transpose(1, 2))
+    if special_mass:
+        if plan.special_cols is None:
+            raise ValueError("special_mass needs plan.special_cols (which columns are special tokens)")
+        sm = (cols * plan.special_cols.to(p)[:, None, None, :]).sum(-1)  # [b, h, R]
+        out += (sm.transpose(1, 2),)
+    return out
 
 
 def word_columns(token_to_word: Sequence[Sequence[int]], mask: Tensor, n_words: Sequence[int]) -> tuple[Tensor, Tensor]:
     """[batch, pos, n_cols] token -> column map (word w -> column w; special token at position t ->
-    column max_words + t) and [batch, n_cols] which columns exist."""
+    column max_words + t) and [batch, n_cols] which columns exist. Columns from ``max(n_words)`` on
+    are the special tokens' (``special_columns``)."""
     b, t = mask.shape
     w_max = max(n_words)
     align = torch.tensor([list(a[:t]) + [-1] * (t - len(a[:t])) for a in token_to_word], dtype=torch.long)
@@ -190,3 +222,39 @@ def word_columns(token_to_word: Sequence[Sequence[int]], mask: Tensor, n_words: 
     cols.scatter_(2, col[..., None], mask.bool()[..., None].float())  # padding rows stay all-zero
     exists = cols.sum(1) > 0
     return cols, exists
+
+
+def special_columns(exists: Tensor, n_words: Sequence[int]) -> Tensor:
+    """[batch, n_cols] bool: the existing columns that are special tokens (see ``word_columns``)."""
+    cols = torch.arange(exists.shape[1], device=exists.device)
+    return exists & (cols >= max(n_words))[None, :]
+
+
+def value_norms(v: Tensor, W_O: Tensor) -> Tensor:
+    """||f(x_j)|| per key position and head, [batch, pos, head]: the norm of what head h writes to
+    the residual stream for key j at weight 1, f(x_j) = v_j W_O[h] (Kobayashi et al., 2020; the
+    value bias is inside ``v``, the output bias belongs to no head).
+
+    ``v`` [batch, pos, kv_head, d_head] (the ``attn.hook_v`` value), ``W_O`` [head, d_head, d_model].
+    Grouped-query attention: query head h reads key/value head h // (head / kv_head). Computed as
+    v^T (W_O W_O^T) v with a [head, d_head, d_head] Gram matrix, so nothing of size
+    [batch, pos, head, d_model], let alone [batch, head, query, key, d_model], is built."""
+    n_heads, n_kv = W_O.shape[0], v.shape[2]
+    if n_heads % n_kv:
+        raise ValueError(f"{n_heads} query heads cannot share {n_kv} key/value heads evenly")
+    w = W_O.to(torch.float64)
+    gram = torch.matmul(w, w.transpose(1, 2))  # [head, d_head, d_head]
+    vh = v.to(torch.float64).repeat_interleave(n_heads // n_kv, dim=2)  # [batch, pos, head, d_head]
+    sq = torch.einsum("bphd,hde,bphe->bph", vh, gram, vh)
+    return sq.clamp(min=0).sqrt().to(torch.float32)
+
+
+def norm_weighted(pattern: Tensor, norms: Tensor) -> Tensor:
+    """Kobayashi et al.'s (2020) norm-based attention, renormalised per row so that scores stay
+    comparable with attention weights: w_ij = a_ij ||f(x_j)|| / sum_k a_ik ||f(x_k)||.
+
+    ``pattern`` [batch, head, query_pos, key_pos], ``norms`` [batch, key_pos, head]
+    (``value_norms``). A row whose keys all write nothing stays all zero."""
+    w = pattern.float() * norms.permute(0, 2, 1)[:, :, None, :].to(pattern.device)
+    total = w.sum(-1, keepdim=True)
+    return torch.where(total > 0, w / total.clamp(min=1e-30), torch.zeros_like(w))

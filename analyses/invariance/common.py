@@ -192,9 +192,14 @@ def double_copy(model):
 def model_tokens(model, text: str | None = None, n_tokens: int = 16, seed: int = 0) -> Tensor:
     """Token ids [1, pos] for one sequence: ``text`` tokenised with the model's tokenizer (cut to
     ``n_tokens`` while keeping a final special token such as [SEP]), or seeded random ids when the
-    model has no tokenizer."""
+    model has no tokenizer. An empty or blank ``text``, or a ``text`` for a model without a
+    tokenizer, is a ValueError (not a silent fall-back to another input)."""
+    if text is not None and not text.strip():
+        raise ValueError("the text is empty; give a sentence, or None for the default one")
+    if text is not None and getattr(model, "tokenizer", None) is None:
+        raise ValueError(f"{view(model).name} has no tokenizer, so it cannot read a text; pass text=None")
     if getattr(model, "tokenizer", None) is not None:
-        batch = model.to_tokens([text or DEFAULT_TEXT])
+        batch = model.to_words([text or DEFAULT_TEXT])
         ids = batch.input_ids[0][batch.attention_mask[0].bool()]
         if len(ids) > n_tokens:
             special_last = int(batch.token_to_word[0][len(ids) - 1]) == -1

@@ -4,17 +4,152 @@ Reads ``DIR/<model>/heads.csv`` (head roles), ``DIR/<model>/invariance/invarianc
 ``DIR/<model>/validation/validation.csv`` for every model folder present, and writes
 ``DIR/comparison.md`` (which roles live in which layers of each model) and ``DIR/summary.md``
 (links to the full reports, the invariance section, the validation verdicts). Atomic writes.
+
+A validation records the SHA-256 of the heads.csv it tested (``validation/validation.json``); one
+whose hash is not that of the current ``<model>/heads.csv`` (the probe was rerun since) is flagged
+as out of date, and one without the record as unverifiable.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 
+from analyses.heads.probe import detectable_effect, labelled_roles, role_map
 from analyses.heads.report import write_comparison
+from analyses.heads.roles import LINGUISTIC_ROLES
 from analyses.invariance.report import invariance_section
-from interp.io import atomic_write, md_table
+from interp.io import atomic_write, md_table, sha256_file
+
+__all__ = ["summarise", "validation_provenance", "OUTPUTS"]
+
+OUTPUTS = ("summary.md", "comparison.md")
+
+
+def validation_provenance(model_dir: Path) -> str | None:
+    """None when ``model_dir/validation`` was computed from the current ``model_dir/heads.csv``
+    (same SHA-256); otherwise one sentence saying why it may not be (a markdown warning)."""
+    model_dir = Path(model_dir)
+    record = model_dir / "validation" / "validation.json"
+    current = sha256_file(model_dir / "heads.csv")
+    try:
+        used = json.loads(record.read_text(encoding="utf-8")).get("labels_sha256")
+    except FileNotFoundError:
+        return (
+            "**Cannot be checked**: this validation does not record which heads.csv it tested (no "
+            "`validation/validation.json`: an older version wrote it); rerun `interp validate` to be sure."
+        )
+    except (ValueError, AttributeError):
+        return f"**Cannot be checked**: `{record}` is not a JSON object; rerun `interp validate`."
+    if used is None:
+        return (
+            "**Not of this heads.csv**: its labels were not read from a heads.csv (recomputed or read "
+            "off patterns), so its verdicts are not about the labels of this report."
+        )
+    if used != current:
+        return (
+            f"**Out of date**: computed from a heads.csv with sha256 `{used[:12]}`, not the current one "
+            f"(`{current[:12]}`): `interp probe` was rerun since; rerun `interp validate`."
+        )
+    return None
+
+
+def _maps_section(heads: dict[str, pd.DataFrame], dirs: list[Path]) -> str:
+    """Per model: the role map (its figure, the count of heads per primary role), the labelled
+    word-relation heads with their scores per source, and the smallest effect the run could label."""
+    lines = [
+        "## The maps: every head's primary role",
+        "",
+        "Each head's labelled roles ranked by (score - baseline) / margin; the primary role is the "
+        "first (see each report's map for the secondary roles; `noop_sink`: a boundary head by "
+        "attention weight only, which moves almost nothing from the boundary).",
+        "",
+    ]
+    for d in dirs:
+        df = heads[d.name]
+        rmap = role_map(df)
+        counts = rmap["primary"].astype(str).value_counts()
+        lines += [
+            f"### {d.name}",
+            "",
+            f"![{d.name} role map]({d.name}/role_map.png)",
+            "",
+            "Primary roles: " + ", ".join(f"{r} {n}" for r, n in counts.items()) + ".",
+            "",
+        ]
+        for role in LINGUISTIC_ROLES:
+            lab = df[df["label"] & (df["role"] == role)]
+            if lab.empty:
+                lines.append(f"- `{role}`: no labelled head.")
+                continue
+            shown = []
+            for (layer, head), g in lab.groupby(["layer", "head"], sort=True):
+                where = "; ".join(
+                    f"{r.direction}, {r.source}/{r.subset}: {r.score:.2f} vs {r.baseline:.2f} (n={r.n})"
+                    for r in g.itertuples()
+                )
+                shown.append(f"L{layer}H{head} ({where})")
+            lines.append(f"- `{role}`: " + ", ".join(shown) + ".")
+        power = detectable_effect(df)
+        power = power[power["role"].isin(LINGUISTIC_ROLES)]
+        if len(power):
+            lines.append(
+                "- Smallest effect over baseline this run labels with 80% probability: "
+                + "; ".join(
+                    f"{r.role} {r.direction} {r.source}: {r.detectable_effect:.3f} (n={r.n})"
+                    for r in power.itertuples()
+                )
+                + "."
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _lens_validation_section(heads: dict[str, pd.DataFrame], val: dict[str, pd.DataFrame]) -> str:
+    """Do boundary heads confirmed by norm-weighted attention validate more often than the ones
+    labelled by attention weight only? One row per model, from the validation verdicts."""
+    rows = []
+    for name, v in val.items():
+        df = heads.get(name)
+        if df is None or "weighting" not in df or not (df["weighting"] == "norm").any():
+            continue
+        lab = labelled_roles(df)
+        kinds = {}
+        for r in lab.itertuples():
+            if r.role == "noop_sink":
+                kinds.setdefault((r.layer, r.head), "weight only")
+            elif r.role in ("delimiter", "punctuation", "sep_eos"):
+                kinds[(r.layer, r.head)] = "norm-confirmed"
+        vb = v[v["role"].isin(["delimiter", "punctuation", "sep_eos"])]
+        verdict = vb.groupby(["layer", "head"])["verdict"].apply(
+            lambda s: "validated" if (s == "validated").any() else s.iloc[0]
+        )
+        for kind in ("norm-confirmed", "weight only"):
+            hs = [h for h, k in kinds.items() if k == kind and h in verdict.index]
+            ok = sum(verdict[h] == "validated" for h in hs)
+            rows.append(
+                {
+                    "model": name,
+                    "boundary heads": kind,
+                    "validated": ok,
+                    "of": len(hs),
+                    "share": f"{ok / len(hs):.2f}" if hs else "-",
+                }
+            )
+    if not rows:
+        return ""
+    return "\n".join(
+        [
+            "### Norm-confirmed against weight-only boundary heads",
+            "",
+            "Boundary heads (delimiter, punctuation, sep_eos) labelled by attention weight, split by "
+            "whether the norm-weighted lens confirms them; how many of each validate causally.",
+            "",
+            md_table(pd.DataFrame(rows)),
+        ]
+    )
 
 
 def _validation_section(frames: dict[str, pd.DataFrame]) -> str:
@@ -27,7 +162,10 @@ def _validation_section(frames: dict[str, pd.DataFrame]) -> str:
     ]
     for name, df in frames.items():
         counts = df.groupby(["role", "verdict"]).size().unstack(fill_value=0).reset_index()
-        lines += [f"### {name}", "", md_table(counts), ""]
+        lines += [f"### {name}", ""]
+        if df.attrs.get("warning"):
+            lines += [f"> {df.attrs['warning']}", ""]
+        lines += [md_table(counts), ""]
         ok = df[df.verdict == "validated"]
         if len(ok):
             heads = ", ".join(
@@ -35,39 +173,60 @@ def _validation_section(frames: dict[str, pd.DataFrame]) -> str:
                 for r in ok.itertuples()
             )
             lines += [f"Validated: {heads}.", ""]
+        if "q_value" in df:
+            q = df[(df["q_value"] <= 0.05) & (df["verdict"] == "validated")]
+            lines += [
+                f"Validated with q <= 0.05 (Benjamini-Hochberg over the {int(df['p_value'].notna().sum())} tested "
+                f"head-roles, null of {int(df['n_null'].max()) if 'n_null' in df and len(df) else 0} heads): "
+                + (
+                    ", ".join(f"L{int(r.layer)}H{int(r.head)} {r.role} (q={r.q_value:.3g})" for r in q.itertuples())
+                    or "none"
+                )
+                + ".",
+                "",
+            ]
     return "\n".join(lines)
 
 
-def summarise(out: Path) -> Path:
+def summarise(out: Path, dest: Path | None = None) -> Path:
+    """Read the per-model folders under ``out``; write summary.md and comparison.md into ``dest``
+    (default ``out``; ``interp summary`` passes a staging folder). Returns the summary's path."""
     out = Path(out)
-    dirs = sorted(p for p in out.iterdir() if (p / "heads.csv").exists()) if out.is_dir() else []
+    dest = out if dest is None else Path(dest)
+    # hidden folders are not models: a probe's staging folder (.NAME.*.interp-new) holds a heads.csv too
+    dirs = (
+        sorted(p for p in out.iterdir() if not p.name.startswith(".") and (p / "heads.csv").exists())
+        if out.is_dir()
+        else []
+    )
     if not dirs:
-        raise SystemExit(
-            f"interp summary: no <model>/heads.csv under {out}; run `interp probe --out {out}/<model>` first"
-        )
+        raise FileNotFoundError(f"no <model>/heads.csv under {out}; run `interp probe --out {out}/<model>` first")
     heads = {d.name: pd.read_csv(d / "heads.csv") for d in dirs}
     for name, df in heads.items():  # attrs do not survive the CSV: a bidirectional model has rows
         df.attrs["model"] = name  # scored in the subject->verb direction, a causal one never
         df.attrs["causal"] = not (df["direction"] == "subject->verb").any()
-    comparison = write_comparison(heads, out)
+    comparison = write_comparison(heads, dest)
     lines = ["# Head-probing summary", ""]
     for d in dirs:
+        roles = labelled_roles(heads[d.name]).drop_duplicates(["layer", "head", "role"])
         lines.append(
             f"- **{d.name}**: [report]({d.name}/report.md) ([html]({d.name}/report.html)), "
-            f"{int(heads[d.name]['label'].sum())} labels over "
+            f"{len(roles)} labelled head-roles over "
             f"{heads[d.name][['layer', 'head']].drop_duplicates().shape[0]} heads"
         )
+    lines += ["", _maps_section(heads, dirs), ""]
     lines += ["", comparison.read_text().replace("# ", "## ", 1), ""]
     inv = [
         pd.read_csv(d / "invariance" / "invariance.csv") for d in dirs if (d / "invariance" / "invariance.csv").exists()
     ]
     if inv:
         lines += [invariance_section(pd.concat(inv, ignore_index=True)), ""]
-    val = {
-        d.name: pd.read_csv(d / "validation" / "validation.csv")
-        for d in dirs
-        if (d / "validation" / "validation.csv").exists()
-    }
+    val = {}
+    for d in dirs:
+        if (d / "validation" / "validation.csv").exists():
+            val[d.name] = pd.read_csv(d / "validation" / "validation.csv")
+            val[d.name].attrs["warning"] = validation_provenance(d)
     if val:
         lines += [_validation_section(val), ""]
-    return atomic_write(out / "summary.md", "\n".join(lines))
+        lines += [_lens_validation_section(heads, val), ""]
+    return atomic_write(dest / "summary.md", "\n".join(lines))

@@ -35,7 +35,7 @@ def plot_pattern(model, text: str, layer: int, head: int, path: Path) -> Path:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    batch = model.to_tokens([text])
+    batch = model.to_words([text])
     name = act_name(layer, "attn.hook_pattern")
     with torch.no_grad():
         _, cache = model.run_with_cache(batch.input_ids, attention_mask=batch.attention_mask, names_filter=name)

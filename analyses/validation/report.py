@@ -1,22 +1,29 @@
-"""The causal-validation report: ``validation.csv``, ``unlabelled.csv`` and ``validation.md``."""
+"""The causal-validation report: ``validation.csv``, ``unlabelled.csv``, ``validation.md`` and
+``validation.json`` (which labels table it tested: path and SHA-256, so a validation of an older
+``heads.csv`` can be told apart from one of the current table; ``interp summary`` checks it)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from analyses.validation.run import VERDICTS
 from interp.io import atomic_write, md_table
 
-__all__ = ["report_markdown", "write_outputs"]
+__all__ = ["report_markdown", "write_outputs", "OUTPUTS", "RECORD"]
+
+OUTPUTS = ("validation.csv", "unlabelled.csv", "validation.md", "validation.json")
+RECORD = "validation.json"
 
 
-def report_markdown(result, labels_source: str) -> str:
+def report_markdown(result, labels_source: str, labels_sha256: str | None = None) -> str:
     t, info = result.table, result.info
     counts = t["verdict"].value_counts().reindex(list(VERDICTS), fill_value=0)
+    sha = f" (sha256 `{labels_sha256}`)" if labels_sha256 else ""
     lines = [
         f"## Causal validation of head labels: {info['model']}",
         "",
-        f"Labels: {labels_source}. Ablation: **{info['ablation']}** of `hook_z`, one head at a time, "
+        f"Labels: {labels_source}{sha}. Ablation: **{info['ablation']}** of `hook_z`, one head at a time, "
         f"{info['n_prompts']} prompts (seed {info['seed']}), {info['n_heads_evaluated']} heads evaluated, "
         f"null of {info['n_null']} random heads from all layers"
         + (f", at most {info['max_heads_per_role']} labelled heads per role" if info["max_heads_per_role"] else "")
@@ -64,15 +71,26 @@ def report_markdown(result, labels_source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(result, out_dir, labels_source: str = "given") -> dict:
+def write_outputs(
+    result, out_dir, labels_source: str = "given", labels_path: str | None = None, labels_sha256: str | None = None
+) -> dict:
+    """Write the four files into ``out_dir`` (each atomically; ``interp validate`` commits them as
+    a set). ``labels_path``/``labels_sha256``: the labels CSV read, recorded in validation.json and
+    validation.md. Returns {name: path}."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "validation.csv": out / "validation.csv",
-        "unlabelled.csv": out / "unlabelled.csv",
-        "validation.md": out / "validation.md",
+    paths = {name: out / name for name in OUTPUTS}
+    info = result.info
+    record = {
+        "model": info.get("model"),
+        "labels": labels_path,
+        "labels_sha256": labels_sha256,
+        "labels_source": labels_source,
+        "n_labels": int(len(result.table)),
+        **{k: info.get(k) for k in ("ablation", "seed", "n_prompts", "n_null", "alpha")},
     }
     atomic_write(paths["validation.csv"], result.table.to_csv(index=False))
     atomic_write(paths["unlabelled.csv"], result.unlabelled.to_csv(index=False))
-    atomic_write(paths["validation.md"], report_markdown(result, labels_source))
+    atomic_write(paths["validation.md"], report_markdown(result, labels_source, labels_sha256))
+    atomic_write(paths[RECORD], json.dumps(record, indent=2, default=str) + "\n")
     return paths

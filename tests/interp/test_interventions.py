@@ -184,15 +184,61 @@ def test_bad_arguments_are_explained():
         iv.ablation_source({0: torch.zeros(1, 2, 4, 8)}, "noise")
 
 
-def test_transformer_lens_stock_patching_runs_on_our_model_through_the_view():
+def test_transformer_lens_stock_patching_runs_on_our_model_directly():
     from transformer_lens.patching import get_act_patch_attn_head_out_all_pos
 
     model = _model()
     clean, corrupted = _tokens(seed=3), _tokens(seed=4)
     _, cache = model.run_with_cache(clean)
     metric = lambda logits: logits[:, -1, 3].mean()  # noqa: E731
-    stock = get_act_patch_attn_head_out_all_pos(iv.TLView(model), corrupted, cache, metric)  # [layer, head]
+    stock = get_act_patch_attn_head_out_all_pos(model, corrupted, cache, metric)  # [layer, head]
     ours = iv.patch_heads(model, clean, corrupted, {"m": lambda lg: lg[:, -1, 3]})["m"].mean(1)
     torch.testing.assert_close(stock.flatten(), torch.as_tensor(ours, dtype=stock.dtype), rtol=1e-5, atol=1e-5)
-    with pytest.raises(AttributeError):  # why the view exists: TransformerLens reads cfg.device
-        get_act_patch_attn_head_out_all_pos(model, corrupted, cache, metric)
+    assert stock.abs().max() > 1e-3  # patching changed something: the comparison can fail
+
+
+def test_stock_patching_on_a_padded_batch_takes_the_mask_through_inputs_bound():
+    """TransformerLens's patching calls ``run_with_hooks(tokens, fwd_hooks=...)`` with the tokens
+    only; ``inputs_bound`` gives every call on those tokens the batch's mask. A left-padded row then
+    patches exactly as it does alone, unpadded; without the mask it does not."""
+    from transformer_lens.patching import get_act_patch_attn_head_out_all_pos
+
+    model = _model()
+    clean, corrupted = _tokens(batch=2, pos=8, seed=5), _tokens(batch=2, pos=8, seed=6)
+    mask = torch.ones_like(corrupted)
+    mask[1, :3] = 0  # row 1 is left-padded by 3
+    _, cache = model.run_with_cache(clean, attention_mask=mask)
+    metric = lambda logits: logits[1, -1, 3]  # noqa: E731  the padded row's last logit
+    with model.inputs_bound(corrupted, attention_mask=mask):
+        bound = get_act_patch_attn_head_out_all_pos(model, corrupted, cache, metric)
+    assert model._bound_inputs is None  # the binding ends with the block
+    with pytest.raises(TypeError, match="attention_mask"):  # a misspelt argument is not silently dropped
+        with model.inputs_bound(corrupted, mask=mask):
+            pass
+    _, alone_cache = model.run_with_cache(clean[1:, 3:])
+    alone = get_act_patch_attn_head_out_all_pos(model, corrupted[1:, 3:], alone_cache, lambda logits: logits[0, -1, 3])
+    torch.testing.assert_close(bound, alone, rtol=1e-5, atol=1e-5)
+    unmasked = get_act_patch_attn_head_out_all_pos(model, corrupted, cache, metric)
+    assert (unmasked - alone).abs().max() > 1e-3
+    # head_sweep binds the mask the same way
+    res = iv.patch_heads(model, clean, corrupted, {"m": lambda lg: lg[:, -1, 3]}, attention_mask=mask)["m"]
+    torch.testing.assert_close(torch.as_tensor(res[:, 1], dtype=bound.dtype), bound.flatten(), rtol=1e-5, atol=1e-5)
+
+
+def test_head_sweep_binds_the_mask_on_a_bridge_too(minilm, minilm_bridge):
+    """A TransformerLens bridge has no ``inputs_bound``: head_sweep passes the mask through a private
+    stand-in. The padded row then sweeps exactly as it does alone, unpadded."""
+    batch = minilm.to_words(["The cat sleeps on the warm mat.", "Rain fell."])
+    tokens, mask = batch.input_ids, batch.attention_mask
+    n = int(mask[1].sum())
+    heads = [(0, 1), (3, 5)]
+    metric = {"m": lambda out: out[:, 1, :5].sum(-1)}  # MLM logits of the second token
+    _, z = iv.cache_z(minilm_bridge, tokens, [0, 3], attention_mask=mask)
+    padded = iv.head_sweep(minilm_bridge, tokens, iv.ablation_source(z, "zero"), metric, heads, attention_mask=mask)
+    _, z1 = iv.cache_z(minilm_bridge, tokens[1:, :n], [0, 3])
+    alone = iv.head_sweep(minilm_bridge, tokens[1:, :n], iv.ablation_source(z1, "zero"), metric, heads)
+    torch.testing.assert_close(
+        torch.as_tensor(padded["m"][:, 1]), torch.as_tensor(alone["m"][:, 0]), rtol=1e-5, atol=1e-5
+    )
+    unmasked = iv.head_sweep(minilm_bridge, tokens, iv.ablation_source(z, "zero"), metric, heads)
+    assert abs(unmasked["m"][:, 1] - alone["m"][:, 0]).max() > 1e-3

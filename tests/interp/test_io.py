@@ -104,3 +104,214 @@ def test_md_table_formats_escapes_and_handles_empty():
     assert md_table(df, columns=["n", "check"]).splitlines()[2] == "| 3 | a\\|b |"
     assert md_table(df.iloc[:0]) == "_(none)_\n"
     assert md_table(df.iloc[:0], empty="(none)") == "(none)\n"
+
+
+# ------------------------------------------------------------------------------------------------
+# Output sets: a command's files committed as a whole, one writer per folder, --out checked first
+
+
+def _tree(root):
+    """{relative path: bytes} of every file under root (hidden ones included)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def previous(tmp_path):
+    """out/ as a probe run left it, next to other commands' folders and a user's note."""
+    out = tmp_path / "out"
+    (out / "invariance").mkdir(parents=True)
+    (out / "validation").mkdir()
+    (out / "heads.csv").write_text("seed 0 table")
+    (out / "report.md").write_text("Seed 0 report")
+    (out / "pattern_anaphora.png").write_bytes(b"old png")
+    (out / "invariance" / "invariance.csv").write_text("inv")
+    (out / "validation" / "validation.csv").write_text("val")
+    (out / "notes.txt").write_text("mine")
+    return out
+
+
+OWNED = ["heads.csv", "report.md", "pattern_*.png"]
+
+
+def test_output_dir_commits_the_owned_set_and_leaves_the_rest(previous):
+    from interp.io import output_dir
+
+    before = _tree(previous)
+    with output_dir(previous, owned=OWNED, command="interp probe") as tmp:
+        assert tmp.parent == previous.parent and tmp.name.startswith(".")  # a hidden sibling
+        (tmp / "heads.csv").write_text("seed 1 table")
+        (tmp / "report.md").write_text("Seed 1 report")
+        (tmp / "pattern_local.png").write_bytes(b"new png")
+        assert _tree(previous) == before  # nothing visible before the block ends
+    after = _tree(previous)
+    assert after["heads.csv"] == b"seed 1 table" and after["report.md"] == b"Seed 1 report"
+    assert "pattern_anaphora.png" not in after  # the old set's member is gone with its set
+    assert after["pattern_local.png"] == b"new png"
+    for other in ("invariance/invariance.csv", "validation/validation.csv", "notes.txt"):
+        assert after[other] == before[other], other  # other commands' files are not this one's
+    assert sorted(os.listdir(previous.parent)) == ["out"]  # no temporary sibling, no lock left
+
+
+def test_output_dir_keeps_the_previous_set_on_an_interrupt(previous):
+    from interp.io import output_dir
+
+    before = _tree(previous)
+    with pytest.raises(KeyboardInterrupt):
+        with output_dir(previous, owned=OWNED) as tmp:
+            (tmp / "heads.csv").write_text("seed 1 table")
+            raise KeyboardInterrupt  # after the table, before the report
+    assert _tree(previous) == before
+    assert sorted(os.listdir(previous.parent)) == ["out"]
+
+
+def test_output_dir_rolls_back_a_swap_that_fails_half_way(previous, monkeypatch):
+    from interp import io
+
+    before = _tree(previous)
+    real, calls = os.replace, []
+
+    def flaky(src, dst):
+        calls.append((src, dst))
+        if str(src).endswith("report.md") and ".interp-new" in str(src):
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(io.os, "replace", flaky)
+    with pytest.raises(OSError, match="No space left"):
+        with io.output_dir(previous, owned=OWNED) as tmp:
+            (tmp / "heads.csv").write_text("seed 1 table")
+            (tmp / "report.md").write_text("Seed 1 report")
+    assert any("heads.csv" in str(d) and ".interp-new" not in str(d) for _, d in calls)  # it got that far
+    monkeypatch.undo()
+    assert _tree(previous) == before
+    assert sorted(os.listdir(previous.parent)) == ["out"]
+
+
+def test_output_dir_refuses_files_it_does_not_own(previous):
+    from interp.io import output_dir
+
+    before = _tree(previous)
+    with pytest.raises(ValueError, match=r"invariance\.csv.*not among the files it owns"):
+        with output_dir(previous, owned=OWNED, command="interp probe") as tmp:
+            (tmp / "heads.csv").write_text("x")
+            (tmp / "invariance.csv").write_text("x")
+    assert _tree(previous) == before
+
+
+def test_output_dir_creates_a_new_folder(tmp_path):
+    from interp.io import output_dir
+
+    with output_dir(tmp_path / "a" / "b", owned=["x.csv"]) as tmp:
+        (tmp / "x.csv").write_text("1")
+    assert (tmp_path / "a" / "b" / "x.csv").read_text() == "1"
+
+
+def test_a_second_writer_of_the_same_folder_is_refused(previous):
+    from interp.io import OutputError, output_dir
+
+    with output_dir(previous, owned=OWNED, command="interp probe") as tmp:
+        (tmp / "heads.csv").write_text("first")
+        with pytest.raises(OutputError, match=rf"{previous} is being written by another run \(pid {os.getpid()}"):
+            with output_dir(previous, owned=OWNED, command="interp probe"):
+                pass
+    assert (previous / "heads.csv").read_text() == "first"
+    with output_dir(previous, owned=OWNED) as tmp:  # free again once the first is done
+        (tmp / "heads.csv").write_text("second")
+    assert (previous / "heads.csv").read_text() == "second"
+
+
+def test_a_killed_writer_leaves_no_lock_and_its_leftovers_are_cleared(previous):
+    """A run killed with SIGKILL (no cleanup at all) neither blocks the next run nor leaves its
+    temporary folder behind once the next run has the folder."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    from interp.io import output_dir
+
+    code = textwrap.dedent(
+        f"""
+        import os, sys, time
+        from interp.io import output_dir
+        with output_dir({str(previous)!r}, owned=["heads.csv"], command="interp probe") as tmp:
+            (tmp / "heads.csv").write_text("never committed")
+            print("ready", flush=True)
+            time.sleep(60)
+        """
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=root)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        assert len(os.listdir(previous.parent)) == 3  # out, its lock, the killed run's staging folder
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with output_dir(previous, owned=OWNED) as tmp:
+        (tmp / "heads.csv").write_text("next run")
+    assert (previous / "heads.csv").read_text() == "next run"
+    assert sorted(os.listdir(previous.parent)) == ["out"]
+
+
+def _unwritable(tmp_path):
+    if os.geteuid() != 0:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+        return ro / "out"
+    if os.path.isdir("/sys"):
+        return "/sys/interp-toolkit-test-out"  # sysfs refuses new entries even to root
+    pytest.skip("no unwritable place for root here")
+
+
+@pytest.mark.parametrize("case", ["file", "under_a_file", "name_too_long", "path_too_long", "unwritable"])
+def test_check_out_fails_fast_with_one_line(tmp_path, case):
+    import time
+
+    from interp.io import OutputError, check_out
+
+    (tmp_path / "f.txt").write_text("x")
+    target = {
+        "file": tmp_path / "f.txt",
+        "under_a_file": tmp_path / "f.txt" / "out",
+        "name_too_long": tmp_path / ("x" * 300),
+        "path_too_long": tmp_path.joinpath(*["d" * 200] * 25),
+        "unwritable": None,
+    }[case] or _unwritable(tmp_path)
+    expect = {
+        "file": "is a file",
+        "under_a_file": "is a file",
+        "name_too_long": "too long",
+        "path_too_long": "too long",
+        "unwritable": "not writable|cannot create",
+    }[case]
+    t0 = time.perf_counter()
+    with pytest.raises(OutputError, match=expect) as err:
+        check_out(target)
+    assert time.perf_counter() - t0 < 1.0
+    msg = str(err.value)
+    assert "\n" not in msg and str(target)[:40] in msg
+    assert sorted(os.listdir(tmp_path)) in (["f.txt"], ["f.txt", "ro"])  # nothing created
+
+
+def test_check_out_accepts_and_creates_a_folder(tmp_path):
+    from interp.io import check_out
+
+    assert check_out(tmp_path / "new" / "out") == tmp_path / "new" / "out"
+    assert (tmp_path / "new" / "out").is_dir()
+    assert check_out(tmp_path / "new" / "out").is_dir()  # an existing folder is fine
+
+
+def test_leftover_cleanup_spares_a_neighbours_staging_folder(tmp_path):
+    from interp.io import output_dir
+
+    neighbour = tmp_path / ".out.x.abcdefgh.interp-new"  # `out.x`'s run, in progress
+    neighbour.mkdir()
+    stale = tmp_path / ".out.abcdefgh.interp-new"  # a killed run's, on `out`
+    stale.mkdir()
+    with output_dir(tmp_path / "out", owned=["a"]) as tmp:
+        (tmp / "a").write_text("1")
+    assert neighbour.is_dir() and not stale.exists()

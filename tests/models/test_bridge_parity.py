@@ -48,7 +48,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from transformer_lens.model_bridge import TransformerBridge  # a dependency: never skip silently
+import transformer_lens.model_bridge  # noqa: F401  a dependency: never skip silently
 
 from models.loading import minilm_dir, smollm2_hf_dir
 
@@ -61,15 +61,8 @@ EPS32 = torch.finfo(torch.float32).eps
 # Fixtures: boot each bridge once, run both models once on the same padded batch
 
 
-def _boot(path) -> TransformerBridge:
-    bridge = TransformerBridge.boot_transformers(str(path), device="cpu", dtype=torch.float32)
-    attn_impl = bridge.original_model.config._attn_implementation
-    assert attn_impl == "eager", f"the bridge must run eager attention to expose patterns, got {attn_impl!r}"
-    return bridge.eval()
-
-
 def _run_both(ours_model, bridge):
-    batch = ours_model.to_tokens(TEXTS)
+    batch = ours_model.to_words(TEXTS)
     ids, mask = batch.input_ids, batch.attention_mask
     assert not mask.all(), "the test batch should contain padding"
     with torch.no_grad():
@@ -96,8 +89,8 @@ def smollm2_folder():
 
 
 @pytest.fixture(scope="session")
-def smollm2_run(smollm2, smollm2_folder):
-    return _run_both(smollm2, _boot(smollm2_folder))
+def smollm2_run(smollm2, smollm2_folder, smollm2_bridge):
+    return _run_both(smollm2, smollm2_bridge)
 
 
 def _rows(t: torch.Tensor, real: torch.Tensor) -> torch.Tensor:

@@ -90,7 +90,7 @@ def test_empty_text(minilm, text):
 
 def test_empty_text_list(minilm):
     with pytest.raises(ValueError, match="empty"):
-        minilm.to_tokens([])
+        minilm.to_words([])
 
 
 def test_text_without_tokenizer(tiny):

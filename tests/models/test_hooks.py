@@ -205,7 +205,7 @@ def test_caching_every_hook_leaves_output_bitwise_unchanged(key):
 
 
 def test_caching_every_hook_leaves_minilm_bitwise_unchanged(minilm):
-    b = minilm.to_tokens(["The cat sleeps.", "A longer sentence with more words in it."])
+    b = minilm.to_words(["The cat sleeps.", "A longer sentence with more words in it."])
     with torch.no_grad():
         base = minilm(b.input_ids, attention_mask=b.attention_mask)
         out, _ = minilm.run_with_cache(b.input_ids, attention_mask=b.attention_mask)
@@ -305,7 +305,7 @@ def test_every_documented_hook_exists_at_every_layer_tiny(key):
 @pytest.mark.parametrize("name", ["minilm", "smollm2"])
 def test_every_documented_hook_exists_at_every_layer_real(name, request):
     model = request.getfixturevalue(name)
-    b = model.to_tokens(["The cat sleeps."])
+    b = model.to_words(["The cat sleeps."])
     _check_documented_hooks(model, b.input_ids, b.attention_mask)
     assert (
         "ln_embed.hook_scale" in model.hook_names() if name == "minilm" else "ln_final.hook_scale" in model.hook_names()

@@ -23,7 +23,7 @@ SENTENCES = ["The cat sleeps on the mat.", "He said that the keys to the old cab
 
 
 def real_batch(model):
-    b = model.to_tokens(SENTENCES)
+    b = model.to_words(SENTENCES)
     assert (b.attention_mask == 0).any(), "the batch must contain padding"
     return b.input_ids, b.attention_mask, b.token_type_ids
 

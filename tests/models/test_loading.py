@@ -154,7 +154,7 @@ def test_checkpoint_round_trip_with_tokenizer(tmp_path, minilm):
     folder = models.save_checkpoint(minilm, tmp_path / "minilm")
     loaded = models.load(str(folder))
     texts = ["The cat sleeps.", "Unbelievably, the keys were on the table!"]
-    a, b = minilm.to_tokens(texts), loaded.to_tokens(texts)
+    a, b = minilm.to_words(texts), loaded.to_words(texts)
     assert torch.equal(a.input_ids, b.input_ids) and a.tokens == b.tokens
     assert a.token_to_word == b.token_to_word
     with torch.no_grad():

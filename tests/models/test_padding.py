@@ -79,7 +79,7 @@ def test_tiny_padding_matches_alone(attention, positional, side):
 
 
 def _real_seqs(model, texts):
-    b = model.to_tokens(texts)
+    b = model.to_words(texts)
     n = b.attention_mask.sum(-1)
     seqs = [b.input_ids[i, : n[i]] for i in range(len(texts))]
     types = [b.token_type_ids[i, : n[i]] for i in range(len(texts))]

@@ -46,7 +46,7 @@ def runs(request):
     name = request.param
     model = request.getfixturevalue(name)
     hf_model, _ = request.getfixturevalue(f"hf_{name}")
-    batch = model.to_tokens(SENTENCES)
+    batch = model.to_words(SENTENCES)
     real = batch.attention_mask.bool()
     assert (~real).any() and real.sum(-1).min() >= 3, "need a padded batch of real sentences"
     ours = {mode: _ours(model, batch, mode) for mode in MODES}

@@ -182,7 +182,7 @@ def test_text_with_attention_mask_is_refused(minilm):
     with pytest.raises(ValueError, match=r"token_type_ids=.*text.*pass token ids"):
         minilm(["The cat sleeps."], token_type_ids=torch.zeros(1, 6, dtype=torch.long))
     # the route the message points to honours the mask
-    batch = minilm.to_tokens("The cat sleeps.")
+    batch = minilm.to_words("The cat sleeps.")
     mask = batch.attention_mask.clone()
     mask[0, -2:] = 0
     with torch.no_grad():
@@ -221,7 +221,7 @@ UNK_ITEMS = ["I love 🐈 and 🍕!", [["I", "love", "🐈", "and", "🍕", "!"]
 
 @pytest.mark.parametrize("item", UNK_ITEMS)
 def test_unk_token_belongs_to_its_word(minilm, item):
-    batch = minilm.to_tokens(item)
+    batch = minilm.to_words(item)
     tokens, align, words = batch.tokens[0], batch.token_to_word[0], batch.words[0]
     unk = [t for t, tok in enumerate(tokens) if tok == minilm.tokenizer.hf.unk_token]
     assert unk, "the test needs [UNK] tokens"
@@ -240,9 +240,9 @@ def test_unk_token_belongs_to_its_word(minilm, item):
 
 
 def test_literal_unk_text_and_bpe_specials_stay_outside_words(minilm, smollm2):
-    batch = minilm.to_tokens("a [UNK] b")
+    batch = minilm.to_words("a [UNK] b")
     assert batch.token_to_word[0][batch.tokens[0].index("[UNK]")] == -1
-    batch = smollm2.to_tokens("I love <|endoftext|> 🐈")
+    batch = smollm2.to_words("I love <|endoftext|> 🐈")
     assert batch.token_to_word[0][batch.tokens[0].index("<|endoftext|>")] == -1
 
 
@@ -307,12 +307,12 @@ def case_lone_surrogate(tmp_path, request):
 
 def case_lone_surrogate_in_words(tmp_path, request):
     minilm = request.getfixturevalue("minilm")
-    return (lambda: minilm.to_tokens([["ok"], ["a\udfffb"]])), ValueError, ["text 1", "surrogate"]
+    return (lambda: minilm.to_words([["ok"], ["a\udfffb"]])), ValueError, ["text 1", "surrogate"]
 
 
 def case_token_types_out_of_range(tmp_path, request):
     minilm = request.getfixturevalue("minilm")
-    batch = minilm.to_tokens("The cat sleeps.")
+    batch = minilm.to_words("The cat sleeps.")
     types = torch.full_like(batch.input_ids, 2)
     return (lambda: minilm(batch.input_ids, token_type_ids=types)), ValueError, ["token_type_ids", "0..1", "max 2"]
 

@@ -34,7 +34,7 @@ def _check_reconstruction(batch, kind):
 
 
 def test_wordpiece_alignment(minilm):
-    b = minilm.to_tokens(SENTENCES)
+    b = minilm.to_words(SENTENCES)
     _check_reconstruction(b, "wordpiece")
     for tokens, align, n in zip(b.tokens, b.token_to_word, b.lengths):
         assert tokens[0] == "[CLS]" and tokens[n - 1] == "[SEP]"
@@ -47,7 +47,7 @@ def test_wordpiece_alignment(minilm):
 
 
 def test_bpe_alignment(smollm2):
-    b = smollm2.to_tokens(SENTENCES)
+    b = smollm2.to_words(SENTENCES)
     _check_reconstruction(b, "bpe")
     tokens, align, words = b.tokens[0], b.token_to_word[0], b.words[0]
     assert words == ["The", "cat", "sleeps", "."]
@@ -58,7 +58,7 @@ def test_bpe_alignment(smollm2):
 
 
 def test_padding_and_mask(smollm2):
-    b = smollm2.to_tokens(["The cat sleeps.", "A"])
+    b = smollm2.to_words(["The cat sleeps.", "A"])
     assert b.input_ids.shape == b.attention_mask.shape
     n = b.lengths
     assert n[1] < n[0]
@@ -77,7 +77,7 @@ def test_prepend_bos(smollm2):
 def test_word_lists_keep_their_boundaries(name, request):
     model = request.getfixturevalue(name)
     words = ["the", "cat", "sleeps", ",", "and", "the", "dog", "'s", "owner", "waits", "."]
-    b = model.to_tokens([words])
+    b = model.to_words([words])
     assert b.texts == ["the cat sleeps, and the dog's owner waits."]
     assert b.words == [words]
     _check_reconstruction(b, "wordpiece" if name == "minilm" else "bpe")
@@ -85,7 +85,7 @@ def test_word_lists_keep_their_boundaries(name, request):
 
 
 def test_text_forward_equals_id_forward(minilm):
-    b = minilm.to_tokens(SENTENCES[:2])
+    b = minilm.to_words(SENTENCES[:2])
     with torch.no_grad():
         assert torch.equal(
             minilm(SENTENCES[:2]), minilm(b.input_ids, attention_mask=b.attention_mask, token_type_ids=b.token_type_ids)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -152,3 +153,56 @@ def test_bad_settings_are_refused(corpus):
         )
     with pytest.raises(ValueError, match="vocabulary"):
         Trainer(models.Transformer(tiny_config(d_vocab=50)), train_ids, heldout_ids, TC)
+
+
+@pytest.mark.parametrize(
+    "settings, expected",
+    [
+        (dict(lr=-0.001), r"training\.lr=-0\.001; expected a positive finite number"),
+        (dict(lr=float("nan")), r"training\.lr=nan; expected a positive finite number"),
+        (dict(lr=float("inf")), r"training\.lr=inf; expected a positive finite number"),
+        (dict(lr="3e-3"), r"training\.lr='3e-3'; expected a positive finite number"),
+        (dict(lr=True), r"training\.lr=True; expected a positive finite number"),
+        (dict(steps=2.5), r"training\.steps=2\.5; expected an integer"),
+        (dict(batch_size="8"), r"training\.batch_size='8'; expected an integer"),
+        (dict(weight_decay=-1.0), r"training\.weight_decay=-1\.0; expected a finite number >= 0"),
+        (dict(grad_clip=float("nan")), r"training\.grad_clip=nan; expected a finite number >= 0, or null"),
+        (dict(betas=[0.9]), r"training\.betas=\[0\.9\]; expected two numbers in \[0, 1\)"),
+        (dict(min_lr_ratio="low"), r"training\.min_lr_ratio='low'; expected a number in \[0, 1\]"),
+    ],
+)
+def test_training_settings_of_the_wrong_kind_are_refused_before_training(settings, expected):
+    """Refused when the config is built (before any data is read or step taken), not from inside
+    torch's optimizer."""
+    with pytest.raises(ValueError, match=expected):
+        TrainConfig.from_dict(settings)
+
+
+def test_a_checkpoint_is_saved_as_a_set(corpus, tmp_path, monkeypatch):
+    """Weights, config, tokenizer and optimizer state of one step, or of the previous one: an
+    interrupt while saving leaves the previous checkpoint whole; files that are not the
+    checkpoint's (a model card) stay."""
+    tok, train_ids, heldout_ids = corpus
+    t = _train(tok, train_ids, heldout_ids, steps=2)
+    folder = tmp_path / "ckpt"
+    t.save(folder)
+    (folder / "MODEL_CARD.md").write_text("card")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    t.train(steps=4, progress=False)
+
+    def interrupted(obj, f, *args, **kwargs):  # the weights and config of step 4 are written by now
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        t.save(folder)
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert json.loads((folder / "interp_config.json").read_text())["extra"]["step"] == 2
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"]
+
+    t.save(folder, optimizer_state=False)
+    assert (folder / "MODEL_CARD.md").read_text() == "card"
+    assert not (folder / STATE_FILE).exists()  # a stale state would resume the wrong step
+    assert json.loads((folder / "interp_config.json").read_text())["extra"]["step"] == 4

@@ -21,10 +21,12 @@ def test_probe_cli_writes_the_report(minilm, tmp_path, monkeypatch, capsys):
     assert heads_cli.run(args) == 0
     df = pd.read_csv(tmp_path / "heads.csv")
     assert list(df.columns[: len(heads.COLUMNS)]) == heads.COLUMNS
-    assert len(df) == len(df.drop_duplicates(["layer", "head", "role", "direction"]))
+    key = ["layer", "head", "role", "direction", "source", "subset", "specials", "weighting"]
+    assert len(df) == len(df.drop_duplicates(key))
     assert set(df.layer) == set(range(6)) and set(df["head"]) == set(range(12))
     html = (tmp_path / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 1 + len(heads.EXAMPLES)
+    # role map, heatmaps, the attention-against-norm lens (both weightings by default), examples
+    assert html.count("data:image/png;base64,") == 3 + len(heads.EXAMPLES)
     assert "wrote" in capsys.readouterr().out
 
 

@@ -170,7 +170,7 @@ def test_anaphora_target_is_the_one_preceding_noun_that_agrees_with_the_pronoun(
         nearest += it.info["target_is_nearest"]
     assert 0.15 < nearest / len(items) < 0.6  # nearest-noun baseline is right only part of the time
     cues = {it.info["cue"] for it in items}
-    assert cues == {"gender", "number", "animacy"}
+    assert cues == {"gender", "number", "animacy", "gender+number"}
     assert {it.info["scope"] for it in items} == {"clause", "across_clauses", "across_sentences"}
     # the issue's example shape: a subordinate clause, then the pronoun
     sub = [it for it in items if it.info["family"] == "subordinate"]
@@ -318,6 +318,66 @@ def test_read_conllu_head_out_of_range_in_second_sentence(tmp_path):
     path.write_text(_break_line(CONLLU, 20, "5\tit\tit\tPRON\tPRP\t_\t9\tnsubj:pass\t_\t_"), encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad.conllu:20: HEAD 9 is out of range: the sentence has 8 words"):
         data.read_conllu(path)
+
+
+@pytest.mark.parametrize(
+    "edits,lineno,msg",
+    [
+        # s1: keys (2) -> cabinet (5) -> the (4) -> keys: a cycle that never reaches the root
+        (
+            {
+                4: "2\tkeys\tkey\tNOUN\tNNS\t_\t5\tnsubj\t_\t_",
+                6: "4\tthe\tthe\tDET\tDT\t_\t2\tdet\t_\t_",
+                7: "5\tcabinet\tcabinet\tNOUN\tNN\t_\t4\tnmod\t_\t_",
+            },
+            4,
+            r"cycle in the HEAD relations: words 2 -> 5 -> 4 -> 2 never reach the root",
+        ),
+        # s1: the root (7) made dependent on "are" (6), which depends on 7: no root left, a 2-cycle
+        ({9: "7\trusty\trusty\tADJ\tJJ\t_\t6\troot\t_\t_"}, 8, r"cycle in the HEAD relations: words 6 -> 7 -> 6"),
+        # s1: a word that is its own head
+        ({5: "3\tto\tto\tADP\tIN\t_\t3\tcase\t_\t_"}, 5, r"cycle in the HEAD relations: words 3 -> 3"),
+        # s2: a second root ("seen") besides "think" (line 18)
+        ({22: "7\tseen\tsee\tVERB\tVBN\t_\t0\troot\t_\t_"}, 22, r"second root \(HEAD 0\).*line 18"),
+    ],
+)
+def test_read_conllu_rejects_cycles_and_two_roots(tmp_path, edits, lineno, msg):
+    """A dependency tree has exactly one root and every word reaches it: a sentence whose HEAD
+    column forms a cycle or has two roots is refused with FILE:LINE (no item is built from it)."""
+    text = CONLLU
+    for k, line in edits.items():
+        text = _break_line(text, k, line)
+    path = tmp_path / "bad.conllu"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=msg) as err:
+        data.read_conllu(path)
+    assert str(err.value).startswith(f"{path}:{lineno}: ")
+    assert "\n" not in str(err.value)
+
+
+def test_read_conllu_unannotated_heads_are_not_a_cycle(tmp_path):
+    """HEAD "_" (unannotated) neither roots nor links a word: a partly annotated tree is fine."""
+    path = tmp_path / "partial.conllu"
+    path.write_text(_break_line(CONLLU, 5, "3\tto\tto\tADP\tIN\t_\t_\t_\t_\t_"), encoding="utf-8")
+    assert len(data.read_conllu(path)) == 3
+
+
+def test_read_conllu_not_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "latin1.conllu"
+    text = _break_line(CONLLU, 22, "7\tseen\tsee\tVERB\tVBN\t_\t4\tccomp\t_\tNote=caf\u00e9")
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"is not UTF-8") as err:
+        data.read_conllu(path)
+    assert str(err.value).startswith(f"{path}:22: ") and "\n" not in str(err.value)
+
+
+def test_read_conllu_accepts_a_byte_order_mark(tmp_path):
+    plain, bom = tmp_path / "plain.conllu", tmp_path / "bom.conllu"
+    plain.write_text(CONLLU, encoding="utf-8")
+    bom.write_bytes(b"\xef\xbb\xbf" + CONLLU.encode("utf-8"))
+    got = [(i.words, i.query, i.target, i.info["sent_id"], i.info["line"]) for i in data.read_conllu(bom)]
+    want = [(i.words, i.query, i.target, i.info["sent_id"], i.info["line"]) for i in data.read_conllu(plain)]
+    assert got == want and got[0][3] == "s1"
 
 
 def test_read_conllu_no_arcs_and_missing_file(tmp_path):

@@ -40,9 +40,9 @@ def test_planted_patterns_are_what_the_weights_say():
 
 
 def test_planted_heads_get_exactly_their_labels(planted_df):
-    df = planted_df
-    got = {(int(r.head), r.role, r.direction) for r in df[df.label].itertuples()}
+    got = {(int(r.head), r.role, r.direction) for r in planted_df[planted_df.label].itertuples()}
     assert got == EXPECTED
+    df = heads.headline(planted_df)  # one row per head, role and direction: the pooled one
     sv = df[(df.role == "subject_verb") & (df.direction == "verb->subject")].set_index("head")
     assert sv.loc[2, "score"] == 1.0 and 0.3 < sv.loc[2, "baseline"] < 0.7  # best offset: right about half the time
     assert sv.loc[2, "ci_low"] > sv.loc[2, "baseline"]
@@ -51,8 +51,8 @@ def test_planted_heads_get_exactly_their_labels(planted_df):
 
 
 def test_schema_and_roles(planted_df):
-    df = planted_df
-    assert list(df.columns) == heads.COLUMNS
+    assert list(planted_df.columns) == heads.COLUMNS
+    df = heads.headline(planted_df)
     assert {"local", "subject_verb", "anaphora", "delimiter"} <= set(df.role)  # the user's four, always present
     ana = df[df.role == "anaphora"]
     assert (ana.n == 0).all() and not ana.label.any() and ana.p_value.isna().all()  # no anaphora items given
@@ -69,7 +69,7 @@ def test_schema_and_roles(planted_df):
 
 def test_causal_model_scores_only_looking_back():
     m = planted_model("causal")
-    df = heads.probe_items(m, planted_items(80, seed=2), n_repeat=0, null_model=False, n_boot=20)
+    df = heads.headline(heads.probe_items(m, planted_items(80, seed=2), n_repeat=0, null_model=False, n_boot=20))
     assert set(df[df.role == "subject_verb"].direction) == {"verb->subject"}
     prev = df[(df.role == "previous_token")].set_index("head")
     assert prev.loc[0, "label"]
@@ -165,7 +165,10 @@ def test_offset_and_candidate_baselines():
         ),
         Item(words=("the", "man", "met", "him", "."), relation="anaphora", query=3, target=1, candidates=(1,)),
     ]
-    tests = {(t.role, t.direction): t for t in probe._relation_tests(items, causal=True, margin=0.05)}
+    pooled = [
+        t for t in probe._relation_tests(items, causal=True, margin=0.05) if (t.source, t.subset) == ("all", "all")
+    ]
+    tests = {(t.role, t.direction): t for t in pooled if t.specials == "exclude"}
     t = tests[("anaphora", "pronoun->antecedent")]
     assert t.offset == -2 and t.offset_baseline == pytest.approx(2 / 3)  # offsets -2, -5, -2
     assert t.candidate_baseline == pytest.approx(2 / 3)  # nearest noun right in items 0 and 2
@@ -199,7 +202,7 @@ def test_agrees_with_transformer_lens_head_detector(smollm2):
     from analyses.data import random_repeated_tokens
 
     seqs = [
-        smollm2.to_tokens("The cat sat on the mat because the cat was tired.").input_ids,
+        smollm2.to_words("The cat sat on the mat because the cat was tired.").input_ids,
         random_repeated_tokens(1, 12, smollm2.cfg.d_vocab, seed=3),
     ]
     for tokens in seqs:
@@ -247,7 +250,7 @@ def test_bidirectional_scores_where_detector_needs_causal():
 def test_minilm_small_probe(minilm):
     items = data.load_items(n=12, seed=0)
     df = heads.probe_items(minilm, items, n_repeat=8, n_boot=20, null_model=False)
-    assert len(df) == len(df.drop_duplicates(["layer", "head", "role", "direction"]))
+    assert len(df) == len(df.drop_duplicates(["layer", "head", "role", "direction", "source", "subset", "specials"]))
     assert set(df.direction[df.role == "subject_verb"]) == {"verb->subject", "subject->verb"}
     # MiniLM has strong attention-sink / delimiter heads ([CLS], [SEP], punctuation)
     assert df[(df.role == "delimiter")].label.any()

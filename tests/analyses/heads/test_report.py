@@ -58,7 +58,7 @@ def test_html_is_self_contained_and_md_lists_labels(probed, written):
     tmp_path, _, examples = written
     page = (tmp_path / "report.html").read_text()
     srcs = re.findall(r'src="([^"]*)"', page)
-    assert len(srcs) == 3 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert len(srcs) == 4 and all(s.startswith("data:image/png;base64,") for s in srcs)
     assert "href=" not in page
     md = (tmp_path / "report.md").read_text()
     n_labels = int(df.label.sum())

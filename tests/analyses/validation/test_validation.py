@@ -116,8 +116,43 @@ def test_bad_labels_table():
     model, _ = V.planted_model(n_layers=1, n_heads=2)
     with pytest.raises(ValueError, match="lacks columns"):
         V.validate(model, pd.DataFrame({"layer": [0]}), prompts=V.planted_prompts(n=4))
-    with pytest.raises(ValueError, match="does not exist"):
-        V.validate(model, pd.DataFrame({"layer": [3], "head": [0], "role": ["local"]}), prompts=V.planted_prompts(n=4))
+    with pytest.raises(ValueError, match=r"column 'layer' is 3; expected 0\.\.0 \(the model has 1 layer\)"):
+        V.validate(
+            model,
+            pd.DataFrame({"layer": [3], "head": [0], "role": ["local"], "label": [True]}),
+            prompts=V.planted_prompts(n=4),
+        )
+
+
+@pytest.mark.parametrize(
+    "frame, expected",
+    [
+        (dict(label=["yes"]), r"labels row 0: column 'label' is 'yes'; expected true or false"),
+        (dict(label=[None]), r"labels row 0: column 'label' is empty; expected true or false"),
+        (dict(label=None), r"no column 'label'"),
+        (dict(layer=[0.7]), r"labels row 0: column 'layer' is 0\.7; expected an integer"),
+        (dict(head=["1"], layer=[-1]), r"labels row 0: column 'layer' is -1; expected 0\.\.0"),
+        (dict(head=[float("nan")]), r"labels row 0: column 'head' is empty; expected an integer"),
+    ],
+)
+def test_labels_values_are_checked(frame, expected):
+    """A label that is not true/false, a table without a label column (which would make every row a
+    label), a fractional layer: refused with the row, the column and what is expected."""
+    model, _ = V.planted_model(n_layers=1, n_heads=2)
+    cols = dict(layer=[0], head=[0], role=["previous_token"], label=[True])
+    cols.update(frame)
+    df = pd.DataFrame({k: v for k, v in cols.items() if v is not None})
+    with pytest.raises(ValueError, match=expected):
+        V.validate(model, df, prompts=V.planted_prompts(n=4), n_boot=10)
+
+
+def test_labels_accept_booleans_in_their_usual_spellings():
+    model, _ = V.planted_model(n_layers=1, n_heads=2)
+    df = pd.DataFrame(
+        dict(layer=[0, 0, 0, 0], head=[0, 1, 0, 1], role=["local", "local", "x", "x"], label=["TRUE", "false", 1, 0.0])
+    )
+    res = V.validate(model, df, prompts=V.planted_prompts(n=4), n_boot=10)
+    assert sorted(zip(res.table.layer, res.table["head"], res.table.role)) == [(0, 0, "local"), (0, 0, "x")]
 
 
 def test_causal_prompts_on_smollm2(smollm2):

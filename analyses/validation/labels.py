@@ -1,0 +1,161 @@
+"""The labels that ``validate`` tests: read from a CSV (``read_labels``) and checked
+(``check_labels``), so that a table that is not what it should be is refused with the row, the column
+and what is expected, instead of validating nothing (``label`` spelt yes/no), everything (no
+``label`` column) or another head (``layer`` 2.7 read as 2).
+
+The table: one row per (head, role) hypothesis, columns ``layer`` and ``head`` (integers, in the
+model's range), ``role`` (a name: ``previous_token``, ``subject_verb``, ...), ``label`` (true or
+false: only rows with ``label`` true are validated; also 1/0) and optionally ``score`` (a number:
+with several rows of one head and role the best is kept). Other columns (``model``, ``direction``,
+the rest of ``heads.csv``) are ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from interp.io import read_csv_rows
+
+__all__ = ["LABEL_COLUMNS", "read_labels", "check_labels"]
+
+LABEL_COLUMNS = ("layer", "head", "role", "label")
+_TRUE, _FALSE = ("true", "1", "1.0"), ("false", "0", "0.0")
+
+
+def read_labels(path) -> pd.DataFrame:
+    """A labels CSV (``interp probe``'s ``heads.csv``, or one written by hand), read strictly and
+    checked by ``check_labels``. Errors (ValueError, FileNotFoundError) are one line naming the file,
+    the line and the column. The frame's index is the CSV line of each row; ``attrs`` hold ``path``
+    and ``sha256`` (of the bytes read), so outputs can record which table they came from."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file (expected the heads.csv written by `interp probe`)")
+    data = path.read_bytes()
+    header, rows = read_csv_rows(path, data)
+    missing = [c for c in LABEL_COLUMNS if c not in header]
+    if missing:
+        raise ValueError(
+            f"{path}: no column {missing[0]!r} (its columns: {', '.join(header)}); expected the heads.csv of "
+            "`interp probe`, or a CSV with columns layer, head, role and label (true/false)"
+        )
+    if not rows:
+        raise ValueError(f"{path}: has a header but no rows; expected one row per head and role")
+    df = pd.DataFrame([fields for _, fields in rows], columns=header, index=[line for line, _ in rows], dtype=object)
+    df.attrs.update(path=str(path), sha256=hashlib.sha256(data).hexdigest())
+    return check_labels(df)
+
+
+def _where(df: pd.DataFrame):
+    path = df.attrs.get("path")
+    return (lambda i: f"{path}:{i}") if path else (lambda i: f"labels row {i}")
+
+
+def _empty(v) -> bool:
+    if v is None:
+        return True
+    if isinstance(v, str):
+        return not v.strip()
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) and math.isnan(float(v))
+
+
+def _shown(v) -> str:
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+def _integer(v) -> int | None:
+    if isinstance(v, (bool, np.bool_)):
+        return None
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        f = float(v)
+        return int(f) if math.isfinite(f) and f == int(f) else None
+    if isinstance(v, str):
+        s = v.strip()
+        if re.fullmatch(r"[+-]?\d+(\.0*)?", s):
+            return int(float(s)) if "." in s else int(s)
+    return None
+
+
+def _boolean(v) -> bool | None:
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, numbers.Real):
+        return {0.0: False, 1.0: True}.get(float(v))
+    if isinstance(v, str):
+        s = v.strip().lower()
+        return True if s in _TRUE else False if s in _FALSE else None
+    return None
+
+
+def check_labels(labels: pd.DataFrame, n_layers: int | None = None, n_heads: int | None = None) -> pd.DataFrame:
+    """The labels table with its values checked and typed: ``layer``/``head`` int (within
+    ``n_layers``/``n_heads`` when given, else >= 0), ``role`` str, ``label`` bool, ``score`` float
+    (NaN when absent). Raises ValueError naming the row (FILE:LINE for a table from
+    ``read_labels``), the column, the value and what is expected. The index and attrs are kept."""
+    where = _where(labels)
+    missing = [c for c in ("layer", "head", "role") if c not in labels.columns]
+    if missing:
+        raise ValueError(
+            f"the labels table lacks columns {missing}; it needs layer, head, role and label (score optional)"
+        )
+    if "label" not in labels.columns:
+        raise ValueError(
+            f"the labels table has no column 'label' (columns: {', '.join(map(str, labels.columns))}); expected "
+            "label true/false per row (a table without it would make every row a label)"
+        )
+    limits = {"layer": n_layers, "head": n_heads}
+    out = {c: [] for c in ("layer", "head", "role", "label", "score")}
+    has_score = "score" in labels.columns
+    for i, row in zip(labels.index, labels.itertuples(index=False, name=None)):
+        rec = dict(zip(labels.columns, row))
+        for col in ("layer", "head"):
+            v = rec[col]
+            if _empty(v):
+                raise ValueError(f"{where(i)}: column {col!r} is empty; expected an integer")
+            k = _integer(v)
+            if k is None:
+                raise ValueError(f"{where(i)}: column {col!r} is {_shown(v)}; expected an integer")
+            limit = limits[col]
+            if limit is not None and not 0 <= k < limit:
+                s = "" if limit == 1 else "s"
+                has = f"{limit} layer{s}" if col == "layer" else f"{limit} head{s} per layer"
+                raise ValueError(f"{where(i)}: column {col!r} is {k}; expected 0..{limit - 1} (the model has {has})")
+            if k < 0:
+                raise ValueError(f"{where(i)}: column {col!r} is {k}; expected an integer >= 0")
+            out[col].append(k)
+        role = rec["role"]
+        if _empty(role) or not isinstance(role, str):
+            what = "empty" if _empty(role) else f"{_shown(role)}"
+            raise ValueError(f"{where(i)}: column 'role' is {what}; expected a role name (e.g. previous_token)")
+        out["role"].append(role.strip())
+        lab = rec["label"]
+        if _empty(lab):
+            raise ValueError(f"{where(i)}: column 'label' is empty; expected true or false")
+        b = _boolean(lab)
+        if b is None:
+            raise ValueError(f"{where(i)}: column 'label' is {_shown(lab)}; expected true or false")
+        out["label"].append(b)
+        score = rec["score"] if has_score else None
+        if _empty(score):
+            out["score"].append(math.nan)
+        else:
+            try:
+                out["score"].append(float(score))
+            except (TypeError, ValueError):
+                raise ValueError(f"{where(i)}: column 'score' is {_shown(score)}; expected a number") from None
+    checked = labels.copy()
+    checked["layer"] = pd.Series(out["layer"], index=labels.index, dtype="int64")
+    checked["head"] = pd.Series(out["head"], index=labels.index, dtype="int64")
+    checked["role"] = pd.Series(out["role"], index=labels.index, dtype=object)
+    checked["label"] = pd.Series(out["label"], index=labels.index, dtype=bool)
+    checked["score"] = pd.Series(out["score"], index=labels.index, dtype="float64")
+    checked.attrs = dict(labels.attrs)
+    return checked

@@ -1,0 +1,452 @@
+"""Nothing lost, nothing silently wrong: the command-line items of issue 13.
+
+5-7. Bad inputs (a labels CSV with the wrong schema or values, an empty --text) are refused with one
+     line naming the file, the column, the row and what is expected, before any model is loaded.
+8.   A command's output is committed as a whole (an interrupt keeps the previous set), other
+     commands' files in the same folder are left alone, a second concurrent writer is refused, and a
+     validation computed from an older heads.csv is flagged by ``interp summary``.
+9.   ``interp train`` does not replace a checkpoint unless told to, and ``--resume`` checks the model.
+10.  ``--out`` is checked before the work, for every command.
+Messages: one line ``interp <command>: ...`` and exit status 2, no traceback.
+
+The models are the planted ones of tests/factories.py and analyses.validation (seconds, not minutes);
+``models.load`` is patched to hand them out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+import pytest
+import torch
+
+import analyses.data
+import models
+from analyses import validation as V
+from analyses.cli import main
+from models import bpe
+from tests.factories import planted_items, planted_model
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("the work started before the arguments were checked")
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Any model load or tokenizer training means the command did not check its arguments first."""
+    monkeypatch.setattr(models, "load", _refuse)
+    monkeypatch.setattr(bpe, "train_bpe", _refuse)
+
+
+@pytest.fixture
+def word_planted(monkeypatch):
+    """`interp probe --model planted`: the hand-set word-level encoder and its planted items."""
+    from analyses import heads
+
+    model = planted_model()
+    monkeypatch.setattr(models, "load", lambda name, device="cpu": model)
+    monkeypatch.setattr(analyses.data, "load_items", lambda n, seed, sources, conllu, **kw: planted_items(n, seed))
+    examples = heads.example_patterns  # the planted items have one relation: roles of others are unscored
+    monkeypatch.setattr(heads, "example_patterns", lambda m, df, **kw: examples(m, df[df["score"].notna()], **kw))
+    return model
+
+
+@pytest.fixture
+def causal_planted(monkeypatch):
+    """`interp validate --model planted`: the hand-set causal model and its prompts."""
+    import analyses.validation.run as run
+
+    model, _ = V.planted_model(seed=0)
+    monkeypatch.setattr(models, "load", lambda name, device="cpu": model)
+    monkeypatch.setattr(run, "build_prompts", lambda m, n=8, seed=0: V.planted_prompts(n=n, seed=seed))
+    return model
+
+
+def _one_line_error(capsys, command: str) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    assert err.startswith(f"interp {command}: "), err
+    assert "\n" not in err, err
+    return err
+
+
+def _tree(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _probe(out, seed=0, n=8):
+    return main(["probe", "--model", "planted", "--out", str(out), "--n", str(n), "--n-boot", "10", "--no-null",
+                 "--seed", str(seed)])  # fmt: skip
+
+
+TRAIN_CONFIG = {
+    "model": {
+        "name": "cli-tiny",
+        "d_model": 16,
+        "n_layers": 1,
+        "n_heads": 2,
+        "d_head": 8,
+        "d_mlp": 32,
+        "n_ctx": 16,
+        "attention": "causal",
+        "positional": "alibi",
+        "tie_embeddings": True,
+    },
+    "training": {"steps": 2, "batch_size": 4, "warmup_steps": 1, "eval_windows": 4, "seed": 3},
+    "data": {"vocab_size": 280, "max_passages": 80},
+}
+
+
+def _config(tmp_path, name="c.json", **model_changes):
+    conf = json.loads(json.dumps(TRAIN_CONFIG))
+    conf["model"].update(model_changes)
+    path = tmp_path / name
+    path.write_text(json.dumps(conf))
+    return path
+
+
+# ---- 6. interp validate --labels ------------------------------------------------------------------
+
+GOOD = "model,layer,head,role,direction,score,label\nplanted,0,0,previous_token,back,0.99,True\n"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "layer,head,role,label\n0,0,previous_token,yes\n0,1,previous_token,no\n",
+            r"labels\.csv:2: column 'label' is 'yes'; expected true or false",
+        ),
+        ("layer,head,role\n0,0,previous_token\n", r"labels\.csv: no column 'label'.*expected"),
+        ("layer,head,role,label\n0,0,previous_token,true\n2.7,1,previous_token,true\n",
+         r"labels\.csv:3: column 'layer' is '2\.7'; expected an integer"),
+        ("layer,head,role,label\n0,x,previous_token,true\n",
+         r"labels\.csv:2: column 'head' is 'x'; expected an integer"),
+        ("layer,head,role,label\n0,0,,true\n", r"labels\.csv:2: column 'role' is empty"),
+        ("layer,head,role,label\n5,0,previous_token,true\n",
+         r"labels\.csv:2: column 'layer' is 5; expected 0\.\.1 \(the model has 2 layers\)"),
+        ("layer,head,role,label\n0,24,previous_token,true\n",
+         r"labels\.csv:2: column 'head' is 24; expected 0\.\.23 \(the model has 24 heads per layer\)"),
+        ("layer,head,role,label\n0,0,previous_token,true,extra\n", r"labels\.csv:2: 5 fields, expected 4"),
+        ("layer,head,role,label\n0,0,previous_token\n", r"labels\.csv:2: 3 fields, expected 4"),
+        ("", r"labels\.csv: is empty"),
+        ("layer,head,role,label\n", r"labels\.csv: has a header but no rows"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", r"labels\.csv: is not a CSV text file"),
+        (b"layer,head,role,label\n0,0,caf\xe9,true\n", r"labels\.csv:2: is not UTF-8"),
+    ],
+    ids=["yes-no", "no-label-column", "layer-2.7", "head-x", "role-empty", "layer-range", "head-range",
+         "ragged-long", "ragged-short", "empty", "header-only", "binary", "latin1"],  # fmt: skip
+)  # fmt: skip
+def test_validate_refuses_a_bad_labels_csv(tmp_path, capsys, causal_planted, text, expected):
+    path = tmp_path / "labels.csv"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    out = tmp_path / "val"
+    assert main(["validate", "--model", "planted", "--labels", str(path), "--out", str(out)]) == 2
+    err = _one_line_error(capsys, "validate")
+    assert str(path) in err
+    import re
+
+    assert re.search(expected, err), err
+    assert not (out / "validation.csv").exists()
+
+
+def test_validate_accepts_a_good_labels_csv_and_records_its_hash(tmp_path, capsys, causal_planted):
+    path = tmp_path / "labels.csv"
+    path.write_text(GOOD)
+    out = tmp_path / "val"
+    assert main(["validate", "--model", "planted", "--labels", str(path), "--out", str(out)]) == 0
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    record = json.loads((out / "validation.json").read_text())
+    assert record["labels_sha256"] == sha and record["labels"] == str(path)
+    assert sha in (out / "validation.md").read_text()
+
+
+# ---- 7. interp invariance --text -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t"])
+def test_invariance_refuses_empty_text(tmp_path, capsys, no_work, text):
+    assert main(["invariance", "--model", "minilm", "--out", str(tmp_path / "inv"), "--text", text]) == 2
+    err = _one_line_error(capsys, "invariance")
+    assert "--text" in err and "empty" in err
+
+
+def test_model_tokens_refuses_empty_text():
+    from analyses.invariance.common import model_tokens
+
+    model = planted_model()
+    assert model_tokens(model, "the cat sleeps .").shape[-1] >= 4
+    for text in ("", "  "):
+        with pytest.raises(ValueError, match="empty"):
+            model_tokens(model, text)
+
+
+# ---- 8. output sets -------------------------------------------------------------------------------
+
+
+def test_probe_interrupted_keeps_the_previous_set_and_rerun_keeps_other_commands_files(
+    tmp_path, capsys, word_planted, monkeypatch
+):
+    out = tmp_path / "planted"
+    assert _probe(out, seed=0) == 0
+    (out / "invariance").mkdir()
+    (out / "invariance" / "invariance.csv").write_text("owned by interp invariance")
+    (out / "validation").mkdir()
+    (out / "validation" / "validation.csv").write_text("owned by interp validate")
+    before = _tree(out)
+
+    import analyses.heads.report as report
+
+    heatmap = report.heatmap_figure
+
+    def interrupted(*args, **kwargs):  # heads.csv is written by now; the figures come next
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "heatmap_figure", interrupted)
+    try:
+        rc = _probe(out, seed=1, n=10)
+    except KeyboardInterrupt:  # escaping, it would stop the whole test session
+        pytest.fail("the interrupt escaped `interp probe` (expected exit status 130 and a message)")
+    assert rc == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert _tree(out) == before  # not a seed-1 table beside a seed-0 report
+    assert sorted(os.listdir(tmp_path)) == ["planted"]
+
+    monkeypatch.setattr(report, "heatmap_figure", heatmap)
+    assert _probe(out, seed=1, n=10) == 0
+    after = _tree(out)
+    assert after["heads.csv"] != before["heads.csv"]
+    assert after["invariance/invariance.csv"] == b"owned by interp invariance"
+    assert after["validation/validation.csv"] == b"owned by interp validate"
+    assert sorted(os.listdir(tmp_path)) == ["planted"]
+
+
+def test_a_second_writer_of_the_same_out_is_refused(tmp_path, capsys, no_work):
+    from interp.io import output_dir
+
+    out = tmp_path / "inv"
+    with output_dir(out, owned=["invariance.csv"], command="interp invariance"):
+        assert main(["invariance", "--model", "minilm", "--out", str(out)]) == 2
+    err = _one_line_error(capsys, "invariance")
+    assert "being written by another run" in err and f"pid {os.getpid()}" in err and "interp invariance" in err
+
+
+def test_summary_flags_a_validation_of_an_older_heads_csv(tmp_path, capsys, word_planted, monkeypatch):
+    out = tmp_path / "out"
+    assert _probe(out / "planted", seed=0) == 0
+    word = word_planted
+    model, _ = V.planted_model(seed=0)
+    import analyses.validation.run as run
+
+    monkeypatch.setattr(models, "load", lambda name, device="cpu": model)
+    monkeypatch.setattr(run, "build_prompts", lambda m, n=8, seed=0: V.planted_prompts(n=n, seed=seed))
+    labels = out / "planted" / "heads.csv"
+    assert (
+        main(["validate", "--model", "planted", "--labels", str(labels), "--out", str(out / "planted" / "validation")])
+        == 0
+    )
+    old_sha = hashlib.sha256(labels.read_bytes()).hexdigest()
+
+    assert main(["summary", "--out", str(out)]) == 0
+    assert "out of date" not in (out / "summary.md").read_text().lower()
+
+    monkeypatch.setattr(models, "load", lambda name, device="cpu": word)
+    assert _probe(out / "planted", seed=1, n=10) == 0  # a new table; the validation is of the old one
+    new_sha = hashlib.sha256(labels.read_bytes()).hexdigest()
+    assert new_sha != old_sha
+    assert main(["summary", "--out", str(out)]) == 0
+    text = (out / "summary.md").read_text()
+    assert "out of date" in text.lower() and old_sha[:12] in text and new_sha[:12] in text
+
+    (out / "planted" / "validation" / "validation.json").unlink()  # as an older version wrote it
+    assert main(["summary", "--out", str(out)]) == 0
+    assert "does not record which heads.csv" in (out / "summary.md").read_text()
+
+
+# ---- 9. interp train into an existing checkpoint --------------------------------------------------
+
+
+def test_train_refuses_an_existing_checkpoint_unless_told(tmp_path, capsys):
+    run = tmp_path / "run"
+    one = _config(tmp_path, "one.json")
+    two = _config(tmp_path, "two.json", n_layers=2, d_mlp=48)
+    assert main(["train", "--config", str(one), "--out", str(run), "--no-progress"]) == 0
+    weights = (run / "model.safetensors").read_bytes()
+    capsys.readouterr()
+
+    assert main(["train", "--config", str(two), "--out", str(run), "--no-progress"]) == 2
+    err = _one_line_error(capsys, "train")
+    assert "already holds a checkpoint" in err and "--resume" in err and "--overwrite" in err
+    assert (run / "model.safetensors").read_bytes() == weights
+
+    assert main(["train", "--config", str(two), "--out", str(run), "--no-progress", "--resume", "--steps", "3"]) == 2
+    err = _one_line_error(capsys, "train")
+    assert "n_layers" in err and "d_mlp" in err and "1" in err and "2" in err and "n_heads" not in err
+    assert (run / "model.safetensors").read_bytes() == weights
+
+    assert main(["train", "--config", str(two), "--out", str(run), "--resume", "--overwrite"]) == 2
+    assert "either" in _one_line_error(capsys, "train")
+
+    assert main(["train", "--config", str(two), "--out", str(tmp_path / "none"), "--resume"]) == 2
+    assert "no such folder" in _one_line_error(capsys, "train")
+    (tmp_path / "empty").mkdir()
+    assert main(["train", "--config", str(two), "--out", str(tmp_path / "empty"), "--resume"]) == 2
+    assert "no checkpoint to resume" in _one_line_error(capsys, "train")
+
+    assert main(["train", "--config", str(two), "--out", str(run), "--no-progress", "--overwrite"]) == 0
+    assert json.loads((run / "interp_config.json").read_text())["config"]["n_layers"] == 2
+
+
+# ---- 10. --out checked first, for every command ---------------------------------------------------
+
+COMMANDS = {
+    "probe": ["probe", "--model", "minilm"],
+    "invariance": ["invariance", "--model", "minilm"],
+    "validate": ["validate", "--model", "minilm"],
+    "tour": ["tour", "--model", "minilm"],
+    "summary": ["summary"],
+    "train": ["train", "--config", "CONFIG"],
+}
+
+
+@pytest.mark.parametrize("bad", ["file", "name_too_long", "under_a_file"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_bad_out_fails_first_with_one_line(tmp_path, capsys, no_work, command, bad):
+    (tmp_path / "f.txt").write_text("x")
+    out = {
+        "file": tmp_path / "f.txt",
+        "name_too_long": tmp_path / ("o" * 300),
+        "under_a_file": tmp_path / "f.txt" / "o",
+    }
+    argv = [str(_config(tmp_path)) if a == "CONFIG" else a for a in COMMANDS[command]]
+    t0 = time.perf_counter()
+    assert main(argv + ["--out", str(out[bad])]) == 2
+    assert time.perf_counter() - t0 < 1.0
+    err = _one_line_error(capsys, command)
+    assert "--out" in err and ("is a file" in err or "too long" in err)
+
+
+# ---- messages: one line, exit status 2 ------------------------------------------------------------
+
+LR_CASES = {"negative": -0.001, "nan": float("nan"), "string": "fast", "zero": 0}
+
+
+def _bad_config(tmp_path, case):
+    if case == "json-syntax":
+        path = tmp_path / "c.json"
+        path.write_text('{\n  "model": {"d_model": 16,},\n  "training": {}\n}\n')
+        return path, r"c\.json:2:\d+: JSON syntax error"
+    if case == "toml-syntax":
+        path = tmp_path / "c.toml"
+        path.write_text("[model]\nd_model = 16\nn_layers = = 2\n")
+        return path, r"c\.toml:3:\d+: TOML syntax error"
+    if case == "not-utf8":
+        path = tmp_path / "c.json"
+        path.write_bytes(b'{"model": {"name": "caf\xe9"}}')
+        return path, r"c\.json:1: is not UTF-8"
+    if case == "not-an-object":
+        path = tmp_path / "c.json"
+        path.write_text("[1, 2]")
+        return path, r"c\.json: expected an object with \[model\]"
+    conf = json.loads(json.dumps(TRAIN_CONFIG))
+    conf["training"]["lr"] = LR_CASES[case]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(conf))  # NaN is written as the literal NaN, which json reads back
+    return path, r"training\.lr=.*expected a positive finite number"
+
+
+@pytest.mark.parametrize("case", ["json-syntax", "toml-syntax", "not-utf8", "not-an-object", *LR_CASES])
+def test_train_config_messages(tmp_path, capsys, no_work, case):
+    path, expected = _bad_config(tmp_path, case)
+    assert main(["train", "--config", str(path), "--out", str(tmp_path / "run")]) == 2
+    err = _one_line_error(capsys, "train")
+    import re
+
+    assert re.search(expected, err), err
+    assert not (tmp_path / "run" / "model.safetensors").exists()
+
+
+def test_train_config_with_a_byte_order_mark_is_read(tmp_path):
+    from analyses.cli.train import read_config
+
+    plain = _config(tmp_path, "plain.json")
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    assert read_config(bom) == read_config(plain) == TRAIN_CONFIG
+    toml = tmp_path / "bom.toml"
+    toml.write_bytes(b"\xef\xbb\xbf[model]\nd_model = 16\n")
+    assert read_config(toml) == {"model": {"d_model": 16}}
+
+
+@pytest.mark.parametrize("command", ["probe", "invariance", "validate", "tour"])
+def test_unknown_model_is_one_line(tmp_path, capsys, command):
+    assert main([command, "--model", "nope", "--out", str(tmp_path / "o")]) == 2
+    err = _one_line_error(capsys, command)
+    assert "unknown model 'nope'" in err
+
+
+def test_real_bugs_keep_their_traceback(tmp_path, monkeypatch):
+    def bug(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(models, "load", bug)
+    with pytest.raises(ZeroDivisionError):
+        main(["tour", "--model", "minilm", "--out", str(tmp_path / "t")])
+
+
+def test_sigterm_mid_run_keeps_the_previous_output_and_frees_the_folder(tmp_path):
+    """`kill PID` (SIGTERM) while a command works: exit status 143, the previous output set intact,
+    no staging folder or lock left behind, and the next run may write."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    out = tmp_path / "out"
+    (out / "m").mkdir(parents=True)
+    (out / "summary.md").write_text("previous summary")
+    (out / "comparison.md").write_text("previous comparison")
+    code = textwrap.dedent(
+        f"""
+        import sys, time
+        import analyses.report.summary as S
+        from analyses.cli import main
+
+        def slow(out, dest=None):
+            (dest / "summary.md").write_text("half of a new summary")
+            print("ready", flush=True)
+            time.sleep(60)
+
+        S.summarise = slow
+        sys.exit(main(["summary", "--out", {str(out)!r}]))
+        """
+    )
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root
+    )
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "interp summary: terminated" in err and "Traceback" not in err
+    assert (out / "summary.md").read_text() == "previous summary"
+    assert (out / "comparison.md").read_text() == "previous comparison"
+    assert sorted(os.listdir(tmp_path)) == ["out"]

@@ -1,0 +1,186 @@
+"""Defensible labels: the special-token convention, per-source and per-subset rows, which row
+carries the label and in which family, the power figure, and the one-map-per-model view."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from analyses import heads
+from analyses.data import Item
+from analyses.heads import probe
+from tests.factories import planted_items, planted_model
+
+SEP_WEIGHT = 1.2  # head 2's key weight on [SEP]: above the subject's 1.0, so [SEP] takes the largest weight
+
+
+@pytest.fixture(scope="module")
+def sep_df():
+    m = planted_model(sep_weight=SEP_WEIGHT)
+    return heads.probe_items(m, planted_items(120, seed=3), n_repeat=0, seed=0, n_boot=50, null_model=False)
+
+
+def _row(df, head, **where):
+    g = df[(df["head"] == head) & (df["role"] == "subject_verb") & (df["direction"] == "verb->subject")]
+    for k, v in where.items():
+        g = g[g[k] == v]
+    assert len(g) == 1, g
+    return g.iloc[0]
+
+
+def test_a_sep_heavy_head_is_right_under_clark_and_wrong_when_specials_compete(sep_df):
+    # the verb's largest weight goes to [SEP], its largest weight among words to the subject
+    exclude = _row(sep_df, 2, source="all", subset="all", specials="exclude")
+    include = _row(sep_df, 2, source="all", subset="all", specials="include")
+    assert exclude["score"] == 1.0 and include["score"] == 0.0
+    # the mass on special tokens is reported beside the accuracy, the same under both conventions
+    assert exclude["special_mass"] > 0.9 and exclude["special_mass"] == include["special_mass"]
+    # the label follows the documented default (exclude); the include row is descriptive
+    lab = _row(sep_df, 2, source="generated", subset="all", specials="exclude")
+    assert lab["family"] == "subject_verb" and lab["label"]
+    desc = _row(sep_df, 2, source="generated", subset="all", specials="include")
+    assert desc["family"] == "" and not desc["label"] and np.isnan(desc["p_adjusted"])
+
+
+def test_without_special_tokens_both_conventions_agree():
+    m = planted_model("causal")  # a tokenizer with no special tokens: nothing to exclude
+    df = heads.probe_items(m, planted_items(60, seed=4), n_repeat=0, n_boot=20, null_model=False)
+    rel = df[df["role"] == "subject_verb"]
+    ex = rel[rel["specials"] == "exclude"].set_index(["layer", "head", "source", "subset"]).sort_index()
+    inc = rel[rel["specials"] == "include"].set_index(["layer", "head", "source", "subset"]).sort_index()
+    common = ex.index.intersection(inc.index)
+    assert len(common) > 0
+    np.testing.assert_array_equal(ex.loc[common, "score"], inc.loc[common, "score"])
+
+
+def test_descriptive_rows_never_carry_a_label_and_families_are_per_role(sep_df):
+    desc = sep_df[sep_df["family"] == ""]
+    assert not desc["label"].any() and desc["p_adjusted"].isna().all()
+    assert set(sep_df.loc[sep_df["family"] != "", "family"]) <= set(heads.ROLES)
+    # per role: adding descriptive tests (the include convention) changes no label-carrying p_adjusted
+    m = planted_model(sep_weight=SEP_WEIGHT)
+    only = heads.probe_items(
+        m, planted_items(120, seed=3), n_repeat=0, seed=0, n_boot=50, null_model=False, specials=("exclude",)
+    )
+    key = ["layer", "head", "role", "direction", "source", "subset"]
+    a = sep_df[sep_df["family"] != ""].set_index(key)["p_adjusted"].sort_index()
+    b = only[only["family"] != ""].set_index(key)["p_adjusted"].sort_index()
+    assert a.index.equals(b.index)
+    np.testing.assert_allclose(a.to_numpy(), b.to_numpy(), rtol=0, atol=0)
+
+
+def test_bad_specials_are_refused():
+    m = planted_model()
+    with pytest.raises(ValueError, match="specials"):
+        heads.probe_items(m, planted_items(4, seed=0), specials=("bogus",), null_model=False, n_repeat=0)
+
+
+def _item(words, q, t, cands, source="generated:x"):
+    return Item(words=tuple(words.split()), relation="anaphora", query=q, target=t, candidates=cands, source=source)
+
+
+def test_strata_pick_the_documented_items():
+    subj = _item("the king met the queen because he was late", 6, 1, (1, 4))  # antecedent = first noun
+    near = _item("the king met the queen because she was late", 6, 4, (1, 4))  # nearest noun
+    other = _item("the king met the queen near the boys because she was late", 9, 4, (1, 4, 7), "winobias")
+    t = probe._Test(
+        role="anaphora", direction="pronoun->antecedent", metric="accuracy", kind="relation", relation="anaphora"
+    )
+    member = {}
+    for subset in ("all", "antecedent=subject", "antecedent=nearest", "antecedent=other"):
+        t.subset, t.source = subset, "all"
+        member[subset] = [probe.in_stratum(t, it) for it in (subj, near, other)]
+    assert member == {
+        "all": [True, True, True],
+        "antecedent=subject": [True, False, False],
+        "antecedent=nearest": [False, True, False],
+        "antecedent=other": [False, False, True],
+    }
+    t.subset, t.source = "all", "winobias"
+    assert [probe.in_stratum(t, it) for it in (subj, near, other)] == [False, False, True]
+    assert probe.LABEL_SUBSET["anaphora"] == "antecedent=other"
+
+
+def test_anaphora_labels_are_tested_where_neither_subject_nor_nearest_noun_is_right():
+    items = [
+        _item("the king met the queen because he was late", 6, 1, (1, 4)),
+        _item("the king met the queen near the boys because she was late", 9, 4, (1, 4, 7)),
+        _item("the man saw the woman by the men since she left", 9, 4, (1, 4, 7)),
+    ]
+    tests = [t for t in probe._relation_tests(items, causal=True, margin=0.05) if t.carries_label]
+    assert [(t.role, t.source, t.subset, t.specials) for t in tests] == [
+        ("anaphora", "generated", "antecedent=other", "exclude")
+    ]
+    # on those items the nearest-candidate baseline is 0 by construction: a nearest-noun head cannot pass
+    assert tests[0].candidate_baseline == 0.0
+
+
+@pytest.mark.parametrize("n, sd, m", [(200, 0.6, 100), (800, 0.7, 300)])
+def test_power_figure_is_what_a_simulation_finds(n, sd, m):
+    """At the reported detectable effect, a one-sided paired t-test at alpha/m rejects in ~80% of
+    simulated runs; at half the effect above the margin, far less often."""
+    margin, alpha = 0.05, 0.05
+    df = _power_frame(n, sd, m, margin)
+    delta = float(probe.detectable_effect(df, alpha=alpha).iloc[0]["detectable_effect"])
+    rng = np.random.default_rng(0)
+
+    def rejection_rate(effect, reps=2000):
+        d = rng.normal(effect, sd, size=(reps, n))
+        t = (d.mean(1) - margin) / (d.std(1, ddof=1) / np.sqrt(n))
+        return float((st.t.sf(t, n - 1) <= alpha / m).mean())
+
+    assert 0.76 <= rejection_rate(delta) <= 0.84
+    assert rejection_rate(margin + (delta - margin) / 2) < 0.3
+
+
+def _power_frame(n, sd, m, margin):
+    import pandas as pd
+
+    rows = [
+        dict(
+            role="subject_verb",
+            direction="verb->subject",
+            source="generated",
+            subset="all",
+            n=n,
+            sd_diff=sd,
+            margin=margin,
+            family="subject_verb",
+            p_value=0.5,
+        )
+        for _ in range(m)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_role_map_gives_each_planted_head_its_role():
+    m = planted_model()
+    df = heads.probe_items(m, planted_items(160, seed=1), n_repeat=60, seed=0, n_boot=50, null_model=False)
+    rmap = heads.role_map(df).set_index("head")
+    assert rmap.loc[2, "primary"] == "subject_verb"
+    assert rmap.loc[3, "primary"] == "broad"
+    assert rmap.loc[0, "primary"] in ("previous_token", "local")
+    assert rmap.loc[1, "primary"] in ("delimiter", "punctuation", "sep_eos")
+    # standardised effect: (score - baseline) / margin for the primary role
+    sv = heads.headline(df)
+    sv = sv[(sv["head"] == 2) & (sv["role"] == "subject_verb") & (sv["direction"] == "verb->subject")].iloc[0]
+    assert rmap.loc[2, "standardised"] >= (sv["score"] - sv["baseline"]) / sv["margin"] - 1e-9
+
+
+def test_rhyme_labels_are_tested_where_the_partner_is_not_the_previous_line_end():
+    from analyses.data import poetry
+
+    items = poetry.rhyme_items()[:40]
+    controls = [
+        dataclasses.replace(it, relation="rhyme", source="sonnets-control") for it in poetry.rhyme_controls()[:40]
+    ]
+    tests = probe._relation_tests(items + controls, causal=True, margin=0.05)
+    labelled = [(t.role, t.source, t.subset) for t in tests if t.carries_label]
+    assert labelled == [("rhyme", "sonnets", "partner=earlier line")]
+    control = [t for t in tests if t.source == "sonnets-control"]
+    assert control and not any(t.carries_label for t in control)  # the control set never labels
+    label_test = next(t for t in tests if t.carries_label)
+    assert label_test.candidate_baseline == 0.0  # the previous line's end is never the partner there
