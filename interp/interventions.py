@@ -279,6 +279,22 @@ def _with_inputs(model: Any, tokens: Tensor, forward_kwargs: dict) -> Iterator[A
         yield _Bound(model, forward_kwargs)
 
 
+def _sweep_from_layer(model, tokens, source, metrics, heads, mask, forward_kwargs) -> dict[str, np.ndarray]:
+    layers = sorted({layer for layer, _ in heads})
+    names = [act_name(layer, "hook_resid_pre") for layer in layers]
+    _, cache = model.run_with_cache(
+        tokens, attention_mask=mask, names_filter=names, return_type=None, return_cache_object=False, **forward_kwargs
+    )
+    out: dict[str, list] = {name: [] for name in metrics}
+    for layer, head in heads:
+        ((name, fn),) = ablation_hooks([(layer, head)], source)
+        with model.hooks(fwd_hooks=[(name, fn)]):
+            result = model.run_from_layer(layer, cache[act_name(layer, "hook_resid_pre")], attention_mask=mask)
+        for metric, f in metrics.items():
+            out[metric].append(torch.as_tensor(f(result)).detach().cpu().numpy())
+    return {metric: np.stack(values) for metric, values in out.items()}
+
+
 @torch.no_grad()
 def head_sweep(
     model,
@@ -287,6 +303,7 @@ def head_sweep(
     metrics: Mapping[str, Callable[[Tensor], Tensor]],
     heads=None,
     attention_mask=None,
+    from_layer: bool = True,
     **forward_kwargs,
 ) -> dict[str, np.ndarray]:
     """Replace one head at a time by ``source`` (one forward pass over the whole batch per head) and
@@ -296,7 +313,12 @@ def head_sweep(
     Runs ``transformer_lens.patching.generic_activation_patch`` with ``layer_head_vector_patch_setter``
     on ``hook_z``: with an ablation source this is ablation, with a clean run's ``z`` it is activation
     patching (see ``patch_heads``). Metrics map the model's output to a ``[batch]`` tensor (NaN where
-    a prompt does not count)."""
+    a prompt does not count).
+
+    ``from_layer`` (models with ``run_from_layer``, i.e. the toolkit's): nothing below the edited
+    layer changes, so each edited run starts from that layer's input cached from one clean run
+    (``blocks.{layer}.hook_resid_pre``) instead of from the tokens: the same operations on the same
+    values from there on, so the same numbers bitwise (tested), at about half the cost on average."""
     from transformer_lens.patching import generic_activation_patch, layer_head_vector_patch_setter
 
     tokens = torch.as_tensor(tokens)
@@ -306,6 +328,10 @@ def head_sweep(
     missing = sorted({layer for layer, _ in heads} - set(source))
     if missing:
         raise KeyError(f"the source has no hook_z values for layers {missing}")
+    if from_layer and hasattr(model, "run_from_layer") and set(forward_kwargs) <= {"token_type_ids"}:
+        return _sweep_from_layer(
+            model, tokens, source, metrics, heads, _mask_or_none(tokens, attention_mask), forward_kwargs
+        )
     index_df = pd.DataFrame(heads, columns=["layer", "head"])
     cache = {z_name(layer): value for layer, value in source.items()}
     with _with_inputs(model, tokens, _forward_kwargs(_mask_or_none(tokens, attention_mask), forward_kwargs)) as m:

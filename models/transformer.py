@@ -1118,10 +1118,7 @@ class Transformer(HookedModule):
         if past_kv_cache is not None:
             key_mask = past_kv_cache._extend_mask(attention_mask, batch, n)
             past_kv_cache.length += n
-        if key_mask is None:
-            positions = torch.arange(past, past + n, device=device).expand(batch, n)
-        else:
-            positions = (key_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past:]
+        positions, allowed, empty_rows, rope = self._attention_setup(batch, n, past, key_mask, device)
 
         x = self.hook_embed(F.embedding(tokens, self.W_E))
         if self.W_token_type is not None:
@@ -1140,6 +1137,27 @@ class Transformer(HookedModule):
         if self.ln_embed is not None:
             x = self.ln_embed(x)
 
+        kv = [None] * cfg.n_layers if past_kv_cache is None else past_kv_cache.layers
+        for block, layer_kv in zip(self.blocks, kv):
+            x = block(x, positions, allowed, empty_rows, rope, layer_kv)
+        if return_type != "loss":
+            return self._finish(x, return_type)
+        logits = self._finish(x, "logits")
+        target = tokens[:, 1:]
+        keep = None if attention_mask is None else attention_mask[:, 1:] & attention_mask[:, :-1]
+        losses = F.cross_entropy(logits[:, :-1].flatten(0, 1), target.flatten(), reduction="none")
+        if keep is None:
+            return losses.mean()
+        return (losses * keep.flatten()).sum() / keep.sum()
+
+    def _attention_setup(self, batch: int, n: int, past: int, key_mask: Tensor | None, device) -> tuple:
+        """Positions [batch, n] (they follow the mask), the allowed-keys mask, the rows that may see
+        nothing, and RoPE's cos/sin: what every block needs besides its input."""
+        cfg = self.cfg
+        if key_mask is None:
+            positions = torch.arange(past, past + n, device=device).expand(batch, n)
+        else:
+            positions = (key_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past:]
         allowed = empty_rows = None
         if cfg.is_causal:
             allowed = torch.ones(n, past + n, dtype=torch.bool, device=device).tril(past)[None, None]
@@ -1149,26 +1167,47 @@ class Transformer(HookedModule):
             empty_rows = ~allowed.any(-1, keepdim=True)
             empty_rows = empty_rows if empty_rows.any() else None
         rope = rope_cos_sin(cfg, positions, self.rope_inv_freq) if cfg.positional == "rope" else None
+        return positions, allowed, empty_rows, rope
 
-        kv = [None] * cfg.n_layers if past_kv_cache is None else past_kv_cache.layers
-        for block, layer_kv in zip(self.blocks, kv):
-            x = block(x, positions, allowed, empty_rows, rope, layer_kv)
+    def _finish(self, x: Tensor, return_type: str | None) -> Tensor | None:
+        """The final norm and, where asked for, the unembedding of the last block's output."""
         if self.ln_final is not None:
             x = self.ln_final(x)
-
         if return_type is None:
             return None
-        if return_type == "hidden" or (return_type == "default" and not cfg.lm_head):
+        if return_type == "hidden" or (return_type == "default" and not self.cfg.lm_head):
             return x
-        logits = F.linear(x, self.W_E if self.unembed_weight is None else self.unembed_weight, self.b_U)
-        if return_type != "loss":
-            return logits
-        target = tokens[:, 1:]
-        keep = None if attention_mask is None else attention_mask[:, 1:] & attention_mask[:, :-1]
-        losses = F.cross_entropy(logits[:, :-1].flatten(0, 1), target.flatten(), reduction="none")
-        if keep is None:
-            return losses.mean()
-        return (losses * keep.flatten()).sum() / keep.sum()
+        return F.linear(x, self.W_E if self.unembed_weight is None else self.unembed_weight, self.b_U)
+
+    def run_from_layer(
+        self, layer: int, resid: Tensor, attention_mask: Tensor | None = None, return_type: str | None = "default"
+    ) -> Tensor | None:
+        """The rest of a forward pass from block ``layer``'s input (``blocks.{layer}.hook_resid_pre``,
+        [batch, pos, d_model]) to the output: what an intervention at that layer or above needs,
+        without recomputing the layers below it (they do not change). Hooks of the blocks run
+        fire as usual. ``attention_mask`` is the token mask of the run ``resid`` came from;
+        ``return_type`` as in ``forward`` (no "loss": it needs the tokens)."""
+        cfg = self.cfg
+        if not 0 <= layer < cfg.n_layers:
+            raise ValueError(f"layer {layer} does not exist: the model has layers 0..{cfg.n_layers - 1}")
+        if resid.ndim != 3 or resid.shape[-1] != cfg.d_model:
+            raise ValueError(f"resid must be [batch, pos, d_model={cfg.d_model}], got shape {tuple(resid.shape)}")
+        if return_type not in ("default", "logits", "hidden", None):
+            raise ValueError(f"return_type={return_type!r}; use 'logits', 'hidden', 'default' or None")
+        batch, n, _ = resid.shape
+        if attention_mask is not None:
+            attention_mask = torch.as_tensor(attention_mask, device=resid.device).bool()
+            if tuple(attention_mask.shape) != (batch, n):
+                raise ValueError(
+                    f"attention_mask has shape {tuple(attention_mask.shape)}, resid {(batch, n)}; they must match"
+                )
+            if attention_mask.all():
+                attention_mask = None
+        positions, allowed, empty_rows, rope = self._attention_setup(batch, n, 0, attention_mask, resid.device)
+        x = resid
+        for block in self.blocks[layer:]:
+            x = block(x, positions, allowed, empty_rows, rope, None)
+        return self._finish(x, return_type)
 
     def _unembed(self, x: Tensor) -> Tensor:
         return F.linear(x, self.W_E if self.unembed_weight is None else self.unembed_weight, self.b_U)

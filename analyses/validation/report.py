@@ -34,7 +34,8 @@ def report_markdown(result, labels_source: str, labels_sha256: str | None = None
         "Rule: *validated* = the effect (clean score - ablated score, higher score = better behaviour) has a "
         "95% bootstrap interval above 0, is at least `min_effect`, and its empirical p-value against random "
         f"heads (+1 corrected) is at most {info['alpha']} (smallest attainable: 1/(n_null+1)); `q_value` is "
-        "Benjamini-Hochberg over the labelled rows, for a false-discovery reading; *pattern only* = no "
+        "Benjamini-Hochberg within each role over its 8 best labels by probe score (a family fixed before "
+        "any ablation; the other labels have no q), for a false-discovery reading; *pattern only* = no "
         "measurable effect either way; *inconclusive* = the rest.",
         "",
         "### Metrics",

@@ -40,13 +40,14 @@ Decision rule (per labelled head and role, one metric):
   excluded): ``null_mean``, ``null_std``, ``z = (effect - null_mean) / null_std`` and the empirical
   one-sided p-value ``p = (1 + #{null >= effect}) / (1 + n_null)``. The same numbers against random
   heads of the head's own layer are reported (``*_layer``) but do not enter the verdict (a layer has
-  too few heads for a p-value below 0.05). Benjamini-Hochberg within each role's labelled rows
-  gives ``q_value``, reported beside ``p_value`` (per role, as the probe's label families are).
+  too few heads for a p-value below 0.05). Benjamini-Hochberg within each role, over the role's
+  8 best labels by probe score (a family fixed before any ablation), gives ``q_value``, reported
+  beside ``p_value``; the role's other labels have a p-value and a verdict and no q.
 * **why the verdict uses p, and q is reported**: each label is its own a-priori hypothesis about one
   head, and the smallest attainable empirical p is ``1 / (n_null + 1)``. The CLI's null is every
   head of the model (72 for MiniLM, 270 for SmolLM2; the API default too), so p can reach 0.0037
-  on SmolLM2 and a role's strong heads reach q <= 0.05 when they are not lost among many weak
-  labels of the same role; the summary lists the labels validated at q <= 0.05.
+  on SmolLM2, and with 8 heads in a family a head that beats every random head reaches
+  q = 8 x 0.0037 = 0.03; the summary lists the labels validated at q <= 0.05.
 * **measurable**: the 95% bootstrap interval of the effect over prompts excludes 0 *and* ``|effect|``
   is at least ``min_effect`` = ``rel`` x scale, scale = mean |clean score| (logit differences,
   probe log-odds; rel 0.05) or the mean clean loss (loss metrics; rel 0.005).
@@ -573,6 +574,7 @@ def validate(
     n_boot: int = 1000,
     probe_n: int = 100,
     model_name: str | None = None,
+    q_family: int | None = 8,
 ) -> ValidationResult:
     """Validate every labelled head causally.
 
@@ -583,6 +585,8 @@ def validate(
     n_null: random heads (from all layers) forming the null; None: every head.
     n_layer_null: random other heads per labelled layer for the per-layer null; None: all of them.
     max_heads_per_role: validate only the best-scoring labelled heads of each role (None: all).
+    q_family: the ``q_value`` family of a role: its best ``q_family`` labels by probe score (None:
+        all its labels).
     """
     if ablation not in iv.ABLATIONS:
         raise ValueError(f"ablation {ablation!r} is unknown; use one of {iv.ABLATIONS}")
@@ -708,13 +712,16 @@ def validate(
             }
         )
     table = pd.DataFrame(out, columns=COLUMNS)
-    # Benjamini-Hochberg within each role (the probe's families are per role too): a role's
-    # validated list should not depend on how many heads of other roles were tested beside it
+    # Benjamini-Hochberg within each role (the probe's families are per role too), over the role's
+    # q_family best-scoring labels by probe score: a family fixed before any ablation, small enough
+    # that a head beating every random head (p = 1/(n_null+1)) can reach q <= 0.05; the other
+    # labelled heads keep their p-value and verdict, with no q
     for _, idx in table.groupby("role").groups.items():
         sub = table.loc[idx]
-        has = sub.index[sub["p_value"].notna()]
-        if len(has):
-            table.loc[has, "q_value"] = bh(table.loc[has, "p_value"].to_numpy())
+        sub = sub[sub["p_value"].notna()].sort_values("label_score", ascending=False, na_position="last")
+        family = sub.index[:q_family] if q_family is not None else sub.index
+        if len(family):
+            table.loc[family, "q_value"] = bh(table.loc[family, "p_value"].to_numpy())
     # a probe that does not read the behaviour on clean held-out prompts cannot show its loss
     unreadable = {m for m in funcs if prompts.tasks[m].kind == "probe" and not np.nanmean(clean[m]) > 0}
     verdicts = [

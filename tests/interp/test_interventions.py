@@ -242,3 +242,34 @@ def test_head_sweep_binds_the_mask_on_a_bridge_too(minilm, minilm_bridge):
     )
     unmasked = iv.head_sweep(minilm_bridge, tokens, iv.ablation_source(z, "zero"), metric, heads)
     assert abs(unmasked["m"][:, 1] - alone["m"][:, 0]).max() > 1e-3
+
+
+@pytest.mark.parametrize("kw", [{}, {"attention": "bidirectional", "positional": "rope", "n_kv_heads": 2}])
+def test_sweep_from_the_cached_layer_input_is_bitwise_the_full_pass(kw):
+    """Starting each ablated run from the ablated layer's cached input changes nothing below it,
+    so it must give exactly the numbers of TransformerLens's full-pass sweep (padding included)."""
+    model = _model(**kw)
+    tok = _tokens(batch=4, pos=8)
+    mask = torch.ones_like(tok)
+    mask[1, 5:] = 0
+    mask[2, :2] = 0
+    src = iv.ablation_source(iv.cache_z(model, tok, [0, 1], attention_mask=mask)[1], "mean", attention_mask=mask)
+    metric = {"a": lambda out: out[:, -1, 3], "b": lambda out: out.float().mean((1, 2))}
+    heads = [(0, 1), (1, 0), (1, 3)]
+    fast = iv.head_sweep(model, tok, src, metric, heads=heads, attention_mask=mask)
+    full = iv.head_sweep(model, tok, src, metric, heads=heads, attention_mask=mask, from_layer=False)
+    for name in metric:
+        assert fast[name].shape == full[name].shape == (3, 4)
+        assert (fast[name] == full[name]).all(), name
+    assert _no_hooks(model)
+
+
+def test_run_from_layer_continues_the_forward_pass_exactly():
+    model = _model(positional="rope")
+    tok = _tokens(batch=2, pos=7)
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(tok, return_cache_object=False)
+        again = model.run_from_layer(1, cache["blocks.1.hook_resid_pre"])
+    assert torch.equal(again, logits)
+    with pytest.raises(ValueError, match="layers 0..1"):
+        model.run_from_layer(2, cache["blocks.1.hook_resid_pre"])

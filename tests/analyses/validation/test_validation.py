@@ -225,3 +225,17 @@ def test_pattern_labels_find_both_previous_token_heads(planted):
     assert sorted(zip(got["layer"], got["head"])) == sorted([heads["A"], heads["B"]])
     assert not (lab["label"] & (lab["role"] == "induction")).any()  # nothing here does induction
     assert {"model", "layer", "head", "role", "direction", "score", "label"} <= set(lab.columns)
+
+
+def test_q_family_is_a_roles_best_labels_by_probe_score(planted):
+    model, _ = planted
+    rows = [
+        dict(model="planted", layer=0, head=h, role="previous_token", direction="back", score=1 - 0.01 * h, label=True)
+        for h in range(6)
+    ]
+    res = V.validate(model, pd.DataFrame(rows), prompts=V.planted_prompts(n=8, seed=0), seed=0, q_family=3)
+    t = res.table.set_index("head")
+    assert t["p_value"].notna().all()
+    assert set(t.index[t["q_value"].notna()]) == {0, 1, 2}  # the three highest probe scores
+    full = V.validate(model, pd.DataFrame(rows), prompts=V.planted_prompts(n=8, seed=0), seed=0, q_family=None)
+    assert full.table["q_value"].notna().all()
