@@ -38,11 +38,11 @@ for model in minilm smollm2; do
            --n-for line_structure=500)
     budgets=(300 120 240)
   else  # SmolLM2's 30 layers cost ~5x MiniLM's 6 per sentence
-    # fewer items: SmolLM2 costs ~0.1 s per sentence here, so the power table reports a detectable
-    # effect of about 0.16-0.17 for its relations (0.15 would need about twice the probe's time)
-    sizes=(--n 400 --n-for anaphora=1400 --n-for winobias=200 --n-for spacy=300 --n-for delimiter=150
-           --n-for rhyme=100 --n-for line_structure=80)
-    budgets=(360 180 420)
+    # fewer items: SmolLM2 costs ~0.08 s per sentence here, so the power table reports a detectable
+    # effect of about 0.15-0.2 for its relations (0.15 everywhere would need about twice the time)
+    sizes=(--n 600 --n-for anaphora=2000 --n-for winobias=300 --n-for spacy=400 --n-for delimiter=150
+           --n-for rhyme=300 --n-for line_structure=200)
+    budgets=(480 180 420)
   fi
   step "$model probe" "${budgets[0]}" $I probe --model "$model" --out "$OUT/$model" --sources "$SOURCES" "${sizes[@]}"
   # exits non-zero when a measurement disagrees with theory: a finding for the report, not a crash

@@ -820,10 +820,11 @@ def detectable_effect(df: pd.DataFrame, alpha: float = 0.05, power: float = 0.8)
     figure is conservative for all but the first label. sd is the median over heads."""
     from scipy import stats as st
 
-    lab = df[df["family"] != ""]
+    family = df["family"].fillna("")  # a heads.csv read back has NaN for the empty string
+    lab = df[family != ""]
     rows = []
     for (role, direction, source), g in lab.groupby(["role", "direction", "source"], sort=False):
-        m = int(df[(df["family"] == role)]["p_value"].notna().sum())
+        m = int(df[family == role]["p_value"].notna().sum())
         n = int(g["n"].median())
         sd = float(g["sd_diff"].median())
         margin = float(g["margin"].iloc[0])

@@ -286,6 +286,8 @@ def map_table(heads_map: pd.DataFrame) -> pd.DataFrame:
 def source_table(df: pd.DataFrame) -> pd.DataFrame:
     """For every head labelled with a word relation: its score, baseline and n on each source and
     subset (specials excluded), so a reader sees where the head works and where it does not."""
+    if "weighting" in df:  # the attention rows carry the relation labels; norm rows are descriptive
+        df = df[df["weighting"] == "attention"]
     lab = df[df["label"] & df["role"].isin(LINGUISTIC_ROLES)][["layer", "head", "role", "direction"]]
     lab = lab.drop_duplicates()
     rows = []

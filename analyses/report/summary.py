@@ -56,6 +56,16 @@ def validation_provenance(model_dir: Path) -> str | None:
     return None
 
 
+def _read_heads(path: Path) -> pd.DataFrame:
+    """A heads.csv as the probe wrote it: empty text cells (a descriptive row's ``family``) stay
+    empty strings instead of becoming NaN."""
+    df = pd.read_csv(path)
+    for col in ("family", "specials", "source", "subset", "weighting", "baseline_kind"):
+        if col in df:
+            df[col] = df[col].fillna("").astype(str)
+    return df
+
+
 def _maps_section(heads: dict[str, pd.DataFrame], dirs: list[Path]) -> str:
     """Per model: the role map (its figure, the count of heads per primary role), the labelled
     word-relation heads with their scores per source, and the smallest effect the run could label."""
@@ -176,8 +186,8 @@ def _validation_section(frames: dict[str, pd.DataFrame]) -> str:
         if "q_value" in df:
             q = df[(df["q_value"] <= 0.05) & (df["verdict"] == "validated")]
             lines += [
-                f"Validated with q <= 0.05 (Benjamini-Hochberg over the {int(df['p_value'].notna().sum())} tested "
-                f"head-roles, null of {int(df['n_null'].max()) if 'n_null' in df and len(df) else 0} heads): "
+                f"Validated with q <= 0.05 (Benjamini-Hochberg within each role over its 8 best labels by probe "
+                f"score; null of {int(df['n_null'].max()) if 'n_null' in df and len(df) else 0} heads): "
                 + (
                     ", ".join(f"L{int(r.layer)}H{int(r.head)} {r.role} (q={r.q_value:.3g})" for r in q.itertuples())
                     or "none"
@@ -201,7 +211,7 @@ def summarise(out: Path, dest: Path | None = None) -> Path:
     )
     if not dirs:
         raise FileNotFoundError(f"no <model>/heads.csv under {out}; run `interp probe --out {out}/<model>` first")
-    heads = {d.name: pd.read_csv(d / "heads.csv") for d in dirs}
+    heads = {d.name: _read_heads(d / "heads.csv") for d in dirs}
     for name, df in heads.items():  # attrs do not survive the CSV: a bidirectional model has rows
         df.attrs["model"] = name  # scored in the subject->verb direction, a causal one never
         df.attrs["causal"] = not (df["direction"] == "subject->verb").any()
