@@ -14,6 +14,7 @@ import difflib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from torch import Tensor
 from transformer_lens import ActivationCache as _TLActivationCache
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
@@ -121,7 +122,7 @@ _NO_RESIDUAL_POSITIONS = ("rotary", "alibi", "none")
 class ActivationCache(_TLActivationCache):
     """``transformer_lens.ActivationCache`` with near-name errors; see the comment above."""
 
-    def __init__(self, cache_dict: dict, model: Any, has_batch_dim: bool = True):
+    def __init__(self, cache_dict: dict[str, Tensor], model: Any, has_batch_dim: bool = True) -> None:
         super().__init__(cache_dict, model, has_batch_dim=has_batch_dim)
         cfg = getattr(model, "cfg", None)
         if getattr(cfg, "positional_embedding_type", None) in _NO_RESIDUAL_POSITIONS:
@@ -141,7 +142,7 @@ class ActivationCache(_TLActivationCache):
         except Exception:  # noqa: BLE001 - a key TransformerLens cannot parse is simply unknown
             return None
 
-    def __getitem__(self, key: Any):
+    def __getitem__(self, key: Any) -> Tensor:
         try:
             return super().__getitem__(key)
         except (KeyError, TypeError, ValueError, AssertionError):
@@ -176,6 +177,8 @@ class ActivationCache(_TLActivationCache):
                 "normalised and no norm reads a sum of components). Use apply_ln=False"
             )
 
-    def apply_ln_to_stack(self, residual_stack, layer=None, mlp_input=False, *args: Any, **kwargs: Any):
+    def apply_ln_to_stack(
+        self, residual_stack: Tensor, layer: int | None = None, mlp_input: bool = False, *args: Any, **kwargs: Any
+    ) -> Tensor:
         self._refuse_post_norm("apply_ln_to_stack")
         return super().apply_ln_to_stack(residual_stack, layer, mlp_input, *args, **kwargs)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,9 @@ from torch import Tensor
 
 from interp.names import act_name
 from interp.view import view as model_view
+
+if TYPE_CHECKING:
+    from transformer_lens.hook_points import HookPoint
 
 __all__ = [
     "ABLATIONS",
@@ -59,23 +62,32 @@ __all__ = [
 
 ABLATIONS = ("zero", "mean", "resample")
 Head = tuple[int, int]
+# what ``normalize_heads`` accepts: (layer, head) pairs, one pair, or a DataFrame with those columns
+HeadsLike: TypeAlias = Head | Iterable[Head] | pd.DataFrame
+# token ids [batch, pos] or an attention mask [batch, pos] (1 real, 0 padding), in any form
+# ``torch.as_tensor`` takes
+IdsLike: TypeAlias = Tensor | np.ndarray | Sequence[int] | Sequence[Sequence[int]]
+# A model: the toolkit's ``models.Transformer``, a TransformerLens bridge, or anything else with
+# TransformerLens's hook API (``run_with_hooks``, ``run_with_cache``, ``hooks``) and a ``cfg`` that
+# ``interp.view.view`` reads. ``interp`` does not import ``models``, so this is ``Any``.
+Model: TypeAlias = Any
 
 
 def z_name(layer: int) -> str:
     return act_name(layer, "attn.hook_z")
 
 
-def _n_layers_heads(model) -> tuple[int, int]:
+def _n_layers_heads(model: Model) -> tuple[int, int]:
     v = model_view(model)
     return v.n_layers, v.n_heads
 
 
-def all_heads(model) -> list[Head]:
+def all_heads(model: Model) -> list[Head]:
     n_layers, n_heads = _n_layers_heads(model)
     return [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
 
 
-def normalize_heads(model, heads) -> list[Head]:
+def normalize_heads(model: Model, heads: HeadsLike) -> list[Head]:
     """``heads`` as a list of (layer, head) int pairs, checked against the model's shape.
     Accepts pairs, a single pair, or a DataFrame with ``layer`` and ``head`` columns."""
     if isinstance(heads, pd.DataFrame):
@@ -95,7 +107,7 @@ def normalize_heads(model, heads) -> list[Head]:
     return out
 
 
-def _mask_or_none(tokens: Tensor, attention_mask) -> Tensor | None:
+def _mask_or_none(tokens: Tensor, attention_mask: IdsLike | None) -> Tensor | None:
     if attention_mask is None:
         return None
     mask = torch.as_tensor(attention_mask)
@@ -104,7 +116,7 @@ def _mask_or_none(tokens: Tensor, attention_mask) -> Tensor | None:
     return mask
 
 
-def _forward_kwargs(attention_mask, extra: dict | None) -> dict:
+def _forward_kwargs(attention_mask: Tensor | None, extra: dict[str, Any] | None) -> dict[str, Any]:
     kw = dict(extra or {})
     if attention_mask is not None:
         kw["attention_mask"] = attention_mask
@@ -112,8 +124,11 @@ def _forward_kwargs(attention_mask, extra: dict | None) -> dict:
 
 
 @torch.no_grad()
-def cache_z(model, tokens: Tensor, layers: Iterable[int], attention_mask=None, **forward_kwargs):
-    """One clean forward pass; returns (output, {layer: hook_z [batch, pos, head, d_head]})."""
+def cache_z(
+    model: Model, tokens: IdsLike, layers: Iterable[int], attention_mask: IdsLike | None = None, **forward_kwargs: Any
+) -> tuple[Any, dict[int, Tensor]]:
+    """One clean forward pass; returns (output, {layer: hook_z [batch, pos, head, d_head]}), the
+    output being whatever the model returns."""
     tokens = torch.as_tensor(tokens)
     names = [z_name(layer) for layer in sorted(set(int(x) for x in layers))]
     out, cache = model.run_with_cache(
@@ -145,7 +160,11 @@ def _resample_index(groups: Sequence, lengths: Sequence[int], seed: int) -> np.n
 
 @torch.no_grad()
 def ablation_source(
-    z: Mapping[int, Tensor], kind: str = "mean", attention_mask=None, groups: Sequence | None = None, seed: int = 0
+    z: Mapping[int, Tensor],
+    kind: str = "mean",
+    attention_mask: IdsLike | None = None,
+    groups: Sequence | None = None,
+    seed: int = 0,
 ) -> dict[int, Tensor]:
     """Replacement values of ``hook_z`` per layer, shaped like the clean ``z`` [batch, pos, head, d_head].
 
@@ -193,7 +212,7 @@ def ablation_hooks(heads: Sequence[Head], source: Mapping[int, Tensor]) -> list[
             raise KeyError(f"no replacement values for layer {layer}; the source has layers {sorted(source)}")
         idx = torch.tensor(sorted(set(hs)))
 
-        def fn(z, hook, idx=idx, src=source[layer]):
+        def fn(z: Tensor, hook: HookPoint, idx: Tensor = idx, src: Tensor = source[layer]) -> Tensor:
             if src.shape[:2] != z.shape[:2]:
                 raise ValueError(
                     f"{hook.name}: replacement values are [batch={src.shape[0]}, pos={src.shape[1]}] but the run "
@@ -208,7 +227,7 @@ def ablation_hooks(heads: Sequence[Head], source: Mapping[int, Tensor]) -> list[
 
 
 @contextmanager
-def ablated(model, heads, source: Mapping[int, Tensor]):
+def ablated(model: Model, heads: HeadsLike, source: Mapping[int, Tensor]) -> Iterator[Model]:
     """``with ablated(model, heads, source): model(...)``: the heads are ablated inside the block and
     the hooks are gone afterwards, also when the block raises."""
     heads = normalize_heads(model, heads)
@@ -218,18 +237,19 @@ def ablated(model, heads, source: Mapping[int, Tensor]):
 
 @torch.no_grad()
 def run_ablated(
-    model,
-    tokens,
-    heads,
+    model: Model,
+    tokens: IdsLike,
+    heads: HeadsLike,
     kind: str = "mean",
-    attention_mask=None,
+    attention_mask: IdsLike | None = None,
     source: Mapping[int, Tensor] | None = None,
     groups: Sequence | None = None,
     seed: int = 0,
-    **forward_kwargs,
-):
+    **forward_kwargs: Any,
+) -> Any:
     """Forward pass with a head or a set of heads ablated. Without ``source`` the replacement values
-    come from a clean run on the same tokens (mean over its real tokens, or resampled prompts)."""
+    come from a clean run on the same tokens (mean over its real tokens, or resampled prompts).
+    Returns what the model returns."""
     tokens = torch.as_tensor(tokens)
     heads = normalize_heads(model, heads)
     mask = _mask_or_none(tokens, attention_mask)
@@ -252,7 +272,7 @@ class _Bound:
     ``transformer_lens.patching`` reads (``cfg``, the eval mode, ``run_with_hooks``), passing the
     bound forward arguments on with every call."""
 
-    def __init__(self, model: Any, forward_kwargs: dict):
+    def __init__(self, model: Model, forward_kwargs: dict[str, Any]) -> None:
         self.model, self.cfg, self.forward_kwargs = model, model.cfg, forward_kwargs
 
     def named_modules(self, *args: Any, **kwargs: Any) -> Any:  # patching checks every module's eval mode
@@ -267,7 +287,7 @@ class _Bound:
 
 
 @contextmanager
-def _with_inputs(model: Any, tokens: Tensor, forward_kwargs: dict) -> Iterator[Any]:
+def _with_inputs(model: Model, tokens: Tensor, forward_kwargs: dict[str, Any]) -> Iterator[Model]:
     """``model`` ready for ``transformer_lens.patching`` on ``tokens``, with ``forward_kwargs``
     (the attention mask of a padded batch, token types) applied to every call on them."""
     if not forward_kwargs:
@@ -279,7 +299,15 @@ def _with_inputs(model: Any, tokens: Tensor, forward_kwargs: dict) -> Iterator[A
         yield _Bound(model, forward_kwargs)
 
 
-def _sweep_from_layer(model, tokens, source, metrics, heads, mask, forward_kwargs) -> dict[str, np.ndarray]:
+def _sweep_from_layer(
+    model: Model,
+    tokens: Tensor,
+    source: Mapping[int, Tensor],
+    metrics: Mapping[str, Callable[[Tensor], Tensor]],
+    heads: Sequence[Head],
+    mask: Tensor | None,
+    forward_kwargs: dict[str, Any],
+) -> dict[str, np.ndarray]:
     layers = sorted({layer for layer, _ in heads})
     names = [act_name(layer, "hook_resid_pre") for layer in layers]
     _, cache = model.run_with_cache(
@@ -297,14 +325,14 @@ def _sweep_from_layer(model, tokens, source, metrics, heads, mask, forward_kwarg
 
 @torch.no_grad()
 def head_sweep(
-    model,
-    tokens,
+    model: Model,
+    tokens: IdsLike,
     source: Mapping[int, Tensor],
     metrics: Mapping[str, Callable[[Tensor], Tensor]],
-    heads=None,
-    attention_mask=None,
+    heads: HeadsLike | None = None,
+    attention_mask: IdsLike | None = None,
     from_layer: bool = True,
-    **forward_kwargs,
+    **forward_kwargs: Any,
 ) -> dict[str, np.ndarray]:
     """Replace one head at a time by ``source`` (one forward pass over the whole batch per head) and
     evaluate every metric on the output. Returns ``{metric: array [n_heads_listed, batch]}`` in the
@@ -351,13 +379,13 @@ def head_sweep(
 
 @torch.no_grad()
 def patch_heads(
-    model,
-    clean_tokens,
-    corrupted_tokens,
+    model: Model,
+    clean_tokens: IdsLike,
+    corrupted_tokens: IdsLike,
     metrics: Mapping[str, Callable[[Tensor], Tensor]],
-    heads=None,
-    attention_mask=None,
-    corrupted_attention_mask=None,
+    heads: HeadsLike | None = None,
+    attention_mask: IdsLike | None = None,
+    corrupted_attention_mask: IdsLike | None = None,
 ) -> dict[str, np.ndarray]:
     """Activation patching: run the corrupted input with one head's ``z`` taken from the clean run.
     Clean and corrupted prompts must have the same shape (token-aligned). Returns

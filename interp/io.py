@@ -31,7 +31,11 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pandas and matplotlib are imported by the callers that pass them
+    import pandas as pd
+    from matplotlib.figure import Figure
 
 __all__ = [
     "atomic_write",
@@ -390,7 +394,7 @@ def fmt(x: Any, digits: int = 3, fixed: bool = False) -> str:
     return f"{v:.{max(digits - 1, 0)}e}"
 
 
-def md_table(df: Any, columns: Sequence[str] | None = None, empty: str = "_(none)_", digits: int = 3) -> str:
+def md_table(df: pd.DataFrame, columns: Sequence[str] | None = None, empty: str = "_(none)_", digits: int = 3) -> str:
     """A pandas DataFrame as a GitHub markdown table: numbers through ``fmt``, ``|`` escaped.
     ``columns`` picks and orders the columns (default: all). ``empty`` is returned for no rows."""
     cols = list(df.columns) if columns is None else list(columns)
@@ -402,7 +406,7 @@ def md_table(df: Any, columns: Sequence[str] | None = None, empty: str = "_(none
     return "\n".join(lines) + "\n"
 
 
-def png_bytes(fig: Any, dpi: int = 90, **savefig_kwargs: Any) -> bytes:
+def png_bytes(fig: Figure, dpi: int = 90, **savefig_kwargs: Any) -> bytes:
     """A matplotlib figure as PNG bytes; the figure is closed."""
     import io
 

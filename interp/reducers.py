@@ -28,7 +28,7 @@ __all__ = ["PoissonBootstrap", "PairedReducer", "PairedSummary"]
 class PoissonBootstrap:
     """Draws the per-unit bootstrap weights, deterministically from a seed and the order of units."""
 
-    def __init__(self, n_boot: int = 200, seed: int = 0):
+    def __init__(self, n_boot: int = 200, seed: int = 0) -> None:
         if n_boot < 0:
             raise ValueError(f"n_boot must be >= 0, got {n_boot}")
         self.n_boot = n_boot
@@ -76,7 +76,7 @@ class PairedReducer:
     (``index``), e.g. one layer from inside that layer's hook.
     """
 
-    def __init__(self, cells: Sequence[int], n_boot: int = 200, extras: Sequence[str] = ()):
+    def __init__(self, cells: Sequence[int], n_boot: int = 200, extras: Sequence[str] = ()) -> None:
         self.cells = tuple(cells)
         self.n_boot = n_boot
         z = lambda *lead: torch.zeros(*lead, *self.cells, dtype=torch.float64)  # noqa: E731

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # ``import interp`` imports no torch
+    import torch
 
 __all__ = ["ModelView", "view"]
 
@@ -40,7 +43,7 @@ class ModelView:
     is_bridge: bool
 
     @property
-    def device(self) -> Any:
+    def device(self) -> torch.device:
         """The device of the model's first parameter (CPU for a model without parameters)."""
         import torch
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import torch
 
 Attention = Literal["causal", "bidirectional"]
 Positional = Literal["learned", "sinusoidal", "rope", "alibi", "none"]
@@ -174,7 +177,7 @@ class Config:
         return 1
 
     @property
-    def device(self):
+    def device(self) -> torch.device:
         """The device of the model that owns this config (``torch.device("cpu")`` for a config
         no model owns)."""
         import torch
@@ -182,14 +185,14 @@ class Config:
         return self.__dict__.get("_device") or torch.device("cpu")
 
     @property
-    def dtype(self):
+    def dtype(self) -> torch.dtype:
         """The dtype of the model that owns this config (``torch.float32`` for a config no model
         owns)."""
         import torch
 
         return self.__dict__.get("_dtype") or torch.float32
 
-    def _bind(self, device, dtype) -> None:
+    def _bind(self, device: torch.device, dtype: torch.dtype) -> None:
         """Record the owning model's device and dtype (``models.Transformer`` calls this after
         construction and after every ``.to()``); not a field, so nothing else changes."""
         object.__setattr__(self, "_device", device)
@@ -221,5 +224,5 @@ class Config:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
-    def replace(self, **changes) -> Config:
+    def replace(self, **changes: Any) -> Config:
         return dataclasses.replace(self, **changes)

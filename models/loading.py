@@ -13,8 +13,9 @@ import importlib.util
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -23,6 +24,9 @@ from interp.io import atomic_dir, atomic_save, atomic_write
 from models.config import Config
 from models.tokenizer import Tokenizer
 from models.transformer import Transformer
+
+if TYPE_CHECKING:  # transformers is imported only when a Hugging Face model is loaded
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 CONFIG_FILE = "interp_config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -96,7 +100,7 @@ def _strip_prefix(sd: dict[str, Tensor], prefixes: tuple[str, ...]) -> dict[str,
 # Hugging Face architectures
 
 
-def _bert(hf_cfg, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+def _bert(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
     if getattr(hf_cfg, "position_embedding_type", "absolute") != "absolute":
         raise NotImplementedError(f"BERT position_embedding_type={hf_cfg.position_embedding_type!r}: only 'absolute'")
     act = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_new"}.get(hf_cfg.hidden_act)
@@ -156,7 +160,7 @@ def _bert(hf_cfg, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, T
     return cfg, out
 
 
-def _llama(hf_cfg, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+def _llama(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
     rope = getattr(hf_cfg, "rope_parameters", None) or getattr(hf_cfg, "rope_scaling", None) or {}
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if rope_type != "default":
@@ -219,7 +223,7 @@ def _llama(hf_cfg, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, 
     return cfg, out
 
 
-def _gpt2(hf_cfg, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+def _gpt2(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
     if getattr(hf_cfg, "scale_attn_by_inverse_layer_idx", False):
         raise NotImplementedError("GPT-2 scale_attn_by_inverse_layer_idx=True is not supported")
     act = {"gelu_new": "gelu_new", "gelu": "gelu", "relu": "relu", "gelu_pytorch_tanh": "gelu_new"}.get(
@@ -282,14 +286,19 @@ def _gpt2(hf_cfg, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, T
     return cfg, out
 
 
-def _first(x):
+def _first(x: int | Sequence[int] | None) -> int | None:
     return x[0] if isinstance(x, (list, tuple)) else x
 
 
 CONVERTERS: dict[str, Callable] = {"bert": _bert, "llama": _llama, "mistral": _llama, "qwen2": _llama, "gpt2": _gpt2}
 
 
-def from_hf(hf_model, tokenizer=None, name: str | None = None, prepend_bos: bool | None = None) -> Transformer:
+def from_hf(
+    hf_model: PreTrainedModel,
+    tokenizer: Tokenizer | PreTrainedTokenizerBase | None = None,
+    name: str | None = None,
+    prepend_bos: bool | None = None,
+) -> Transformer:
     """Convert an in-memory Hugging Face model (``BertModel``, ``LlamaForCausalLM``,
     ``GPT2LMHeadModel``, ...) into a ``Transformer`` computing the same function."""
     hf_cfg = hf_model.config
@@ -374,7 +383,7 @@ def _quiet_load_report():
         logger.removeFilter(drop)
 
 
-def _hf_load(path_or_name: str, gguf_file: str | None = None):
+def _hf_load(path_or_name: str, gguf_file: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase | None]:
     import transformers
     from safetensors import SafetensorError
 

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from interp.alignment import join_words, split_words, token_to_word
+
+if TYPE_CHECKING:  # transformers is imported only when a Hugging Face tokenizer is loaded
+    from transformers import PreTrainedTokenizerBase
 
 Text = str | Sequence[str]  # a text, or a list of words
 
@@ -42,7 +47,7 @@ class Tokenizer:
     nothing); True puts the BOS token first where the tokenizer would not.
     """
 
-    def __init__(self, hf_tokenizer, prepend_bos: bool | None = None):
+    def __init__(self, hf_tokenizer: PreTrainedTokenizerBase, prepend_bos: bool | None = None) -> None:
         if not getattr(hf_tokenizer, "is_fast", False):
             raise TypeError("a fast (Rust-backed) Hugging Face tokenizer is needed for character offsets")
         self.hf = hf_tokenizer
@@ -135,8 +140,8 @@ class Tokenizer:
             raise TypeError("words() takes a list of word lists, e.g. [['the', 'cat', 'sleeps']]")
         return self([list(w) for w in word_lists], max_length=max_length)
 
-    def decode(self, ids) -> str:
+    def decode(self, ids: int | Sequence[int] | Tensor) -> str:
         return self.hf.decode(ids)
 
-    def save(self, folder) -> None:
+    def save(self, folder: str | Path) -> None:
         self.hf.save_pretrained(str(folder))

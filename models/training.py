@@ -18,6 +18,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -79,10 +80,10 @@ class TrainConfig:
         string, NaN, a negative rate), so a bad one is refused here, before any data is read or step
         taken, with one line naming the setting, its value and what is expected."""
 
-        def bad(name: str, expected: str):
+        def bad(name: str, expected: str) -> ValueError:
             return ValueError(f"training.{name}={getattr(self, name)!r}; expected {expected}")
 
-        def real(v) -> bool:
+        def real(v: object) -> bool:
             return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
         for name in ("steps", "batch_size", "warmup_steps", "seed", "eval_every", "eval_windows", "checkpoint_every"):
@@ -123,7 +124,7 @@ class TrainConfig:
             raise ValueError(f"unknown training settings {unknown}; known: {sorted(known)}")
         return cls(**data)
 
-    def replace(self, **changes) -> TrainConfig:
+    def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
@@ -171,7 +172,7 @@ def evaluate(model: Transformer, windows: Tensor, batch_size: int = 32) -> float
 class Trainer:
     """Owns the model, AdamW, the schedule and the batch RNG; ``train()`` runs to ``tc.steps``."""
 
-    def __init__(self, model: Transformer, train_ids: Tensor, heldout_ids: Tensor, tc: TrainConfig):
+    def __init__(self, model: Transformer, train_ids: Tensor, heldout_ids: Tensor, tc: TrainConfig) -> None:
         if not model.cfg.is_causal or not model.cfg.lm_head:
             raise ValueError(f"Trainer trains causal language models; {model.cfg.name!r} is not one")
         self.model = model

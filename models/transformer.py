@@ -48,8 +48,9 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
 import torch.nn.functional as F
@@ -59,13 +60,23 @@ from torch import Tensor, nn
 from interp.hooks import HookedModule, HookPoint
 from models.config import Config
 
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import ArrayLike
+    from transformer_lens import FactoredMatrix
+
+    from models.tokenizer import Batch, Text, Tokenizer
+
+    # token ids [batch, pos] or [pos], in any form ``torch.as_tensor`` takes
+    TokenIds: TypeAlias = Tensor | np.ndarray | Sequence[int] | Sequence[Sequence[int]]
+
 
 def _hooked(hook: HookPoint) -> bool:
     """Whether anything will read or edit this hook point's value on this call."""
     return bool(hook._forward_hooks)
 
 
-def _snapshot(computed: Tensor):
+def _snapshot(computed: Tensor) -> Tensor | int:
     """What ``_untouched`` compares against after the hooks ran: the tensor's version counter
     (every in-place edit bumps it), or, for a tensor made under ``torch.inference_mode()`` (which
     has no version counter), a copy of its values."""
@@ -83,7 +94,7 @@ def _same_bits(a: Tensor, b: Tensor) -> bool:
     return torch.equal(a.view(as_int), b.view(as_int)) if as_int is not None else torch.equal(a, b)
 
 
-def _untouched(returned: Tensor, computed: Tensor, before) -> bool:
+def _untouched(returned: Tensor, computed: Tensor, before: Tensor | int) -> bool:
     """True when the hooks handed back the very tensor they got and did not edit it in place;
     ``before`` is ``_snapshot(computed)`` taken before the hooks ran."""
     if returned is not computed:
@@ -105,7 +116,7 @@ class Norm(nn.Module):
     weight and bias applied.
     """
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.kind = cfg.norm
         self.eps = cfg.eps
@@ -222,7 +233,13 @@ class WeightView(Tensor):
     _weight_name = "a weight view"
 
     @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
+    def __torch_function__(
+        cls,
+        func: Callable[..., Any],
+        types: Iterable[type],
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         with torch._C.DisableTorchFunctionSubclass():
             try:
@@ -267,15 +284,15 @@ def _weight_view(t: Tensor | None, name: str) -> Tensor | None:
     return view
 
 
-def _view_param(name: str, doc: str):
+def _view_param(name: str, doc: str) -> property:
     """A property that exposes ``_view_<name>()`` and copies into it on assignment, so that
     ``attn.W_Q = new`` and ``attn.W_Q[3].zero_()`` (under ``torch.no_grad()``) both edit the stored
     parameter."""
 
-    def fget(self):
+    def fget(self: nn.Module) -> Tensor | None:
         return _weight_view(getattr(self, f"_view_{name}")(), name)
 
-    def fset(self, value):
+    def fset(self: nn.Module, value: Tensor | ArrayLike) -> None:
         view = fget(self)
         if view is None:
             raise AttributeError(f"{name} does not exist in this architecture (no bias here)")
@@ -297,7 +314,7 @@ class Attention(nn.Module):
     TransformerLens orientation; reading or editing them reads or edits the model.
     """
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
         h, kv, m, d = cfg.n_heads, cfg.kv_heads, cfg.d_model, cfg.d_head
@@ -432,7 +449,7 @@ class MLP(nn.Module):
     [d_model, d_mlp] and ``W_out`` [d_mlp, d_model] are views in TransformerLens orientation.
     """
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
         self.act = _ACTS[cfg.act]
@@ -496,7 +513,7 @@ class Block(nn.Module):
     residual.
     """
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
         # registration order is forward order, so hook_names() lists hooks as they fire
@@ -510,7 +527,15 @@ class Block(nn.Module):
         self.hook_mlp_out = HookPoint()  # [batch, pos, d_model]
         self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
 
-    def forward(self, x, positions, allowed, empty_rows, rope, kv=None):
+    def forward(
+        self,
+        x: Tensor,  # [batch, pos, d_model]
+        positions: Tensor,  # [batch, pos]
+        allowed: Tensor | None,  # [batch, 1, query_pos, key_pos] bool, None: all allowed
+        empty_rows: Tensor | None,  # [batch, 1, query_pos, 1] bool rows that may see nothing
+        rope: tuple[Tensor, Tensor] | None,  # cos, sin [batch, pos, rot_dim]
+        kv: _LayerKV | None = None,  # the keys and values of earlier tokens (generation), or None
+    ) -> Tensor:
         x = self.hook_resid_pre(x)
         if self.cfg.norm_placement == "pre":
             attn_out = self.hook_attn_out(self.attn(self.ln1(x), positions, allowed, empty_rows, rope, kv))
@@ -574,7 +599,7 @@ class KVCache:
 _BINDABLE = frozenset({"attention_mask", "token_type_ids", "return_type", "allow_beyond_ctx"})
 
 
-def _is_text(x) -> bool:
+def _is_text(x: object) -> bool:
     """A str, a list of str (texts), or a list of lists of str (word lists): not token ids."""
     if isinstance(x, str):
         return True
@@ -593,7 +618,7 @@ class Transformer(HookedModule):
     or the mean next-token cross-entropy (``return_type="loss"``, causal models).
     """
 
-    def __init__(self, cfg: Config, tokenizer=None, seed: int | None = None):
+    def __init__(self, cfg: Config, tokenizer: Tokenizer | None = None, seed: int | None = None) -> None:
         super().__init__()
         # The model owns its config: a copy (equal to ``cfg``), so that the device and dtype bound
         # to it (``cfg.device``, which TransformerLens code reads) are this model's.
@@ -622,7 +647,8 @@ class Transformer(HookedModule):
         self._bound_inputs: tuple[Tensor, dict] | None = None  # see inputs_bound()
         self.cfg._bind(self.W_E.device, self.W_E.dtype)
 
-    def _apply(self, fn, *args, **kwargs):  # .to(), .cuda(), .double(), ...: keep cfg.device/dtype true
+    # .to(), .cuda(), .double(), ...: keep cfg.device/dtype true
+    def _apply(self, fn: Callable[[Tensor], Tensor], *args: Any, **kwargs: Any) -> Transformer:
         out = super()._apply(fn, *args, **kwargs)
         self.cfg._bind(self.W_E.device, self.W_E.dtype)
         return out
@@ -739,7 +765,7 @@ class Transformer(HookedModule):
         return self._stack_bias("mlp", "b_out", self.cfg.d_model)
 
     @property
-    def QK(self):
+    def QK(self) -> FactoredMatrix:
         """Every head's QK circuit ``W_Q[l, h] @ W_K[l, h].T`` [layer, head, d_model, d_model], as
         a ``transformer_lens.FactoredMatrix`` (never multiplied out)."""
         from transformer_lens import FactoredMatrix
@@ -747,14 +773,14 @@ class Transformer(HookedModule):
         return FactoredMatrix(self.W_Q, self.W_K.transpose(-2, -1))
 
     @property
-    def OV(self):
+    def OV(self) -> FactoredMatrix:
         """Every head's OV circuit ``W_V[l, h] @ W_O[l, h]`` [layer, head, d_model, d_model], as a
         ``transformer_lens.FactoredMatrix``."""
         from transformer_lens import FactoredMatrix
 
         return FactoredMatrix(self.W_V, self.W_O)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Tensor | nn.Module:
         # A property that raises AttributeError (W_U on an encoder) falls through to here, and
         # nn.Module would replace its message with a bare "no attribute"; keep the helpful one.
         try:
@@ -786,12 +812,12 @@ class Transformer(HookedModule):
 
     # -- inputs ----------------------------------------------------------------------------------
 
-    def _require_tokenizer(self):
+    def _require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
             raise ValueError(f"model {self.cfg.name!r} has no tokenizer attached; pass token ids")
         return self.tokenizer
 
-    def to_words(self, text, **kwargs):
+    def to_words(self, text: Text | Sequence[Text], **kwargs: Any) -> Batch:
         """Tokenise text (or a list of texts / list of word lists) with the attached tokenizer and
         keep the token-to-word alignment. Returns a ``models.tokenizer.Batch`` (ids, attention_mask,
         token types, token-to-word map), right-padded. The analyses tokenise this way. The BOS
@@ -880,7 +906,7 @@ class Transformer(HookedModule):
         return ids.to(self.cfg.device) if move_to_device else ids
 
     def to_str_tokens(
-        self, input, prepend_bos: bool | None = None, padding_side: str | None = None
+        self, input: str | Sequence[str] | TokenIds, prepend_bos: bool | None = None, padding_side: str | None = None
     ) -> list[str] | list[list[str]]:
         """Each token as the text it decodes to (``" keys"``, not ``"Ġkeys"``), as TransformerLens
         does: a text gives a list, a list of texts a list of lists; token ids [pos] (or [1, pos])
@@ -908,7 +934,7 @@ class Transformer(HookedModule):
             )
         return int(ids[0])
 
-    def to_string(self, tokens) -> str | list[str]:
+    def to_string(self, tokens: TokenIds) -> str | list[str]:
         """Token ids back to text: [pos] gives a string, [batch, pos] a list of strings."""
         tokens = torch.as_tensor(tokens)
         hf = self._require_tokenizer().hf
@@ -918,7 +944,7 @@ class Transformer(HookedModule):
             return hf.decode(tokens.reshape(-1).tolist(), clean_up_tokenization_spaces=False)
         raise ValueError(f"to_string takes token ids [pos] or [batch, pos]; got shape {tuple(tokens.shape)}")
 
-    def tokens_to_residual_directions(self, tokens) -> Tensor:
+    def tokens_to_residual_directions(self, tokens: str | int | Tensor) -> Tensor:
         """The unembedding direction(s) ``W_U[:, token]`` of a token (a string of one token, an id)
         [d_model], or of token ids [...] -> [..., d_model]: what ``ActivationCache.logit_attrs``
         dots the residual stream with. (Not folded with the final norm's weight: as on
@@ -934,7 +960,7 @@ class Transformer(HookedModule):
         return self.W_U[:, token]
 
     @contextmanager
-    def inputs_bound(self, tokens: Tensor, **forward_kwargs):
+    def inputs_bound(self, tokens: Tensor, **forward_kwargs: Any) -> Iterator[Transformer]:
         """Inside the block, every forward call on ``tokens`` (this very tensor) also gets
         ``forward_kwargs`` (e.g. ``attention_mask=``), unless the call passes them itself. For code
         that calls ``model.run_with_hooks(tokens, fwd_hooks=...)`` with tokens only, such as
@@ -1006,13 +1032,13 @@ class Transformer(HookedModule):
 
     def forward(
         self,
-        tokens,
+        tokens: TokenIds | Text | Sequence[Text],
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         return_type: str | None = "default",
         allow_beyond_ctx: bool = False,
         past_kv_cache: KVCache | None = None,
-    ):
+    ) -> Tensor | None:
         """Run the model.
 
         tokens: int ids [batch, pos] or [pos]; or a string / list of strings / list of word lists,
@@ -1150,7 +1176,9 @@ class Transformer(HookedModule):
             return losses.mean()
         return (losses * keep.flatten()).sum() / keep.sum()
 
-    def _attention_setup(self, batch: int, n: int, past: int, key_mask: Tensor | None, device) -> tuple:
+    def _attention_setup(
+        self, batch: int, n: int, past: int, key_mask: Tensor | None, device: torch.device
+    ) -> tuple[Tensor, Tensor | None, Tensor | None, tuple[Tensor, Tensor] | None]:
         """Positions [batch, n] (they follow the mask), the allowed-keys mask, the rows that may see
         nothing, and RoPE's cos/sin: what every block needs besides its input."""
         cfg = self.cfg
