@@ -578,3 +578,14 @@ def test_every_gold_word_keeps_a_token_minilm(minilm):
 @pytest.mark.slow
 def test_every_gold_word_keeps_a_token_smollm2(smollm2):
     _check_tokenisation(smollm2.tokenizer)
+
+
+def test_n_for_overrides_per_relation_source_or_both():
+    items = data.load_items(
+        n=6, sources="generated", n_for={"anaphora": 9, "delimiter:generated": 4, "subject_verb": 5, "generated": 7}
+    )
+    counts = {r: sum(it.relation == r for it in items) for r in ("subject_verb", "anaphora", "delimiter")}
+    # the most specific key wins: relation:source, then source, then relation, then n
+    assert counts == {"subject_verb": 7, "anaphora": 7, "delimiter": 4}
+    with pytest.raises(ValueError, match="unknown relations or sources"):
+        data.load_items(n=3, n_for={"anaphor": 3})
