@@ -553,9 +553,8 @@ def write_report(
         )
         md.append(f"![{ex['role']}](pattern_{ex['role']}.png)\n")
     md.append(
-        "## Files\n`heads.csv` holds one row per (layer, head, role, direction, source, subset, specials) with columns "
-        + ", ".join(f"`{c}`" for c in COLUMNS)
-        + ".\n"
+        "## Files\n`heads.csv` holds one row per (layer, head, role, direction, source, subset, specials, "
+        "weighting) with columns " + ", ".join(f"`{c}`" for c in COLUMNS) + ".\n"
     )
     paths["report.md"] = atomic_write(out / "report.md", "\n".join(md))
 
