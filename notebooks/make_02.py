@@ -20,6 +20,7 @@ cells = [
         "from IPython.display import Image, display\n"
         "import models\n"
         "from analyses import heads\n"
+        "from analyses.data import load_items\n"
         "from analyses.heads import report\n"
         "pd.set_option('display.width', 160)\n"
         "N = 12  # items per relation; small for speed (the CLI default is 100)\n"
@@ -28,20 +29,31 @@ cells = [
     new_markdown_cell("## The encoder: MiniLM (BERT, bidirectional)"),
     new_code_cell(
         "minilm = models.load('minilm')\n"
-        "items = heads.load_items(n=N, seed=0)\n"
+        "items = load_items(n=N, seed=0)\n"
         "df_enc = heads.probe_items(minilm, items, n_repeat=12, seed=0, **OPTS)\n"
-        "cols = ['layer', 'head', 'role', 'direction', 'score', 'ci_low', 'ci_high', 'baseline', 'baseline_kind', 'null_score', 'p_adjusted']\n"
+        "cols = ['layer', 'head', 'role', 'direction', 'source', 'subset', 'score', 'ci_low', 'ci_high', 'baseline',\n"
+        "        'baseline_kind', 'null_score', 'p_adjusted']\n"
         "df_enc[df_enc.label].sort_values('score', ascending=False)[cols].head(15)"
+    ),
+    new_markdown_cell(
+        "The map: every head's primary role (its labelled roles ranked by (score - baseline) / margin), "
+        "then the secondary ones. `heads.headline(df)` keeps one row per head, role and direction (all "
+        "sources pooled, Clark et al.'s special-token convention)."
+    ),
+    new_code_cell(
+        "display(Image(report.role_map_figure(heads.role_map(df_enc), title='minilm')))\n"
+        "heads.role_map(df_enc).head(12)"
     ),
     new_markdown_cell(
         "Subject-verb and anaphora are scored in both directions on a bidirectional model. With this few "
         "sentences the Holm correction over all tests is demanding; the best heads and their baselines:"
     ),
     new_code_cell(
-        "ling = df_enc[df_enc.role.isin(['subject_verb', 'anaphora'])]\n"
+        "ling = heads.headline(df_enc)\n"
+        "ling = ling[ling.role.isin(['subject_verb', 'anaphora'])]\n"
         "ling.sort_values('score', ascending=False).groupby(['role', 'direction']).head(1)[cols + ['label']]"
     ),
-    new_code_cell("display(Image(report.heatmap_figure(df_enc, title='minilm')))"),
+    new_code_cell("display(Image(report.heatmap_figure(heads.headline(df_enc), title='minilm')))"),
     new_markdown_cell(
         'Attention patterns of the top heads: the row of *sleeps* in "the cat sleeps", a pronoun\'s row, a delimiter head.'
     ),
