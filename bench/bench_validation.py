@@ -4,7 +4,8 @@
 
 Rows: one plain forward pass (minimum of --repeat interleaved rounds), one forward pass with one head ablated through a
 hook, the clean run with the ``hook_z`` cache, validation of the labelled heads alone (no null), and
-validation with the CLI's default null (20 random heads + 2 per labelled layer). ``--write`` puts
+validation with a sampled null (20 random heads + 2 per labelled layer; the CLI now sweeps every
+head, see docs/benchmarks-validation.md). ``--write`` puts
 the table into docs/benchmarks-validation.md.
 """
 
