@@ -26,6 +26,10 @@ role                    metric       what is measured (per sentence, then averag
 ``anaphora``            accuracy     same, pronoun <-> antecedent                           best offset,
                                                                                             first word,
                                                                                             nearest noun
+``rhyme``               accuracy     same, a line's last word <-> its rhyme partner's       + nearest
+                                     (sonnets; a non-rhyming control set beside it)          line end
+``line_structure``      accuracy     same, a line's first word <-> the previous line's      best offset,
+                                                                                            first word
 ======================  ===========  =====================================================  ============
 
 Token-level masses average over the query rows (rows that are themselves in the target set are left
@@ -33,15 +37,20 @@ out for the set roles, so a token attending to itself does not count). "uniform"
 head attending uniformly over the keys it may see would get on the same sentence. The word-level
 relation roles are scored in both directions on bidirectional models (``verb->subject`` and
 ``subject->verb``, ...) and only looking back on causal models. Attention *to* a word sums over its
-tokens, *from* a word averages over them; special tokens are columns of their own in the argmax
-(a row whose largest weight goes to [SEP] is wrong, not silently re-normalised).
+tokens, *from* a word averages over them. Special tokens take Clark et al.'s convention by default
+(``specials="exclude"``: the largest weight among the sentence's other words; ``"include"``: they
+compete as columns of their own), both reported. Relations are scored per source and subset; the
+rows that carry labels are each source on its own, on the relation's ``LABEL_SUBSET`` (anaphora:
+antecedent neither the subject nor the nearest noun). ``weighting=("attention", "norm")`` scores
+every test again on Kobayashi et al.'s norm-weighted attention; boundary labels need both.
 
-Statistics (see ``interp.stats``): per (head, role, direction) a paired one-sided t-test of the
-per-sentence score minus baseline against a minimum effect ``margin``; Holm-Bonferroni over all
-tests of the model (family-wise error <= ``alpha``); a 95% streaming Poisson-bootstrap interval
-over sentences. ``label`` is true where the Holm-adjusted p <= alpha, the interval's lower end
-clears the baseline, and (except for ``broad``) clears the same head's score in a randomly
-initialised model of the same architecture (``null_score``).
+Statistics (see ``interp.stats``): per row a paired one-sided t-test of the per-sentence score minus
+baseline against a minimum effect ``margin``; Holm-Bonferroni within each role's family of
+label-carrying rows (family-wise error <= ``alpha`` per role); a 95% streaming Poisson-bootstrap
+interval over sentences. ``label`` is true where the Holm-adjusted p <= alpha, the interval's lower
+end clears the baseline, and (except for ``broad``) clears the same head's score in a randomly
+initialised model of the same architecture (``null_score``). ``detectable_effect`` gives the power
+figure, ``role_map`` the primary role of every head. docs/head-roles.md has the whole story.
 
 Everything is reduced inside ``blocks.{l}.attn.hook_pattern`` hooks batch by batch: no cache is
 kept. The analysis needs only those hook names, so it runs on the toolkit's ``models.Transformer``
