@@ -48,6 +48,7 @@ __all__ = [
     "output_dir",
     "sha256_file",
     "read_csv_rows",
+    "decode_text",
     "fmt",
     "md_table",
     "png_bytes",
@@ -329,6 +330,19 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def decode_text(raw: bytes, path: str | os.PathLike, expected: str = "a UTF-8 text file") -> str:
+    """``raw`` decoded as UTF-8 (a byte-order mark is dropped). Bytes that are not UTF-8 raise one
+    ValueError naming the file, the line and the column, and what was ``expected``."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ValueError(
+            f"{path}:{line}: is not UTF-8 (byte 0x{raw[e.start]:02x} at column {col}); expected {expected}"
+        ) from None
+
+
 def read_csv_rows(path: str | os.PathLike, data: bytes | None = None) -> tuple[list[str], list[tuple[int, list[str]]]]:
     """A user's CSV file, read strictly: UTF-8 (a byte-order mark is fine), a header line, then
     rows of exactly as many fields; blank lines are skipped. ``data``: the file's bytes, if already
@@ -343,13 +357,7 @@ def read_csv_rows(path: str | os.PathLike, data: bytes | None = None) -> tuple[l
         raise ValueError(f"{path}: is empty; expected a CSV file: a header line, then one line per row")
     if b"\x00" in raw:
         raise ValueError(f"{path}: is not a CSV text file (it holds NUL bytes: binary data?)")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise ValueError(
-            f"{path}:{line}: is not UTF-8 (byte 0x{raw[e.start]:02x}); expected a UTF-8 CSV file"
-        ) from None
+    text = decode_text(raw, path, "a UTF-8 CSV file")
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     header: list[str] | None = None
     rows: list[tuple[int, list[str]]] = []

@@ -79,3 +79,13 @@ def _no_leaked_global_state():
     before = torch.is_grad_enabled()
     yield
     assert torch.is_grad_enabled() == before, "this test left torch's grad mode changed"
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models on a shared 2-core machine: one torch thread avoids oversubscription (several
+    times faster there); modules opt in with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -184,3 +184,23 @@ def planted_model(
         for p in m.blocks[0].mlp.parameters():
             p.zero_()
     return m
+
+
+def tiny_train_config(steps: int = 4) -> dict:
+    """An ``interp train`` config (the JSON/TOML tables) for a one-layer model trained in seconds."""
+    return {
+        "model": {
+            "name": "cli-tiny",
+            "d_model": 16,
+            "n_layers": 1,
+            "n_heads": 2,
+            "d_head": 8,
+            "d_mlp": 32,
+            "n_ctx": 16,
+            "attention": "causal",
+            "positional": "alibi",
+            "tie_embeddings": True,
+        },
+        "training": {"steps": steps, "batch_size": 4, "warmup_steps": 1, "eval_windows": 4, "seed": 3},
+        "data": {"vocab_size": 280, "max_passages": 80},
+    }

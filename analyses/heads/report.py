@@ -109,10 +109,33 @@ def role_grid(df: pd.DataFrame, role: str, value: str = "score") -> tuple[np.nda
     return grid, lab
 
 
+def _score_panel(ax, grid: np.ndarray, lab: np.ndarray, title: str, cbar: bool) -> None:
+    """One layer x head panel: scores on a fixed 0..1 viridis scale, labelled heads as red dots."""
+    import seaborn as sns
+
+    L, H = grid.shape
+    sns.heatmap(
+        grid,
+        ax=ax,
+        vmin=0,
+        vmax=1,
+        cmap="viridis",
+        cbar=cbar,
+        square=False,
+        xticklabels=max(1, H // 6),
+        yticklabels=max(1, L // 8),
+    )
+    ys, xs = np.nonzero(lab)
+    ax.scatter(xs + 0.5, ys + 0.5, s=10, c="red", marker="o")
+    ax.set_title(title, fontsize=8)
+    ax.set_xlabel("head", fontsize=7)
+    ax.set_ylabel("layer", fontsize=7)
+    ax.tick_params(labelsize=6)
+
+
 def heatmap_figure(df: pd.DataFrame, roles: Sequence[str] = ROLES, title: str = "") -> bytes:
     """One seaborn layer x head heatmap per role (best score over directions); labelled heads are
     marked with a dot. Returns PNG bytes."""
-    import seaborn as sns
 
     plt = _plt()
     roles = [r for r in roles if r in set(df["role"])]
@@ -129,25 +152,9 @@ def heatmap_figure(df: pd.DataFrame, roles: Sequence[str] = ROLES, title: str = 
         for other in axes.ravel():
             other.set_visible(other is ax)
         grid, lab = role_grid(df, role)
-        # one shared colour scale (0..1) and one colour bar, drawn with the last panel
-        sns.heatmap(
-            grid,
-            ax=ax,
-            vmin=0,
-            vmax=1,
-            cmap="viridis",
-            cbar=i == len(roles) - 1,
-            square=False,
-            xticklabels=max(1, H // 6),
-            yticklabels=max(1, L // 8),
-        )
-        ys, xs = np.nonzero(lab)
-        ax.scatter(xs + 0.5, ys + 0.5, s=10, c="red", marker="o")
         metric = df.loc[df["role"] == role, "metric"].iloc[0]
-        ax.set_title(f"{role} ({metric}); {int(lab.sum())} labelled", fontsize=8)
-        ax.set_xlabel("head", fontsize=7)
-        ax.set_ylabel("layer", fontsize=7)
-        ax.tick_params(labelsize=6)
+        # one shared colour scale (0..1) and one colour bar, drawn with the last panel
+        _score_panel(ax, grid, lab, f"{role} ({metric}); {int(lab.sum())} labelled", cbar=i == len(roles) - 1)
     for ax in axes.ravel()[: len(roles)]:
         ax.set_visible(True)
     if title:
@@ -219,7 +226,6 @@ LENS_TEXT = (
 def lens_figure(df: pd.DataFrame, role: str = "delimiter") -> bytes:
     """Two seaborn layer x head heatmaps side by side: ``role``'s score by attention weight and by
     norm weight (dots: labelled under that weighting). Returns PNG bytes."""
-    import seaborn as sns
 
     plt = _plt()
     L, H = int(df["layer"].max()) + 1, int(df["head"].max()) + 1
@@ -227,22 +233,7 @@ def lens_figure(df: pd.DataFrame, role: str = "delimiter") -> bytes:
     for ax, weighting in zip(axes, ("attention", "norm")):
         g = df[(df["role"] == role) & (df["weighting"] == weighting) & (df["source"] == "all")]
         grid, lab = role_grid(g, role)
-        sns.heatmap(
-            grid,
-            ax=ax,
-            vmin=0,
-            vmax=1,
-            cmap="viridis",
-            cbar=weighting == "norm",
-            xticklabels=max(1, H // 6),
-            yticklabels=max(1, L // 8),
-        )
-        ys, xs = np.nonzero(lab)
-        ax.scatter(xs + 0.5, ys + 0.5, s=10, c="red", marker="o")
-        ax.set_title(f"{role} by {weighting} ({int(lab.sum())} labelled)", fontsize=8)
-        ax.set_xlabel("head", fontsize=7)
-        ax.set_ylabel("layer", fontsize=7)
-        ax.tick_params(labelsize=6)
+        _score_panel(ax, grid, lab, f"{role} by {weighting} ({int(lab.sum())} labelled)", cbar=weighting == "norm")
     fig.subplots_adjust(left=0.08, right=0.95, bottom=0.15, top=0.88, wspace=0.3)
     return png_bytes(fig)
 

@@ -171,6 +171,19 @@ class RelationPlan:
     special_cols: Tensor | None = None  # [batch, n_cols] bool: columns that are special tokens
     exclude_specials: Tensor | None = None  # [R] bool: test r takes Clark et al.'s convention
 
+    def take(self, tests: Sequence[int]) -> RelationPlan:
+        """The plan of a subset of the stacked tests (indices into R), in that order."""
+        idx = torch.as_tensor(list(tests), dtype=torch.long)
+        return RelationPlan(
+            row_weights=self.row_weights[:, idx],
+            columns=self.columns,
+            gold=self.gold[:, idx],
+            others=self.others[:, idx],
+            valid=self.valid[:, idx],
+            special_cols=self.special_cols,
+            exclude_specials=None if self.exclude_specials is None else self.exclude_specials[idx],
+        )
+
 
 def relation_scores(
     pattern: Tensor, plan: RelationPlan, specials: str | None = None, special_mass: bool = False

@@ -7,14 +7,7 @@ import models
 from interp import interventions as iv
 from tests.factories import tiny_config
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models on a shared 2-core machine: one thread avoids oversubscription (3x faster here)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is fastest on shared cores
 
 
 def _tokens(batch=5, pos=9, vocab=50, seed=0):

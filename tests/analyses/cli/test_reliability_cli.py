@@ -21,22 +21,15 @@ import os
 import time
 
 import pytest
-import torch
 
 import analyses.data
 import models
 from analyses import validation as V
 from analyses.cli import main
 from models import bpe
-from tests.factories import planted_items, planted_model
+from tests.factories import planted_items, planted_model, tiny_train_config
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is fastest on shared cores
 
 
 def _refuse(*args, **kwargs):
@@ -91,22 +84,7 @@ def _probe(out, seed=0, n=8):
                  "--seed", str(seed)])  # fmt: skip
 
 
-TRAIN_CONFIG = {
-    "model": {
-        "name": "cli-tiny",
-        "d_model": 16,
-        "n_layers": 1,
-        "n_heads": 2,
-        "d_head": 8,
-        "d_mlp": 32,
-        "n_ctx": 16,
-        "attention": "causal",
-        "positional": "alibi",
-        "tie_embeddings": True,
-    },
-    "training": {"steps": 2, "batch_size": 4, "warmup_steps": 1, "eval_windows": 4, "seed": 3},
-    "data": {"vocab_size": 280, "max_passages": 80},
-}
+TRAIN_CONFIG = tiny_train_config(steps=2)
 
 
 def _config(tmp_path, name="c.json", **model_changes):

@@ -5,38 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 import models
 from analyses.cli import main
 from analyses.cli.train import read_config
+from tests.factories import tiny_train_config
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is fastest on shared cores
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models train ~20x faster on one thread than on two when the cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-CONFIG = {
-    "model": {
-        "name": "cli-tiny",
-        "d_model": 16,
-        "n_layers": 1,
-        "n_heads": 2,
-        "d_head": 8,
-        "d_mlp": 32,
-        "n_ctx": 16,
-        "attention": "causal",
-        "positional": "alibi",
-        "tie_embeddings": True,
-    },
-    "training": {"steps": 4, "batch_size": 4, "warmup_steps": 1, "eval_windows": 4, "seed": 3},
-    "data": {"vocab_size": 280, "max_passages": 80},
-}
+CONFIG = tiny_train_config(steps=4)
 
 
 def test_train_then_resume_from_a_json_config(tmp_path, capsys):

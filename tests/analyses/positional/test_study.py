@@ -15,14 +15,7 @@ from analyses.positional import study as P
 from models.training import TrainConfig
 from tests.factories import tiny_config
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models train ~20x faster on one thread than on two when the cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is fastest on shared cores
 
 
 @pytest.mark.parametrize("scheme", P.SCHEMES)

@@ -5,14 +5,7 @@ import torch
 
 from analyses import validation as V
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models on a shared 2-core machine: one thread avoids oversubscription (3x faster here)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is fastest on shared cores
 
 
 def _planted_labels():
