@@ -950,10 +950,12 @@ def probe_heads(
 
 
 def head_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per head: the roles it holds (with direction where there is one) or 'unclassified'."""
+    """One row per head: the roles it holds (with direction where there is one) or 'unclassified';
+    the same roles as the map's (``labelled_roles``: boundary heads by weight only are noop_sink)."""
     rows = []
-    for (layer, head), g in df.groupby(["layer", "head"], sort=True):
-        lab = g[g["label"]]
+    labelled = labelled_roles(df) if "family" in df else df[df["label"]]
+    for (layer, head), _ in df.groupby(["layer", "head"], sort=True):
+        lab = labelled[(labelled["layer"] == layer) & (labelled["head"] == head)]
         roles = sorted({r if d == "all" else f"{r} ({d})" for r, d in zip(lab["role"], lab["direction"])})
         rows.append(
             {

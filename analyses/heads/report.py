@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses.heads.probe import detectable_effect, head_summary, headline, labelled_roles, role_map
+from analyses.heads.probe import detectable_effect, headline, labelled_roles, role_map
 from analyses.heads.roles import COLUMNS, LINGUISTIC_ROLES, MAP_ROLES, ROLES
 from interp.io import atomic_write, fmt, md_table, png_bytes
 
@@ -471,8 +471,6 @@ def write_report(
     by_source = source_table(df)
     power = power_table(df, alpha)
     the_map = map_table(heads_map)
-    summary = head_summary(df)
-    unclassified = summary[summary["roles"] == "unclassified"]
     L, H = attrs.get("n_layers", df["layer"].max() + 1), attrs.get("n_heads", df["head"].max() + 1)
     kind = "causal (a token sees only earlier tokens)" if attrs.get("causal") else "bidirectional"
     intro = f"Model `{model}`: {L} layers x {H} heads, {kind}. Seed {attrs.get('seed', '?')}." + (
@@ -526,7 +524,6 @@ def write_report(
         md_table(power),
         "## Where the roles live\n",
         md_table(layer_tbl),
-        f"{len(unclassified)} of {len(summary)} heads earned no role (unclassified).\n",
         "## Heatmaps\n",
         "![heatmaps](heatmaps.png)\n",
         f"## Labelled heads ({len(lab)} labels)\n",
@@ -583,7 +580,6 @@ def write_report(
         table(power),
         "<h2>Where the roles live</h2>",
         table(layer_tbl),
-        f"<p>{len(unclassified)} of {len(summary)} heads earned no role (unclassified).</p>",
         "<h2>Heatmaps</h2>",
         img("heatmaps.png"),
         f"<h2>Labelled heads ({len(lab)} labels)</h2>",
