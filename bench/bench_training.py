@@ -5,7 +5,10 @@
 
 1. Throughput: the positional study's "full" model (2 layers, d_model 128, 4 heads, vocab 2048,
    context 128) trains on random tokens, batch 16 x 128; tokens per second per scheme, with the
-   ratio to learned positions side by side (the same run, so machine load cancels roughly).
+   ratio to learned positions side by side (the same run, so machine load cancels roughly). Each
+   scheme is timed on both attention paths, step by step in alternation: the fused path (training's
+   default: no hook reads the pattern) and the eager path (``exact=True``, what every step ran before
+   the fused path existed); "fused speed-up" = eager s/step / fused s/step.
 2. Scaling: one forward pass of a model where attention dominates (1 layer, d_model 64, 2 heads,
    d_mlp 128, vocab 256) at lengths 128..max_len. The exponent k of time ~ n^k is fitted on the
    log-log points, over all lengths and over the long ones (n >= 1024). Per token the projections
@@ -38,18 +41,30 @@ def throughput(steps: int, batch: int) -> list[dict]:
     ids = torch.randint(0, b.vocab_size, (200_000,), generator=gen)
     rows = []
     for scheme in SCHEMES:
-        model = models.Transformer(b.model_config(scheme, b.vocab_size), seed=0)
-        tc = b.train.replace(batch_size=batch, steps=steps + 2, warmup_steps=1, eval_windows=2, threads=None)
-        trainer = Trainer(model, ids, ids[:10_000], tc)
-        for _ in range(2):  # warm-up: allocator, first-call overheads
-            trainer.train_step()
-        times = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            trainer.train_step()
-            times.append(time.perf_counter() - t0)
-        med = statistics.median(times)
-        rows.append({"scheme": scheme, "s_per_step": med, "tokens_per_s": batch * b.n_ctx / med})
+        trainers = {}
+        for exact in (False, True):
+            model = models.Transformer(b.model_config(scheme, b.vocab_size), seed=0)
+            model.exact = exact
+            tc = b.train.replace(batch_size=batch, steps=2 * steps + 4, warmup_steps=1, eval_windows=2, threads=None)
+            trainers[exact] = Trainer(model, ids, ids[:10_000], tc)
+            for _ in range(2):  # warm-up: allocator, first-call overheads
+                trainers[exact].train_step()
+        times = {False: [], True: []}
+        for _ in range(steps):  # alternating, so load that comes and goes hits both paths alike
+            for exact, trainer in trainers.items():
+                t0 = time.perf_counter()
+                trainer.train_step()
+                times[exact].append(time.perf_counter() - t0)
+        med = statistics.median(times[False])
+        rows.append(
+            {
+                "scheme": scheme,
+                "s_per_step": med,
+                "tokens_per_s": batch * b.n_ctx / med,
+                "eager_s_per_step": statistics.median(times[True]),
+                "fused_speedup": statistics.median(times[True]) / med,
+            }
+        )
     base = rows[0]["tokens_per_s"]
     for r in rows:
         r["vs_learned"] = r["tokens_per_s"] / base
@@ -125,9 +140,12 @@ def main(argv=None) -> int:
     print(f"torch {torch.__version__}, {args.threads} thread(s)")
 
     print(f"\nTraining throughput (study model, batch {args.batch} x 128, median of {args.steps} steps)")
-    print(f"{'scheme':<12}{'s/step':>10}{'tokens/s':>12}{'vs learned':>12}")
+    print(f"{'scheme':<12}{'s/step':>10}{'tokens/s':>12}{'vs learned':>12}{'eager s/step':>14}{'fused speed-up':>16}")
     for r in throughput(args.steps, args.batch):
-        print(f"{r['scheme']:<12}{r['s_per_step']:>10.3f}{r['tokens_per_s']:>12.0f}{r['vs_learned']:>12.2f}")
+        print(
+            f"{r['scheme']:<12}{r['s_per_step']:>10.3f}{r['tokens_per_s']:>12.0f}{r['vs_learned']:>12.2f}"
+            f"{r['eager_s_per_step']:>14.3f}{r['fused_speedup']:>16.2f}"
+        )
 
     lengths = [n for n in (128, 256, 512, 1024, 2048, 4096, 8192) if n <= args.max_len]
     rows = forward_scaling(lengths, args.repeats)

@@ -45,6 +45,12 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=4)
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--with-null", action="store_true", help="also time validation with the CLI's null (slow)")
+    ap.add_argument(
+        "--exact",
+        action="store_true",
+        help="every layer on the eager attention path (what validation ran before the fused path; compare "
+        "with a run without it)",
+    )
     args = ap.parse_args(argv)
 
     import transformer_lens.patching  # noqa: F401  (imported once here, not inside the timings: ~10 s)
@@ -52,6 +58,7 @@ def main(argv=None) -> int:
     model = models.load(args.model).eval()
     prompts = V.build_prompts(model, n=args.n, seed=0)
     labels = V.pattern_labels(model, prompts) if args.labels == "patterns" else V.read_labels(args.labels)
+    model.exact = args.exact  # the ablations hook hook_z only: fused attention unless --exact
     n_lab = int(labels["label"].sum())
     kw = prompts.forward_kwargs()
     layer = model.cfg.n_layers // 2
@@ -92,7 +99,8 @@ def main(argv=None) -> int:
     table["x per ablated head"] = table["x plain forward"] / table["heads ablated"]
     text = (
         f"# Benchmark: causal validation ({args.model})\n\n"
-        f"`python bench/bench_validation.py --model {args.model} --labels {args.labels} --n {args.n}`: "
+        f"`python bench/bench_validation.py --model {args.model} --labels {args.labels} --n {args.n}"
+        f"{' --exact' if args.exact else ''}` ({'eager' if args.exact else 'fused'} attention): "
         f"{prompts.tokens.shape[0]} prompts x {prompts.tokens.shape[1]} positions, labels: {args.labels} "
         f"({n_lab} labelled head-roles), mean ablation, {platform.processor() or platform.machine()}, "
         f"{torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs shared with other jobs (load average "

@@ -186,10 +186,11 @@ def ablation_source(
         )
         if kind == "zero":
             out[layer] = torch.zeros_like(value)
-        elif kind == "mean":
-            w = mask.to(value.dtype)[:, :, None, None]
-            mean = (value * w).sum((0, 1)) / w.sum()  # [head, d_head]
-            out[layer] = mean[None, None].expand_as(value)
+        elif kind == "mean":  # accumulated in fp32 at least (a bf16/fp16 model's z is upcast), then cast back
+            acc = torch.promote_types(value.dtype, torch.float32)
+            w = mask.to(acc)[:, :, None, None]
+            mean = (value.to(acc) * w).sum((0, 1)) / w.sum()  # [head, d_head]
+            out[layer] = mean.to(value.dtype)[None, None].expand_as(value)
         else:
             if idx is None:
                 g = [0] * batch if groups is None else list(groups)

@@ -10,6 +10,15 @@ replicate keeps its own weighted sums. That is the streaming equivalent of resam
 replacement: replicate means are what an ordinary bootstrap over units would give, without storing
 per-unit values. Memory: ``O(n_boot x cells)``, constant in the number of units.
 
+Sharded runs (``merge``): every sum that is not a count is kept in **compensated fp64**, a pair
+``hi + lo`` (TwoSum, Knuth; Ogita, Rump & Oishi 2005), so its error is about n x 2^-106 of the sum of
+magnitudes instead of n x 2^-53, and partial sums from N workers merge through the same TwoSum. The
+merged sums therefore round to the same double as the single-process ones (exactly, unless the true
+sum lies within that tiny error of a rounding boundary), and the guarantee the tests state is: counts
+and bootstrap weight sums bitwise (integers in fp64), means equal to 1e-12 relative whatever N is
+(in practice bitwise). Bootstrap weights are drawn per unit (``PoissonBootstrap.weights_for``: seeded
+by the unit's index, not by the worker or the batch), so a sharded run draws the same weights.
+
 Nothing here knows about models or roles: cells are just a tensor shape.
 """
 
@@ -22,6 +31,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from interp.distributed import World
+
 __all__ = ["PoissonBootstrap", "PairedReducer", "PairedSummary"]
 
 
@@ -33,10 +44,22 @@ class PoissonBootstrap:
             raise ValueError(f"n_boot must be >= 0, got {n_boot}")
         self.n_boot = n_boot
         self._gen = torch.Generator().manual_seed(seed)
+        self.seed = seed
 
     def weights(self, n_units: int) -> Tensor:
-        """[n_units, n_boot] float64 Poisson(1) weights for the next ``n_units`` units."""
+        """[n_units, n_boot] float64 Poisson(1) weights for the next ``n_units`` units (a stream: the
+        weights depend on the order in which units arrive)."""
         return torch.poisson(torch.ones(n_units, self.n_boot, dtype=torch.float64), generator=self._gen)
+
+    def weights_for(self, units: Sequence[int]) -> Tensor:
+        """[len(units), n_boot] float64 Poisson(1) weights, each row seeded by (seed, unit index)
+        alone: the same unit gets the same weights whichever batch or worker it lands in."""
+        out = np.empty((len(units), self.n_boot), dtype=np.float64)
+        for row, unit in enumerate(units):
+            if int(unit) < 0:
+                raise ValueError(f"unit indices must be >= 0, got {unit}")
+            out[row] = np.random.default_rng([self.seed, int(unit)]).poisson(1.0, self.n_boot)
+        return torch.from_numpy(out)
 
 
 @dataclass
@@ -83,6 +106,29 @@ class PairedReducer:
         self.n, self.s, self.b, self.d, self.d2 = z(), z(), z(), z(), z()
         self.boot_s, self.boot_w = z(n_boot), z(n_boot)
         self.extra = {name: z() for name in extras}
+        # the low parts of the compensated sums (n and boot_w sum integers: exact in fp64 alone)
+        self._lo = {key: torch.zeros_like(hi) for key, hi in self._compensated().items()}
+
+    def _compensated(self) -> dict[str, Tensor]:
+        return {"s": self.s, "b": self.b, "d": self.d, "d2": self.d2, "boot_s": self.boot_s} | {
+            f"extra.{k}": v for k, v in self.extra.items()
+        }
+
+    def _add(self, key: str, index: tuple, x: Tensor) -> None:
+        """hi[index] + lo[index] += x, with TwoSum: hi keeps the rounded sum, lo the rounding errors.
+        In place on views, two temporaries: this runs on [n_boot, *cells] once per batch."""
+        hi, lo = self._compensated()[key][index], self._lo[key][index]
+        t = hi + x
+        bb = t - hi
+        err = t - bb
+        torch.sub(hi, err, out=err)  # hi - (t - bb)
+        torch.sub(x, bb, out=bb)  # x - bb
+        err += bb
+        lo += err
+        hi.copy_(t)
+
+    def _total(self, key: str) -> np.ndarray:
+        return (self._compensated()[key] + self._lo[key]).numpy()
 
     def update(
         self,
@@ -98,38 +144,70 @@ class PairedReducer:
         s = torch.where(v > 0, s, torch.zeros_like(s))  # nan/garbage in invalid cells never leaks in
         b = torch.where(v > 0, torch.broadcast_to(baseline.detach().to(torch.float64), s.shape), torch.zeros_like(s))
         d = s - b
-        self.n[index] += v.sum(0)
-        self.s[index] += s.sum(0)
-        self.b[index] += b.sum(0)
-        self.d[index] += d.sum(0)
-        self.d2[index] += (d * d).sum(0)
+        idx = _as_tuple(index)
+        self.n[idx] += v.sum(0)
+        self._add("s", idx, s.sum(0))
+        self._add("b", idx, b.sum(0))
+        self._add("d", idx, d.sum(0))
+        self._add("d2", idx, (d * d).sum(0))
         if self.n_boot:
             w = boot_weights.to(torch.float64)
             flat_s, flat_v = s.reshape(s.shape[0], -1), v.reshape(v.shape[0], -1)
             shape = (self.n_boot,) + tuple(s.shape[1:])
-            self.boot_s[(slice(None),) + _as_tuple(index)] += (w.T @ flat_s).reshape(shape)
-            self.boot_w[(slice(None),) + _as_tuple(index)] += (w.T @ flat_v).reshape(shape)
+            self._add("boot_s", (slice(None),) + idx, (w.T @ flat_s).reshape(shape))
+            self.boot_w[(slice(None),) + idx] += (w.T @ flat_v).reshape(shape)
         for name, value in (extra or {}).items():
             x = value.detach().to(torch.float64)
-            self.extra[name][index] += torch.where(v > 0, x, torch.zeros_like(x)).sum(0)
+            self._add(f"extra.{name}", idx, torch.where(v > 0, x, torch.zeros_like(x)).sum(0))
+
+    def merge(self, world: World) -> None:
+        """Sum this reducer over the workers of ``world`` (``interp.distributed``), in place on every
+        rank: counts added, compensated sums merged with TwoSum in rank order. Every worker must have
+        reduced a disjoint share of the units with the same cells and ``n_boot``."""
+        if world.size == 1:
+            return
+        keys = list(self._compensated())
+        exact = [self.n, self.boot_w]
+        his = [self._compensated()[k] for k in keys]
+        los = [self._lo[k] for k in keys]
+        k = len(keys)
+
+        def add(acc: list[Tensor], other: list[Tensor]) -> None:
+            for a, b in zip(acc[:2], other[:2]):
+                a += b
+            for j in range(k):
+                hi, lo, hi_b, lo_b = acc[2 + j], acc[2 + k + j], other[2 + j], other[2 + k + j]
+                t, err = _two_sum(hi, hi_b)
+                hi.copy_(t)
+                lo += lo_b + err
+
+        world.sum_(exact + his + los, add=add)
 
     def summary(self) -> PairedSummary:
         n = self.n.numpy()
         with np.errstate(invalid="ignore", divide="ignore"):
-            score = self.s.numpy() / n
-            baseline = self.b.numpy() / n
-            mean_diff = self.d.numpy() / n
-            var = (self.d2.numpy() - n * mean_diff**2) / (n - 1)
+            score = self._total("s") / n
+            baseline = self._total("b") / n
+            mean_diff = self._total("d") / n
+            var = (self._total("d2") - n * mean_diff**2) / (n - 1)
             sd = np.sqrt(np.clip(var, 0.0, None))
-            boot = np.where(self.boot_w.numpy() > 0, self.boot_s.numpy() / self.boot_w.numpy(), np.nan)
-            extra = {k: v.numpy() / n for k, v in self.extra.items()}
+            boot_w = self.boot_w.numpy()
+            boot = np.where(boot_w > 0, self._total("boot_s") / boot_w, np.nan)
+            extra = {k: self._total(f"extra.{k}") / n for k in self.extra}
         return PairedSummary(
             n=n, score=score, baseline=baseline, mean_diff=mean_diff, sd_diff=sd, boot_means=boot, extra=extra
         )
 
     def nbytes(self) -> int:
-        tensors = [self.n, self.s, self.b, self.d, self.d2, self.boot_s, self.boot_w, *self.extra.values()]
+        tensors = [self.n, self.boot_w, *self._compensated().values(), *self._lo.values()]
         return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _two_sum(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """(a + b rounded, its exact rounding error): Knuth's TwoSum, no branch on magnitudes."""
+    t = a + b
+    bb = t - a
+    return t, (a - (t - bb)) + (b - bb)
 
 
 def _as_tuple(index: int | slice | tuple) -> tuple:

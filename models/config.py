@@ -77,6 +77,9 @@ class Config:
     rotary_dim: int | None = None  # None: rotate all of d_head
     rope_interleaved: bool = False  # False: (i, i + d/2) pairs (HF Llama, NeoX); True: (2i, 2i+1) (GPT-J)
     attn_scale: float | None = None  # None: 1 / sqrt(d_head)
+    # token embeddings are multiplied by this before positions are added (Vaswani et al. 2017 use
+    # sqrt(d_model), so a sinusoid of norm sqrt(d_model/2) does not drown them); the unembedding is not scaled
+    embed_scale: float = 1.0
     pad_token_id: int | None = None
     bos_token_id: int | None = None
     eos_token_id: int | None = None
@@ -97,6 +100,14 @@ class Config:
             )
         if self.positional == "rope" and self.rot_dim % 2:
             raise ValueError(f"rotary_dim={self.rot_dim} must be even")
+        if (
+            not isinstance(self.embed_scale, (int, float))
+            or isinstance(self.embed_scale, bool)
+            or not (0 < self.embed_scale < float("inf"))
+        ):
+            raise ValueError(
+                f"Config.embed_scale={self.embed_scale!r} must be a positive finite number (1.0: unscaled)"
+            )
         if self.rotary_dim is not None and not 0 < self.rotary_dim <= self.d_head:
             raise ValueError(f"rotary_dim={self.rotary_dim} must lie in 1..d_head={self.d_head}")
 

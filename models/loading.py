@@ -43,6 +43,9 @@ __all__ = [
     "minilm_dir",
     "smollm2_gguf",
     "smollm2_hf_dir",
+    "resolve_dtype",
+    "resolve_device",
+    "DTYPES",
 ]
 
 
@@ -577,10 +580,57 @@ def _load_smollm2() -> Transformer:
 KNOWN_MODELS: dict[str, Callable[[], Transformer]] = {"minilm": _load_minilm, "smollm2": _load_smollm2}
 
 
-def load(name_or_path: str | Path, device: str | torch.device = "cpu") -> Transformer:
+DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
+DTYPES |= {"float16": "float16", "fp16": "float16", "half": "float16"}
+
+
+def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
+    """``torch.float32`` (None), ``torch.bfloat16`` or ``torch.float16``, given as a dtype or by name
+    (``"bf16"``, ``"bfloat16"``, ``"fp16"``, ``"float16"``, ``"fp32"``, ``"float32"``)."""
+    allowed = (torch.float32, torch.bfloat16, torch.float16)
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        if dtype not in allowed:
+            raise ValueError(f"dtype {dtype} is not supported; use torch.float32, torch.bfloat16 or torch.float16")
+        return dtype
+    name = DTYPES.get(str(dtype).strip().lower().removeprefix("torch."))
+    if name is None:
+        raise ValueError(f"dtype {dtype!r} is not supported; use one of {sorted(set(DTYPES))}")
+    return getattr(torch, name)
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """A ``torch.device`` that exists on this machine (None: CPU); a clear error otherwise."""
+    if device is None:
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device {device!r} is not a torch device ({e}); use 'cpu', 'cuda', 'cuda:1', 'mps'") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: this torch build sees no CUDA GPU; use 'cpu'")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) are visible")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r}: MPS is not available here; use 'cpu'")
+    return dev
+
+
+def load(
+    name_or_path: str | Path, device: str | torch.device = "cpu", dtype: str | torch.dtype | None = None
+) -> Transformer:
     """Load a model by name (``minilm``, ``smollm2``), from a folder (a toolkit checkpoint with
     ``interp_config.json``, or a Hugging Face folder with ``config.json``), or by Hugging Face hub
-    name ``org/name`` where a hub or a cache is reachable."""
+    name ``org/name`` where a hub or a cache is reachable.
+
+    ``device``: where the model runs (``"cpu"``, ``"cuda"``, ...). ``dtype``: ``torch.float32``
+    (default), ``torch.bfloat16`` or ``torch.float16`` (or their names, ``"bf16"``, ``"fp16"``): the
+    weights are read in fp32 and rounded once to ``dtype``, as Hugging Face's
+    ``from_pretrained(dtype=...)`` rounds them; norms, softmax, RoPE angles and the loss still
+    compute in fp32 where Hugging Face does (docs/hooks.md, "Precision and devices")."""
+    dtype = resolve_dtype(dtype)
+    device = resolve_device(device)
     key = str(name_or_path)
     if key in KNOWN_MODELS:
         model = KNOWN_MODELS[key]()
@@ -609,4 +659,4 @@ def load(name_or_path: str | Path, device: str | torch.device = "cpu") -> Transf
             f"unknown model {key!r}: known names are {sorted(KNOWN_MODELS)}; or pass a checkpoint folder "
             "(toolkit or Hugging Face) or a hub name such as 'openai-community/gpt2'"
         )
-    return model.to(device)
+    return model.to(device=device, dtype=dtype)

@@ -76,6 +76,11 @@ def _hooked(hook: HookPoint) -> bool:
     return bool(hook._forward_hooks)
 
 
+def _watched(hook: HookPoint) -> bool:
+    """Whether a forward or a backward hook is attached: either needs the value to exist."""
+    return bool(hook._forward_hooks or hook._backward_hooks)
+
+
 def _snapshot(computed: Tensor) -> Tensor | int:
     """What ``_untouched`` compares against after the hooks ran: the tensor's version counter
     (every in-place edit bumps it), or, for a tensor made under ``torch.inference_mode()`` (which
@@ -136,8 +141,9 @@ class Norm(nn.Module):
                 return self.hook_normalized(out if self.b is None else out + self.b)
         if self.kind == "layernorm":  # the fused kernel Hugging Face uses
             out = F.layer_norm(x, (x.shape[-1],), self.w, self.b, self.eps)
-        else:  # Hugging Face LlamaRMSNorm's operation order
-            out = self.w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        else:  # Hugging Face LlamaRMSNorm's operation order, in fp32 whatever the model's dtype
+            h = x.float()  # a no-op in fp32
+            out = self.w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
         return self.hook_normalized(out)
 
 
@@ -305,6 +311,41 @@ def _view_param(name: str, doc: str) -> property:
     return property(fget, fset, doc=doc)
 
 
+class Masks:
+    """Which keys each query may see, computed once per forward pass for every block.
+
+    ``allowed`` [batch or 1, 1, query_pos or 1, key_pos] bool (None: every key); ``empty_rows``
+    [batch, 1, query_pos, 1] bool, the padded query rows that may see no key (None: there are none);
+    ``padded``: a key mask takes part; ``n_queries``: the new tokens (query_pos); ``past``: keys of
+    earlier tokens come first (generation with a ``KVCache``)."""
+
+    __slots__ = ("allowed", "empty_rows", "padded", "n_queries", "past", "_sdpa")
+
+    def __init__(
+        self, allowed: Tensor | None, empty_rows: Tensor | None, padded: bool, n_queries: int, past: int = 0
+    ) -> None:
+        self.allowed, self.empty_rows, self.padded = allowed, empty_rows, padded
+        self.n_queries, self.past = n_queries, past
+        self._sdpa: tuple[Tensor | None, bool] | None = None
+
+    def sdpa(self) -> tuple[Tensor | None, bool]:
+        """(attn_mask, is_causal) for ``scaled_dot_product_attention``, as Hugging Face passes them:
+        the causal flag and no mask for an unpadded causal prompt, no mask where every key is allowed,
+        else the boolean mask [batch, 1, query_pos, key_pos], contiguous."""
+        if self._sdpa is None:
+            allowed = self.allowed
+            if allowed is None:
+                self._sdpa = (None, False)
+            elif not self.padded and self.past == 0:
+                self._sdpa = (None, True)
+            elif not self.padded and self.n_queries == 1:  # one new token sees every earlier key
+                self._sdpa = (None, False)
+            else:
+                shape = (allowed.shape[0], 1, self.n_queries, allowed.shape[-1])
+                self._sdpa = (allowed.expand(shape).contiguous(), False)
+        return self._sdpa
+
+
 class Attention(nn.Module):
     """Multi-head (optionally grouped-query) attention.
 
@@ -377,15 +418,16 @@ class Attention(nn.Module):
         self,
         x: Tensor,  # [batch, pos, d_model]
         positions: Tensor,  # [batch, pos]
-        allowed: Tensor | None,  # [batch, 1, query_pos, key_pos] bool, None: all allowed
-        empty_rows: Tensor | None,  # [batch, 1, query_pos, 1] bool rows that may see nothing
+        masks: Masks,  # which keys each query may see
         rope: tuple[Tensor, Tensor] | None,  # cos, sin [batch, pos, rot_dim]
         kv: _LayerKV | None = None,  # the keys and values of earlier tokens (generation), or None
+        exact: bool = False,  # the eager path even when no hook reads the scores or the pattern
     ) -> Tensor:
         cfg = self.cfg
         b, p, _ = x.shape
-        # The op sequence below is Hugging Face eager attention's, step for step (views, transposes,
-        # GEMM layouts), which is what makes the unhooked forward bitwise equal to it.
+        # The op sequence below is Hugging Face's attention, step for step (views, transposes, GEMM
+        # layouts): eager attention's when the scores or the pattern are hooked (or ``exact``), SDPA
+        # attention's otherwise. That is what makes each path bitwise equal to its HF counterpart.
         q = self.hook_q(F.linear(x, self.q_weight, self.q_bias).view(b, p, -1, cfg.d_head))
         k = self.hook_k(F.linear(x, self.k_weight, self.k_bias).view(b, p, -1, cfg.d_head))
         v = self.hook_v(F.linear(x, self.v_weight, self.v_bias).view(b, p, -1, cfg.d_head))
@@ -398,33 +440,11 @@ class Attention(nn.Module):
         k = self.hook_rot_k(k.transpose(1, 2)).transpose(1, 2)
         if kv is not None:  # earlier tokens' keys (after RoPE) and values come first, as in HF's cache
             k, v = kv.update(k, v)
-        if cfg.group_size > 1:  # key/value head g serves query heads g*group .. (g+1)*group-1
-            n_keys = k.shape[2]
-            k = (
-                k[:, :, None]
-                .expand(b, cfg.kv_heads, cfg.group_size, n_keys, cfg.d_head)
-                .reshape(b, cfg.n_heads, n_keys, cfg.d_head)
-            )
-            v = (
-                v[:, :, None]
-                .expand(b, cfg.kv_heads, cfg.group_size, n_keys, cfg.d_head)
-                .reshape(b, cfg.n_heads, n_keys, cfg.d_head)
-            )
-
-        scores = torch.matmul(q, k.transpose(2, 3)) * cfg.scale  # [batch, head, query_pos, key_pos]
-        if cfg.positional == "alibi":  # -slope * |query - key|, from positions so padding is exact
-            distance = (positions[:, :, None] - positions[:, None, :]).abs().to(scores.dtype)
-            scores = scores - self.alibi_slopes[None, :, None, None].to(scores.dtype) * distance[:, None]
-        if allowed is not None:
-            scores = scores.masked_fill(~allowed, float("-inf"))
-        scores = self.hook_attn_scores(scores)
-
-        pattern = F.softmax(scores, dim=-1)
-        if empty_rows is not None:  # padded query rows that may see no key: zero, not NaN
-            pattern = pattern.masked_fill(empty_rows, 0.0)
-        pattern = self.hook_pattern(pattern)
-
-        z = self.hook_z(torch.matmul(pattern, v).transpose(1, 2))  # [batch, pos, head, d_head]
+        if exact or _watched(self.hook_attn_scores) or _watched(self.hook_pattern):
+            z = self._eager(q, k, v, positions, masks)
+        else:
+            z = self._fused(q, k, v, positions, masks)
+        z = self.hook_z(z.transpose(1, 2))  # [batch, pos, head, d_head]
         if _hooked(self.hook_result):
             computed = torch.einsum("bqhd,hdm->bqhm", z, self._view_W_O())
             before = _snapshot(computed)
@@ -433,6 +453,62 @@ class Attention(nn.Module):
                 out = result.sum(dim=2)
                 return out if self.o_bias is None else out + self.o_bias
         return F.linear(z.contiguous().reshape(b, p, -1), self.o_weight, self.o_bias)
+
+    def _repeat_kv(self, t: Tensor) -> Tensor:
+        """[batch, kv_head, key_pos, d_head] -> [batch, head, key_pos, d_head]: key/value head g
+        serves query heads g*group .. (g+1)*group-1 (Hugging Face's ``repeat_kv``)."""
+        cfg = self.cfg
+        if cfg.group_size == 1:
+            return t
+        b, _, n_keys, _ = t.shape
+        grouped = t[:, :, None].expand(b, cfg.kv_heads, cfg.group_size, n_keys, cfg.d_head)
+        return grouped.reshape(b, cfg.n_heads, n_keys, cfg.d_head)
+
+    def _alibi_bias(self, positions: Tensor, dtype: torch.dtype) -> Tensor:
+        """ALiBi's penalty slope * |query - key| [batch, head, query_pos, key_pos], subtracted from
+        the scores; from positions, so padding is exact."""
+        distance = (positions[:, :, None] - positions[:, None, :]).abs().to(dtype)
+        return self.alibi_slopes[None, :, None, None].to(dtype) * distance[:, None]
+
+    def _eager(self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor, masks: Masks) -> Tensor:
+        """Scores and pattern materialised, the hooks on both fire: z [batch, head, query_pos, d_head]."""
+        cfg = self.cfg
+        k, v = self._repeat_kv(k), self._repeat_kv(v)
+        scores = torch.matmul(q, k.transpose(2, 3)) * cfg.scale  # [batch, head, query_pos, key_pos]
+        if cfg.positional == "alibi":
+            scores = scores - self._alibi_bias(positions, scores.dtype)
+        if masks.allowed is not None:
+            scores = scores.masked_fill(~masks.allowed, float("-inf"))
+        scores = self.hook_attn_scores(scores)
+
+        # softmax in fp32 at least (Hugging Face Llama's eager attention upcasts bf16/fp16; a no-op in fp32)
+        pattern = F.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(q.dtype)
+        if masks.empty_rows is not None:  # padded query rows that may see no key: zero, not NaN
+            pattern = pattern.masked_fill(masks.empty_rows, 0.0)
+        pattern = self.hook_pattern(pattern)
+        return torch.matmul(pattern, v)
+
+    def _fused(self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor, masks: Masks) -> Tensor:
+        """``scaled_dot_product_attention`` called as Hugging Face's SDPA attention calls it (the
+        causal flag without padding, a boolean mask with it, grouped heads passed as they are when
+        there is no mask): z [batch, head, query_pos, d_head]; the scores and the pattern never exist."""
+        cfg = self.cfg
+        mask, causal = masks.sdpa()
+        if cfg.positional == "alibi":  # the bias rides in a float mask, -inf where a key is not allowed
+            bias = -self._alibi_bias(positions, q.dtype)
+            allowed = masks.allowed
+            mask = bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
+            causal = False
+        gqa = {}
+        if cfg.group_size > 1:
+            if mask is None and cfg.d_head <= 256:  # HF's ``use_gqa_in_sdpa``
+                gqa = {"enable_gqa": True}
+            else:
+                k, v = self._repeat_kv(k), self._repeat_kv(v)
+        z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=cfg.scale, **gqa)
+        if masks.empty_rows is not None:  # zero on every backend (some return NaN for a row with no key)
+            z = z.masked_fill(masks.empty_rows, 0.0)
+        return z
 
 
 # --------------------------------------------------------------------------------------------------
@@ -531,18 +607,18 @@ class Block(nn.Module):
         self,
         x: Tensor,  # [batch, pos, d_model]
         positions: Tensor,  # [batch, pos]
-        allowed: Tensor | None,  # [batch, 1, query_pos, key_pos] bool, None: all allowed
-        empty_rows: Tensor | None,  # [batch, 1, query_pos, 1] bool rows that may see nothing
+        masks: Masks,  # which keys each query may see
         rope: tuple[Tensor, Tensor] | None,  # cos, sin [batch, pos, rot_dim]
         kv: _LayerKV | None = None,  # the keys and values of earlier tokens (generation), or None
+        exact: bool = False,  # the eager attention path even without attention hooks
     ) -> Tensor:
         x = self.hook_resid_pre(x)
         if self.cfg.norm_placement == "pre":
-            attn_out = self.hook_attn_out(self.attn(self.ln1(x), positions, allowed, empty_rows, rope, kv))
+            attn_out = self.hook_attn_out(self.attn(self.ln1(x), positions, masks, rope, kv, exact))
             mid = self.hook_resid_mid(x + attn_out)
             mlp_out = self.hook_mlp_out(self.mlp(self.ln2(mid)))
             return self.hook_resid_post(mid + mlp_out)
-        attn_out = self.hook_attn_out(self.attn(x, positions, allowed, empty_rows, rope, kv))
+        attn_out = self.hook_attn_out(self.attn(x, positions, masks, rope, kv, exact))
         mid = self.hook_resid_mid(self.ln1(attn_out + x))
         mlp_out = self.hook_mlp_out(self.mlp(mid))
         return self.hook_resid_post(self.ln2(mlp_out + mid))
@@ -596,7 +672,7 @@ class KVCache:
 # The model
 
 
-_BINDABLE = frozenset({"attention_mask", "token_type_ids", "return_type", "allow_beyond_ctx"})
+_BINDABLE = frozenset({"attention_mask", "token_type_ids", "return_type", "allow_beyond_ctx", "exact"})
 
 
 def _is_text(x: object) -> bool:
@@ -645,12 +721,19 @@ class Transformer(HookedModule):
         self.setup()
         self.init_weights(seed)
         self._bound_inputs: tuple[Tensor, dict] | None = None  # see inputs_bound()
+        # True: every layer runs eager attention (bitwise Hugging Face eager), also without hooks;
+        # False: a layer none of whose score/pattern hooks is attached runs fused SDPA (see forward)
+        self.exact = False
         self.cfg._bind(self.W_E.device, self.W_E.dtype)
 
     # .to(), .cuda(), .double(), ...: keep cfg.device/dtype true
     def _apply(self, fn: Callable[[Tensor], Tensor], *args: Any, **kwargs: Any) -> Transformer:
         out = super()._apply(fn, *args, **kwargs)
         self.cfg._bind(self.W_E.device, self.W_E.dtype)
+        if self.cfg.positional == "rope" and self.rope_inv_freq.dtype != torch.float32:
+            # RoPE's frequencies stay fp32 in a bf16/fp16 model, as Hugging Face keeps them: the
+            # angles are computed in fp32 and only cos/sin are cast to the model's dtype
+            self.rope_inv_freq = rope_inv_freq(self.cfg).to(self.rope_inv_freq.device)
         return out
 
     # -- weights ---------------------------------------------------------------------------------
@@ -1038,6 +1121,7 @@ class Transformer(HookedModule):
         return_type: str | None = "default",
         allow_beyond_ctx: bool = False,
         past_kv_cache: KVCache | None = None,
+        exact: bool | None = None,
     ) -> Tensor | None:
         """Run the model.
 
@@ -1057,6 +1141,11 @@ class Transformer(HookedModule):
         past_kv_cache: a ``KVCache`` (causal models): ``tokens`` continue the sequences it holds,
             and their keys and values are added to it (``attention_mask`` then covers the new
             tokens only). What ``generate`` uses.
+        exact: which attention computation runs in a layer whose ``hook_attn_scores`` and
+            ``hook_pattern`` have no hook (a layer with one always runs the eager path). False: the
+            fused ``scaled_dot_product_attention`` (Hugging Face's default, SDPA), whose scores and
+            pattern never exist; True: the eager path, bitwise equal to Hugging Face eager
+            attention. None (default): ``model.exact``, which is False unless set.
         """
         bound = getattr(self, "_bound_inputs", None)  # see inputs_bound()
         if bound is not None and tokens is bound[0]:
@@ -1068,6 +1157,8 @@ class Transformer(HookedModule):
                     return_type = value
                 elif key == "allow_beyond_ctx":
                     allow_beyond_ctx = allow_beyond_ctx or bool(value)
+                elif key == "exact" and exact is None:
+                    exact = value
             attention_mask, token_type_ids = given["attention_mask"], given["token_type_ids"]
         if return_type not in ("default", "logits", "hidden", "loss", None):
             raise ValueError(f"return_type={return_type!r}; use 'logits', 'hidden', 'loss', 'default' or None")
@@ -1144,9 +1235,12 @@ class Transformer(HookedModule):
         if past_kv_cache is not None:
             key_mask = past_kv_cache._extend_mask(attention_mask, batch, n)
             past_kv_cache.length += n
-        positions, allowed, empty_rows, rope = self._attention_setup(batch, n, past, key_mask, device)
+        positions, masks, rope = self._attention_setup(batch, n, past, key_mask, device)
 
-        x = self.hook_embed(F.embedding(tokens, self.W_E))
+        x = F.embedding(tokens, self.W_E)
+        if cfg.embed_scale != 1.0:  # Vaswani et al.: token embeddings times sqrt(d_model) (Config.embed_scale)
+            x = x * cfg.embed_scale
+        x = self.hook_embed(x)
         if self.W_token_type is not None:
             if token_type_ids is None:
                 token_type_ids = torch.zeros_like(tokens)
@@ -1164,23 +1258,25 @@ class Transformer(HookedModule):
             x = self.ln_embed(x)
 
         kv = [None] * cfg.n_layers if past_kv_cache is None else past_kv_cache.layers
+        exact = self.exact if exact is None else bool(exact)
         for block, layer_kv in zip(self.blocks, kv):
-            x = block(x, positions, allowed, empty_rows, rope, layer_kv)
+            x = block(x, positions, masks, rope, layer_kv, exact)
         if return_type != "loss":
             return self._finish(x, return_type)
         logits = self._finish(x, "logits")
         target = tokens[:, 1:]
         keep = None if attention_mask is None else attention_mask[:, 1:] & attention_mask[:, :-1]
-        losses = F.cross_entropy(logits[:, :-1].flatten(0, 1), target.flatten(), reduction="none")
+        # in fp32 whatever the model's dtype (``.float()`` is a no-op in fp32)
+        losses = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), target.flatten(), reduction="none")
         if keep is None:
             return losses.mean()
         return (losses * keep.flatten()).sum() / keep.sum()
 
     def _attention_setup(
         self, batch: int, n: int, past: int, key_mask: Tensor | None, device: torch.device
-    ) -> tuple[Tensor, Tensor | None, Tensor | None, tuple[Tensor, Tensor] | None]:
-        """Positions [batch, n] (they follow the mask), the allowed-keys mask, the rows that may see
-        nothing, and RoPE's cos/sin: what every block needs besides its input."""
+    ) -> tuple[Tensor, Masks, tuple[Tensor, Tensor] | None]:
+        """Positions [batch, n] (they follow the mask), the masks, and RoPE's cos/sin in the model's
+        dtype (as Hugging Face casts them): what every block needs besides its input."""
         cfg = self.cfg
         if key_mask is None:
             positions = torch.arange(past, past + n, device=device).expand(batch, n)
@@ -1194,8 +1290,11 @@ class Transformer(HookedModule):
             allowed = keys if allowed is None else allowed & keys
             empty_rows = ~allowed.any(-1, keepdim=True)
             empty_rows = empty_rows if empty_rows.any() else None
-        rope = rope_cos_sin(cfg, positions, self.rope_inv_freq) if cfg.positional == "rope" else None
-        return positions, allowed, empty_rows, rope
+        rope = None
+        if cfg.positional == "rope":
+            dtype = self.W_E.dtype
+            rope = tuple(t.to(dtype) for t in rope_cos_sin(cfg, positions, self.rope_inv_freq))
+        return positions, Masks(allowed, empty_rows, key_mask is not None, n, past), rope
 
     def _finish(self, x: Tensor, return_type: str | None) -> Tensor | None:
         """The final norm and, where asked for, the unembedding of the last block's output."""
@@ -1208,13 +1307,18 @@ class Transformer(HookedModule):
         return F.linear(x, self.W_E if self.unembed_weight is None else self.unembed_weight, self.b_U)
 
     def run_from_layer(
-        self, layer: int, resid: Tensor, attention_mask: Tensor | None = None, return_type: str | None = "default"
+        self,
+        layer: int,
+        resid: Tensor,
+        attention_mask: Tensor | None = None,
+        return_type: str | None = "default",
+        exact: bool | None = None,
     ) -> Tensor | None:
         """The rest of a forward pass from block ``layer``'s input (``blocks.{layer}.hook_resid_pre``,
         [batch, pos, d_model]) to the output: what an intervention at that layer or above needs,
         without recomputing the layers below it (they do not change). Hooks of the blocks run
         fire as usual. ``attention_mask`` is the token mask of the run ``resid`` came from;
-        ``return_type`` as in ``forward`` (no "loss": it needs the tokens)."""
+        ``return_type`` and ``exact`` as in ``forward`` (no "loss": it needs the tokens)."""
         cfg = self.cfg
         if not 0 <= layer < cfg.n_layers:
             raise ValueError(f"layer {layer} does not exist: the model has layers 0..{cfg.n_layers - 1}")
@@ -1231,10 +1335,11 @@ class Transformer(HookedModule):
                 )
             if attention_mask.all():
                 attention_mask = None
-        positions, allowed, empty_rows, rope = self._attention_setup(batch, n, 0, attention_mask, resid.device)
+        positions, masks, rope = self._attention_setup(batch, n, 0, attention_mask, resid.device)
         x = resid
+        exact = self.exact if exact is None else exact
         for block in self.blocks[layer:]:
-            x = block(x, positions, allowed, empty_rows, rope, None)
+            x = block(x, positions, masks, rope, None, exact)
         return self._finish(x, return_type)
 
     def _unembed(self, x: Tensor) -> Tensor:
@@ -1366,12 +1471,21 @@ class Transformer(HookedModule):
         return apply_rope(self.cfg, x, cos[:, None].to(x.dtype), sin[:, None].to(x.dtype))
 
     def attention_layer(
-        self, layer: int, x: Tensor, *, positions: Tensor | None = None, causal: bool | None = None, rope: bool = True
+        self,
+        layer: int,
+        x: Tensor,
+        *,
+        positions: Tensor | None = None,
+        causal: bool | None = None,
+        rope: bool = True,
+        exact: bool = True,
     ) -> Tensor:
         """Block ``layer``'s attention alone on its input ``x`` [batch, pos, d_model] (the attention
         output, before the residual add), with its hooks firing. ``positions`` default to 0..pos-1;
         ``causal`` defaults to the model's own masking; ``rope=False`` leaves RoPE out (a no-op for
-        other schemes)."""
+        other schemes). ``exact`` (default True, unlike ``forward``): the eager attention path, the
+        computation the patterns describe, which the invariance checks take apart; False: the fused
+        SDPA path where no hook reads the scores or the pattern."""
         cfg = self.cfg
         if not 0 <= layer < cfg.n_layers:
             raise ValueError(f"layer {layer} does not exist: the model has layers 0..{cfg.n_layers - 1}")
@@ -1384,7 +1498,7 @@ class Transformer(HookedModule):
         if rope and cfg.positional == "rope":
             cos, sin = rope_cos_sin(cfg, positions, self.rope_inv_freq)
             rot = (cos.to(x.dtype), sin.to(x.dtype))
-        return self.blocks[layer].attn(x, positions, allowed, None, rot)
+        return self.blocks[layer].attn(x, positions, Masks(allowed, None, False, n), rot, None, exact)
 
     # -- conveniences ------------------------------------------------------------------------------
 

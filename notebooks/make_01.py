@@ -81,8 +81,10 @@ cells = [
         "TransformerLens code runs unchanged: `to_tokens` returns a `[batch, pos]` tensor, `run_with_cache` "
         "returns TransformerLens's own `ActivationCache`, the stacked weights and `FactoredMatrix` circuits "
         "are there, `transformer_lens.patching` takes the model, and `generate` continues text (greedy output "
-        "equals Hugging Face's token for token). On SmolLM2 the numbers are bitwise those of TransformerLens's "
-        "`TransformerBridge` on the same tokens. One default differs: our `to_tokens` adds no BOS to SmolLM2 "
+        "equals Hugging Face's token for token). On SmolLM2 a cached run's numbers (the eager attention path, "
+        "which materialises the patterns) are bitwise those of TransformerLens's `TransformerBridge` on the "
+        "same tokens; a plain `lm(tokens)` runs the fused SDPA path (bitwise Hugging Face's default SDPA "
+        "attention, ~1e-5 from eager), and `lm(tokens, exact=True)` the eager one. One default differs: our `to_tokens` adds no BOS to SmolLM2 "
         "text (the bridge prepends `<|im_start|>`, SmolLM2's chat-turn marker); pass `prepend_bos=True` "
         "for the bridge's tokens."
     ),

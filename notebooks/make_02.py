@@ -23,6 +23,7 @@ cells = [
         "from analyses.data import load_items\n"
         "from analyses.heads import report\n"
         "pd.set_option('display.width', 160)\n"
+        "pd.set_option('display.precision', 4)  # 4 decimals: the last bits of a float sum are not stable\n"
         "N = 12  # items per relation; small for speed (the CLI default is 100)\n"
         "OPTS = dict(n_boot=40, null_n=12, batch_size=36)"
     ),
@@ -44,6 +45,13 @@ cells = [
         "display(Image(report.role_map_figure(heads.role_map(df_enc), title='minilm')))\n"
         "heads.role_map(df_enc).head(12)"
     ),
+    new_markdown_cell(
+        "The head explorer (the same one as in the report page `interp probe` writes): click a head for its "
+        "scores per role with baselines and intervals, and its attention on a few example sentences, by "
+        "attention weight and by the norm lens (hover a row of the matrix to highlight it). A code host that "
+        "does not run JavaScript still shows the grid."
+    ),
+    new_code_cell("from analyses.report.page import HeadExplorer\nHeadExplorer.build(df_enc, minilm)"),
     new_markdown_cell(
         "Subject-verb and anaphora are scored in both directions on a bidirectional model. With this few "
         "sentences the Holm correction over all tests is demanding; the best heads and their baselines:"

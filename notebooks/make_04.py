@@ -12,11 +12,11 @@ cells = [
         "`pattern only` (labelled by attention, no measurable effect), `inconclusive`."
     ),
     nbf.v4.new_code_cell(
-        "import time\nimport pandas as pd\nimport torch\n\nimport models\n"
+        "import pandas as pd\nimport torch\n\nimport models\n"
         "from interp import interventions as iv\n"
         "from analyses import validation as V\n\n"
         "torch.set_num_threads(1)  # small batches: one thread is fastest on a shared CPU\n"
-        "pd.set_option('display.width', 200); pd.set_option('display.max_columns', 20)\nt0 = time.time()"
+        "pd.set_option('display.width', 200); pd.set_option('display.max_columns', 20)"
     ),
     nbf.v4.new_markdown_cell(
         "## 1. A planted model: the only path versus a decoy\n\n"
@@ -62,7 +62,6 @@ cells = [
         "mres.table[['layer', 'head', 'role', 'metric', 'effect', 'null_mean', 'null_std', 'p_value', 'q_value', 'verdict']]"
     ),
     nbf.v4.new_code_cell("print(mres.info['clean_accuracy'])\nmres.unlabelled.head()"),
-    nbf.v4.new_code_cell("print(f'notebook ran in {time.time() - t0:.0f} s')"),
 ]
 
 write(cells, "04_causal_validation.ipynb")

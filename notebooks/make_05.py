@@ -7,12 +7,13 @@ cells = [
     new_markdown_cell(
         """# 05 · Positional encodings on trial
 
-Attention alone is order-blind; position is bolted on. The claims: learned absolute positions do
-not extrapolate past the trained context, RoPE and ALiBi do (their scores depend on relative
-position only). Here the same small causal model (2 layers, d_model 128, 4 heads, context 128) was
-trained once per scheme on the same English text, steps and seed (`analyses/positional.py`,
-budget `full`). This notebook loads those checkpoints from `checkpoints/positional/` (or, if they
-are missing, trains the seconds-long `quick` versions) and measures them."""
+The seeds say: attention alone is order-blind (shuffle the words, same answer); learned absolute
+positions do not extrapolate past the trained length; RoPE and ALiBi depend on distance only. The
+second-round study (`python -m analyses.positional --budget full --jobs 2`, see
+`docs/positional.md`) tests each claim on a task that isolates it, over every scheme and three
+seeds, and trains one model per scheme on natural text. This notebook shows the study's tables
+(if the full run is in `docs/positional_study/`), then re-runs small versions of each experiment
+live: seconds on a CPU."""
     ),
     new_code_cell(
         """from pathlib import Path
@@ -25,106 +26,121 @@ import torch
 
 import models
 from analyses import positional as P
+from analyses.positional import runs as U
+from analyses.positional import synthetic as S
+from analyses.positional import tasks as T
+from analyses.data.generated import random_repeated_tokens
 from models.training import heldout_windows
 
 torch.set_num_threads(1)
 ROOT = Path(models.__file__).resolve().parents[1]
-CKPT = ROOT / "checkpoints" / "positional"
+STUDY = ROOT / "docs" / "positional_study"
+claims = STUDY / "claims.md"
+print(claims.read_text() if claims.exists() else "no full study in docs/positional_study yet")"""
+    ),
+    new_markdown_cell(
+        """## Order: "dog bites man"
+
+The order task: fillers with one `A` and one `B`, then a query; the answer is whether A came
+first. The multiset of tokens is the same either way. A bidirectional model without positions is
+permutation-equivariant, so a sequence and its A/B-swapped twin get the same answer: exactly half
+right on a balanced set, whatever the weights. A causal model is not: the mask lets B see A only
+when A came first. The planted model below has **no positional encoding** and hand-set weights
+that use exactly that leak."""
+    ),
+    new_code_cell(
+        """task = T.OrderTask()
+tokens, targets = task.sample(1000, torch.Generator().manual_seed(0), balanced=True)
+for attention in ("causal", "bidirectional"):
+    planted = T.planted_order_model(task, attention)
+    print(f"planted, no positions, {attention:<13} accuracy {task.accuracy(planted, tokens, targets):.3f}")
+
+quick = U.study_budget("quick")
+rows = []
+for attention in ("bidirectional", "causal"):
+    for scheme in ("none", "learned", "alibi"):
+        run = S.train_task(quick.order, scheme, attention, seed=0)
+        rows.append({"attention": attention, "scheme": scheme, **S.order_measure(quick.order.task, run.model)})
+pd.DataFrame(rows).pivot(index="scheme", columns="attention", values="accuracy").round(3)"""
+    ),
+    new_markdown_cell(
+        """## Length extrapolation: copy the token k back
+
+Trained on sequences of length L, tested out to 8 L (the quick budget here; the study's own
+figure is `docs/positional_study/extrapolation.png`). Learned positions have no embedding past L:
+their curve stops there."""
+    ),
+    new_code_cell(
+        """spec = quick.copy_back
+frames = []
+for scheme in P.SCHEMES:
+    model = S.train_task(spec, scheme, "causal", seed=0).model
+    row, curve = S.copy_measure(spec, model)
+    frames.append(pd.DataFrame({"scheme": scheme, "position": np.arange(curve.size), "accuracy": curve}))
+curves = pd.concat(frames).dropna()
+ax = sns.lineplot(data=curves, x="position", y="accuracy", hue="scheme")
+ax.axvline(spec.task.length, color="grey", ls="--")
+ax.set_title(f"copy the token {spec.task.k} back (quick budget: {spec.train.steps} steps)")
+plt.show()"""
+    ),
+    new_markdown_cell(
+        """## Induction heads
+
+A 2-layer attention-only model on random tokens with one segment repeated at a random offset.
+The study logs, every few steps, the loss on the second copy and the best head's induction score
+(`study.head_scores` on random tokens followed by the same tokens); the step where they cross a
+threshold is when the induction head formed. The planted model shows what the finished circuit
+does: a previous-token head in layer 0, an induction head in layer 1."""
+    ),
+    new_code_cell(
+        """itask = T.InductionTask(length=32, segment=8, d_vocab=32, distinct=True)
+planted = T.planted_induction_model(itask)
+probe = random_repeated_tokens(8, itask.length // 2, itask.d_vocab, seed=0, distinct=True)
+_, cache = planted.run_with_cache(probe, names_filter=lambda n: n.endswith("hook_pattern"))
+heads = P.head_scores({l: cache[f"blocks.{l}.attn.hook_pattern"] for l in range(2)}, itask.length // 2)
+print(heads.round(3).to_string(index=False))
+fig, axes = plt.subplots(1, 2, figsize=(9, 4))
+for layer, ax in enumerate(axes):
+    sns.heatmap(cache[f"blocks.{layer}.attn.hook_pattern"][0, 0].numpy(), cmap="Blues", vmin=0, vmax=1, ax=ax, cbar=False)
+    ax.set_title(["layer 0: previous token", "layer 1: induction"][layer])
+plt.show()"""
+    ),
+    new_markdown_cell(
+        """## Natural text
+
+One model per scheme on the BoolQ passages. With the study's checkpoints in
+`checkpoints/positional/` (written by the full run) this loads them; otherwise it trains the
+quick versions (seconds). Held-out loss by position, out to 4x the training context."""
+    ),
+    new_code_cell(
+        """CKPT = ROOT / "checkpoints" / "positional"
 budget = P.BUDGETS["full"]
 trained = {s: P.load_scheme(CKPT / s, budget) for s in P.SCHEMES}
 if all(v is not None for v in trained.values()):
-    # models.load reads the toolkit checkpoint: config, safetensors weights, BPE tokenizer
     study = {s: models.load(str(CKPT / s)) for s in P.SCHEMES}
-else:  # no full checkpoints here: train the quick versions (seconds each)
+else:
     budget = P.BUDGETS["quick"]
     data = P.prepare_data(budget)
     study = {s: P.train_scheme(s, budget, data, progress=False)[0] for s in P.SCHEMES}
 print("budget:", budget.name)
-for s, m in study.items():
-    print(f"{s:<11}", m)"""
-    ),
-    new_markdown_cell(
-        """## Held-out loss by position, out to 4x the training context
-
-Learned absolute positions have no embedding past `n_ctx`: there is nothing to look up, so their
-curve stops at the dashed line (n/a, not a number). The others run with `allow_beyond_ctx=True`."""
-    ),
-    new_code_cell(
-        """tok = next(iter(study.values())).tokenizer
+tok = next(iter(study.values())).tokenizer
 heldout = P.heldout_data(tok, budget)
-n_ctx = budget.n_ctx
-windows = heldout_windows(heldout, 4 * n_ctx, 24)
-curves = []
+windows = heldout_windows(heldout, 4 * budget.n_ctx, 16)
+frames = []
 for s, m in study.items():
     c = P.loss_by_position(m, windows)
-    curves.append(pd.DataFrame({"scheme": s, "position": np.arange(c.size), "loss": c}))
-curves = pd.concat(curves).dropna()
+    frames.append(pd.DataFrame({"scheme": s, "position": np.arange(c.size), "loss": c}))
+curves = pd.concat(frames).dropna()
 curves["bin"] = curves.position // 16 * 16 + 8
 binned = curves.groupby(["scheme", "bin"], as_index=False).loss.mean()
 ax = sns.lineplot(data=binned, x="bin", y="loss", hue="scheme", hue_order=list(P.SCHEMES))
-ax.axvline(n_ctx, color="grey", ls="--")
-ax.set(xlabel="position (tokens)", ylabel="next-token loss (nats)", title="which schemes extrapolate")
-plt.show()
-table = binned.assign(region=np.where(binned.bin < n_ctx, "inside context", "beyond (1x-4x)"))
-table.pivot_table(index="scheme", columns="region", values="loss").reindex(list(P.SCHEMES)).round(3)"""
-    ),
-    new_markdown_cell(
-        """## The relative-position check, and how much order matters
-
-`shift_invariance`: layer-0 attention scores for the same tokens at the same distance, at two
-places of a periodic sequence. RoPE, ALiBi and no-position give equal scores (float rounding);
-learned and sinusoidal absolute embeddings do not. `shuffle_increase`: held-out loss when each
-window's tokens are shuffled, minus the loss in order."""
-    ),
-    new_code_cell(
-        """rows = []
-short = heldout_windows(heldout, n_ctx, 64)
-for s, m in study.items():
-    loss, shuffled = P.shuffled_loss(m, short)
-    rows.append({"scheme": s, "heldout_loss": loss, "shuffle_increase": shuffled - loss,
-                 "shift_deviation_L0": P.shift_invariance(m, 0)})
-pd.DataFrame(rows).set_index("scheme").round(4)"""
-    ),
-    new_markdown_cell(
-        """## What the heads do
-
-Random tokens followed by the same tokens again: a previous-token head attends from i to i-1; an
-induction head attends from i (second copy) to the token that followed the earlier copy of token i.
-The loss on the repeated half falls below the first half's only if the model copies in context."""
-    ),
-    new_code_cell(
-        """head_tables, summary = [], []
-for s, m in study.items():
-    heads, rep = P.repeated_sequence_scores(m, batch=16)
-    head_tables.append(heads.assign(scheme=s))
-    summary.append({"scheme": s, **rep})
-heads = pd.concat(head_tables)
-heads["head_id"] = "L" + heads["layer"].astype(str) + "H" + heads["head"].astype(str)
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.2))
-for ax, col in zip(axes, ["previous_token", "induction"]):
-    grid = heads.pivot(index="scheme", columns="head_id", values=col).reindex(list(P.SCHEMES))
-    sns.heatmap(grid, vmin=0, vmax=1, annot=True, fmt=".2f", cmap="viridis", cbar=False, ax=ax)
-    ax.set_title(col)
-plt.tight_layout()
-plt.show()
-pd.DataFrame(summary).set_index("scheme").round(3)"""
-    ),
-    new_code_cell(
-        """# the strongest previous-token head of the learned-position model, on a real sentence
-m = study["learned"]
-best = heads[heads.scheme == "learned"].sort_values("previous_token").iloc[-1]
-layer, head = int(best["layer"]), int(best["head"])
-batch = m.to_words("The cat sleeps on the mat because it is tired.")
-_, cache = m.run_with_cache(batch.input_ids, names_filter=lambda n: n.endswith("hook_pattern"))
-pat = cache[f"blocks.{layer}.attn.hook_pattern"][0, head]
-labels = [t.replace("Ġ", "_") for t in batch.tokens[0]]
-ax = sns.heatmap(pat.numpy(), xticklabels=labels, yticklabels=labels, cmap="Blues", vmin=0, vmax=1)
-ax.set_title(f"learned positions, L{layer}H{head} (previous-token score {best['previous_token']:.2f})")
+ax.axvline(budget.n_ctx, color="grey", ls="--")
+ax.set(xlabel="position (tokens)", ylabel="next-token loss (nats)")
 plt.show()"""
     ),
     new_markdown_cell(
-        """Read the numbers with the budget in mind: a few hundred CPU steps buy bigram-level models.
-`docs/positional.md` reports the full run, its model cards and the benchmark."""
+        """`docs/positional.md` has every claim's table with the spread over seeds, the natural-text
+conditions and whether they were met, the model cards, and the CPU time the study took."""
     ),
 ]
 

@@ -50,6 +50,8 @@ for model in minilm smollm2; do
     || echo "interp invariance: some measurements on $model disagree with theory; see $OUT/$model/invariance/invariance.md"
   step "$model validate" "${budgets[2]}" $I validate --model "$model" --labels "$OUT/$model/heads.csv" --out "$OUT/$model/validation"
 done
-step "summary" 30 $I summary --out "$OUT"
-echo "main job done: $OUT/summary.md, $OUT/minilm/report.html, $OUT/smollm2/report.html"
+# summary.md, index.html (the models side by side) and each model's report.html re-rendered with its
+# invariances and validation (the probe wrote it first without them)
+step "summary" 60 $I summary --out "$OUT"
+echo "main job done: open $OUT/index.html ($OUT/minilm/report.html, $OUT/smollm2/report.html; $OUT/summary.md)"
 printf '%s\n' "step times:" "${TIMES[@]}"

@@ -45,6 +45,33 @@ def _one_line(e: BaseException) -> str:
     return " ".join((str(e) or type(e).__name__).split())
 
 
+DTYPE_NAMES = ("float32", "bfloat16", "float16")
+_DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
+
+
+def _dtype_name(value: str) -> str:
+    name = value.strip().lower()
+    name = _DTYPE_ALIASES.get(name, name)
+    if name not in DTYPE_NAMES:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a supported dtype; use {', '.join(DTYPE_NAMES)} (or fp32, bf16, fp16)"
+        )
+    return name
+
+
+def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
+    """``--dtype`` for every command that loads a model: the name goes to ``models.load(...,
+    dtype=)``; analyses accumulate in fp32/fp64 whatever it is. (No torch import: ``interp --help``
+    stays light.)"""
+    parser.add_argument(
+        "--dtype",
+        type=_dtype_name,
+        default="float32",
+        metavar="{float32,bfloat16,float16}",
+        help="the model's weights and activations: float32 (default), bfloat16 or float16 (also fp32, bf16, fp16)",
+    )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="interp", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from analyses.cli import add_dtype_argument
+
 OWNS = (
     "invariance.csv",
     "invariance_*.csv",
@@ -40,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch CPU threads (default: torch's choice; 1 is much faster on an oversubscribed machine)",
     )
     parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    add_dtype_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,7 +74,7 @@ def _invariance(args, tmp: Path):
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = models.load(args.model).eval()
+    model = models.load(args.model, dtype=args.dtype).eval()
     result = run_all(model, text=args.text, n_tokens=args.n_tokens, seed=args.seed, progress=True)
     write_report(result, tmp, figures_too=not args.no_figures)
     return result.table

@@ -4,21 +4,35 @@
     interp probe --model smollm2 --out runs/smollm2 --n 150
     interp probe --model path/to/checkpoint --out runs/mine --conllu my_treebank.conllu
 
-Writes DIR/heads.csv, DIR/report.md, DIR/report.html (self-contained) and the PNG figures
-(role_map.png, heatmaps.png, pattern_<role>.png): the files in ``OWNS``, committed as a set when the run ends
-(``interp.io.output_dir``); anything else in DIR (``invariance/``, ``validation/``) is left alone.
+Writes DIR/heads.csv, DIR/report.md, DIR/report.html (self-contained, interactive: see
+``analyses.report.page``), DIR/examples.json (every head's attention on a few example sentences, for the
+page) and the PNG figures (role_map.png, heatmaps.png, pattern_<role>.png): the files in ``OWNS``,
+committed as a set when the run ends (``interp.io.output_dir``); anything else in DIR (``invariance/``,
+``validation/``) is left alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 import time
 from pathlib import Path
 
+from analyses.cli import add_dtype_argument
+
 # pattern_<role>.png, lowercase: a tour's pattern_L3H0.png in the same folder is not the probe's
-OWNS = ("heads.csv", "report.md", "report.html", "role_map.png", "heatmaps.png", "lens.png", "pattern_[a-z]*.png")
+OWNS = (
+    "heads.csv",
+    "report.md",
+    "report.html",  # also re-rendered by `interp summary` once invariance/ and validation/ exist
+    "examples.json",
+    "role_map.png",
+    "heatmaps.png",
+    "lens.png",
+    "pattern_[a-z]*.png",
+)
 DEFAULT_N = 100  # items per relation: ~2 min for minilm, a few minutes for smollm2 on 2 CPU cores
 
 
@@ -48,54 +62,110 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--conllu", default=None, help="a CoNLL-U treebank: its nsubj arcs become subject-verb items")
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda, ...)")
+    add_dtype_argument(parser)
     parser.add_argument("--no-null", action="store_true", help="skip the randomly initialised null model")
     parser.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates (default 200)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate (Holm), default 0.05")
+    add_worker_arguments(parser)
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """--workers and --worker-timeout (``interp probe`` and ``interp validate``)."""
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes sharing the work over torch.distributed (gloo on CPU, nccl on CUDA), merged exactly: "
+        "the same table as one process; default 1, or WORLD_SIZE when started by torchrun",
+    )
+    parser.add_argument(
+        "--worker-timeout",
+        type=float,
+        default=300.0,
+        help="seconds the workers wait for a silent one before the run fails (default 300)",
+    )
+
+
+def run_with_workers(args, command: str, owns, compute, write, *extra) -> str | None:
+    """``compute(world, args, *extra)`` on every worker (``interp.distributed.launch``: spawned, or this
+    process's share under torchrun), then ``write(args, tmp, result, t0, *extra)`` with rank 0's result, in
+    the one process that writes (the spawning process, or torchrun's rank 0), inside
+    ``output_dir``. A failed worker fails the run with a message naming it; nothing is written."""
+    from interp import distributed
+    from interp.io import output_dir
+
+    workers, timeout = getattr(args, "workers", None), getattr(args, "worker_timeout", 300.0)
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers must be a positive integer, got {workers}")
+    if timeout <= 0:
+        raise ValueError(f"--worker-timeout must be a positive number of seconds, got {timeout}")
+    kw = dict(workers=workers, timeout=timeout, device=getattr(args, "device", None))
+    t0 = time.perf_counter()
+    if not distributed.is_main_process():  # torchrun's other ranks: their share, no output
+        distributed.launch(compute, args, *extra, **kw)
+        return None
+    with output_dir(args.out, owns, command=command, what="--out") as tmp:
+        try:
+            result = distributed.launch(compute, args, *extra, **kw)
+        except distributed.WorkerError as e:
+            raise SystemExit(f"{command}: {e}") from None
+        return write(args, tmp, result, t0, *extra)
+
+
+def _n_for(args) -> dict[str, int]:
+    n_for = {}
+    for spec in args.n_for:
+        relation, sep, value = spec.partition("=")
+        if not sep or not value.strip().isdigit() or int(value) <= 0:
+            raise SystemExit(f"interp probe: --n-for {spec!r}: expected RELATION=N with N a positive integer")
+        n_for[relation.strip()] = int(value)
+    return n_for
 
 
 def _items(args):
     from analyses.data import load_items
 
+    n_for = _n_for(args)
     try:
-        n_for = {}
-        for spec in args.n_for:
-            relation, sep, value = spec.partition("=")
-            if not sep or not value.strip().isdigit() or int(value) <= 0:
-                raise ValueError(f"--n-for {spec!r}: expected RELATION=N with N a positive integer")
-            n_for[relation.strip()] = int(value)
         return load_items(n=args.n, seed=args.seed, sources=args.sources, conllu=args.conllu, n_for=n_for)
     except ValueError as e:
         raise SystemExit(f"interp probe: {e}") from None
 
 
 def run(args) -> int:
-    from interp.io import output_dir
-
-    with output_dir(args.out, OWNS, command="interp probe", what="--out") as tmp:
-        message = _probe(args, tmp)
-    sys.stdout.write(message)
+    _n_for(args)  # a malformed --n-for fails here, before any worker starts
+    message = run_with_workers(args, "interp probe", OWNS, _compute, _write)
+    if message:
+        sys.stdout.write(message)
     return 0
 
 
-def _probe(args, tmp: Path) -> str:
+def _compute(world, args) -> dict | None:
+    """The probe on one worker (``world``: ``interp.distributed.World``); rank 0 returns what
+    ``_write`` needs, the other workers None."""
     import torch
 
     import models
     from analyses import heads
-    from analyses.heads import report
 
-    t0 = time.perf_counter()
     items = _items(args)  # before the model: a bad --conllu or --sources fails at once
+    device = args.device
+    if world.size > 1 and torch.device(device).type == "cuda":
+        device = f"cuda:{world.local_rank}"  # one GPU per worker
+    if not world.is_main:  # only rank 0 shows progress
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     with torch.no_grad():  # scoped: run() is also called in-process (tests, notebooks)
-        model = models.load(args.model, device=args.device)
+        model = models.load(args.model, device=device, dtype=args.dtype)
         if model.tokenizer is not None:
             # a byte-level BPE can merge two punctuation words of real text into one token, leaving
             # a word without a token: word-level scores cannot be defined there, so drop and say so
             from analyses.data import keep_tokenizable
 
             kept = keep_tokenizable(items, model.tokenizer)
-            if len(kept) < len(items):
+            if len(kept) < len(items) and world.is_main:
                 sys.stderr.write(
                     f"interp probe: dropped {len(items) - len(kept)} of {len(items)} sentences "
                     f"in which a word got no token of its own under {model.cfg.name}'s tokenizer\n"
@@ -110,14 +180,33 @@ def _probe(args, tmp: Path) -> str:
             n_boot=args.n_boot,
             alpha=args.alpha,
             batch_size=args.batch_size,
-            progress=True,
+            progress=world.is_main,
             weighting=[w.strip() for w in args.weighting.split(",") if w.strip()],
+            world=world,
         )
+        if not world.is_main:
+            return None
         examples = heads.example_patterns(model, df)
+        from analyses.report import page  # the report page's example patterns: every head, a few sentences
+
+        page_examples = page.head_examples(model)
+    return dict(df=df, examples=examples, page_examples=page_examples, n_items=len(items), name=model.cfg.name)
+
+
+def _write(args, tmp: Path, result: dict, t0: float) -> str:
+    from analyses.heads import report
+    from analyses.report import page
+
+    df, examples, page_examples = result["df"], result["examples"], result["page_examples"]
     command = "interp probe " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else None
     report.write_report(df, tmp, examples=examples, command=command)
+    from interp.io import atomic_write
+
+    atomic_write(tmp / "examples.json", json.dumps(page_examples, separators=(",", ":")))
+    page.write_page(tmp)  # report.html: the explorer, the labelled heads, data and method
     n_lab = int(df["label"].sum())
+    workers = f" on {df.attrs['workers']} workers" if df.attrs.get("workers", 1) > 1 else ""
     return (
-        f"{model.cfg.name}: {len(items)} sentences, {n_lab} labels; wrote {args.out} "
+        f"{result['name']}: {result['n_items']} sentences, {n_lab} labels{workers}; wrote {args.out} "
         f"(heads.csv, report.md, report.html) in {time.perf_counter() - t0:.0f} s\n"
     )

@@ -1,13 +1,16 @@
 """``interp summary --out DIR``: one page over the main job's per-model folders (see
-``analyses.report.summary``). Writes DIR/summary.md and DIR/comparison.md (``OWNS``), committed as a
-set; the per-model folders are read, never written."""
+``analyses.report.summary``). Writes DIR/summary.md, DIR/comparison.md and DIR/index.html (``OWNS``),
+committed as a set; then re-renders each DIR/<model>/report.html (``MODEL_OWNS``, shared with
+``interp probe``, which writes the page first without invariances and validation) with everything
+the folder holds, under that folder's own lock. Nothing else in the model folders is written."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-OWNS = ("summary.md", "comparison.md")
+OWNS = ("summary.md", "comparison.md", "index.html")
+MODEL_OWNS = ("report.html",)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -15,12 +18,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from interp.io import output_dir
+    from interp.io import atomic_write, output_dir
 
     out = Path(args.out)
     with output_dir(out, OWNS, command="interp summary", what="--out", must_exist=True) as tmp:
-        from analyses.report.summary import summarise
+        from analyses.report.summary import model_pages, summarise
 
         summarise(out, dest=tmp)
-    print(f"wrote {out / 'summary.md'}")
+        pages = model_pages(out)  # rendered before anything is committed: a failure leaves all as it was
+    for name, html in pages.items():
+        with output_dir(out / name, MODEL_OWNS, command="interp summary", what="model folder") as mtmp:
+            atomic_write(mtmp / "report.html", html)
+    print(
+        f"wrote {out / 'summary.md'}, {out / 'index.html'} and "
+        + ", ".join(f"{out / n / 'report.html'}" for n in pages)
+    )
     return 0

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from analyses.cli import add_dtype_argument
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="minilm", help="minilm (default), smollm2, or a checkpoint folder")
@@ -15,6 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text", default=None, help="input text (default: a short English sentence)")
     p.add_argument("--layer", type=int, default=None, help="default: the middle layer")
     p.add_argument("--head", type=int, default=0)
+    add_dtype_argument(p)
 
 
 def run(args) -> int:
@@ -28,7 +31,7 @@ def run(args) -> int:
         from analyses.report.tour import DEFAULT_TEXT, hook_shapes, plot_pattern
 
         text = DEFAULT_TEXT if args.text is None else args.text
-        model = models.load(args.model)
+        model = models.load(args.model, dtype=args.dtype)
         layer = model.cfg.n_layers // 2 if args.layer is None else args.layer
         if not 0 <= layer < model.cfg.n_layers or not 0 <= args.head < model.cfg.n_heads:
             raise ValueError(

@@ -19,6 +19,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from analyses.cli import add_dtype_argument
+from analyses.cli.probe import add_worker_arguments, run_with_workers
+
 OWNS = ("validation.csv", "unlabelled.csv", "validation.md", "validation.json")
 
 
@@ -46,32 +49,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--probe-n", type=int, default=60, help="items per relation when labels are recomputed")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    add_dtype_argument(parser)
+    add_worker_arguments(parser)
 
 
 def run(args) -> int:
-    from interp.io import output_dir
-
-    with output_dir(args.out, OWNS, command="interp validate", what="--out") as tmp:
-        _validate(args, tmp)
-    return 0
-
-
-def _validate(args, tmp: Path) -> None:
     import sys
 
     from analyses import validation as V
-    from analyses.validation.report import write_outputs
+    from interp import distributed
 
     table = None
     if args.labels and args.labels != "patterns":
-        table = V.read_labels(args.labels)  # checked before the model is loaded
-        if not table["label"].any():
+        table = V.read_labels(args.labels)  # checked before the model is loaded (and before any worker starts)
+        if not table["label"].any() and distributed.is_main_process():
             sys.stderr.write(f"interp validate: warning: no row of {args.labels} has label true; nothing to validate\n")
+    run_with_workers(args, "interp validate", OWNS, _compute, _write, table)
+    return 0
 
+
+def _compute(world, args, table) -> tuple | None:
+    """The validation on one worker (``world``: ``interp.distributed.World``; the sweep over heads is
+    sharded); rank 0 returns (result, source), the other workers None."""
+    from analyses import validation as V
+
+    if not world.is_main:  # only rank 0 shows progress
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     import models
     from interp.view import view
 
-    model = models.load(args.model).eval()
+    model = models.load(args.model, dtype=args.dtype).eval()
     n_heads = model.cfg.n_layers * model.cfg.n_heads
     v = view(model)
     causal = v.causal and v.lm_head
@@ -104,8 +113,18 @@ def _validate(args, tmp: Path) -> None:
         max_heads_per_role=cap,
         alpha=args.alpha,
         model_name=v.name,
+        world=world,
     )
+    if not world.is_main:
+        return None
     result.info["n_heads_total"] = n_heads
+    return result, source
+
+
+def _write(args, tmp: Path, computed: tuple, t0: float, table=None) -> None:
+    from analyses.validation.report import write_outputs
+
+    result, source = computed
     write_outputs(
         result,
         tmp,

@@ -94,6 +94,7 @@ from analyses.heads.scoring import (
     word_columns,
 )
 from interp import stats
+from interp.distributed import World, current
 from interp.names import act_name
 from interp.reducers import PairedReducer, PoissonBootstrap
 from interp.view import ModelView, view
@@ -374,6 +375,7 @@ class _Batch:
     relation: RelationPlan | None = None  # the stacked relation tests
     baselines: dict = field(default_factory=dict)  # test index -> [batch]
     rel_index: list = field(default_factory=list)  # test indices of the stacked relation tests
+    units: range = range(0)  # the run's unit indices of the batch's rows (bootstrap seeds, shards)
 
 
 class _RepeatBatch:
@@ -384,9 +386,15 @@ class _RepeatBatch:
         self.token_to_word = [[-1] * ids.shape[1] for _ in range(ids.shape[0])]
 
 
-def _sentence_batches(adapter: Adapter, items: Sequence[Item], tests: list, batch_size: int):
+def _sentence_batches(
+    adapter: Adapter, items: Sequence[Item], tests: list, batch_size: int, world: World | None = None
+):
+    """The plans of the sentence batches this worker owns (batch k: rank k % N; all without ``world``);
+    units 0 .. len(items) - 1 in this order."""
     causal = adapter.is_causal
-    for start in range(0, len(items), batch_size):
+    for k, start in enumerate(range(0, len(items), batch_size)):
+        if world is not None and not world.owns(k):
+            continue
         chunk = items[start : start + batch_size]
         batch = adapter.tokenizer.words([list(it.words) for it in chunk])
         t = batch.input_ids.shape[1]
@@ -424,7 +432,9 @@ def _sentence_batches(adapter: Adapter, items: Sequence[Item], tests: list, batc
                 sets[i, p_, 2] = True
             for p_ in set(punct) | set(special) | {0}:
                 sets[i, p_, 3] = True
-        plan = _Batch(kind="sentences", batch=batch, token=token_plan(mask, causal, sets))
+        plan = _Batch(
+            kind="sentences", batch=batch, token=token_plan(mask, causal, sets), units=range(start, start + len(chunk))
+        )
         n_words = [len(it.words) for it in chunk]
         cols, exists = word_columns(batch.token_to_word, mask, n_words)
         rel = [k for k, test in enumerate(tests) if test.kind == "relation"]
@@ -461,19 +471,35 @@ def _sentence_batches(adapter: Adapter, items: Sequence[Item], tests: list, batc
         yield plan
 
 
-def _repeat_batches(adapter: Adapter, n: int, length: int, seed: int, batch_size: int):
+def _repeat_batches(
+    adapter: Adapter,
+    n: int,
+    length: int,
+    seed: int,
+    batch_size: int,
+    world: World | None = None,
+    first_batch: int = 0,
+    first_unit: int = 0,
+):
+    """The random repeated-token batches this worker owns; they follow the sentence batches, so
+    their batch and unit numbers start at ``first_batch`` and ``first_unit``."""
     if n <= 0:
         return
     length = min(length, adapter.n_ctx // 2)
     n_ordinary = adapter.d_vocab - len(adapter.special_ids)
     ids = random_repeated_tokens(n, min(length, n_ordinary), adapter.d_vocab, seed, avoid=adapter.special_ids)
-    for start in range(0, n, batch_size):
+    for k, start in enumerate(range(0, n, batch_size)):
+        if world is not None and not world.owns(first_batch + k):
+            continue
         chunk = ids[start : start + batch_size]
         mask = torch.ones_like(chunk, dtype=torch.bool)
         det = duplicate_detection(chunk)
         sets = torch.zeros(*chunk.shape, len(SET_ROLES), dtype=torch.bool)
         yield _Batch(
-            kind="repeat", batch=_RepeatBatch(chunk), token=token_plan(mask, adapter.is_causal, sets, detect=det)
+            kind="repeat",
+            batch=_RepeatBatch(chunk),
+            token=token_plan(mask, adapter.is_causal, sets, detect=det),
+            units=range(first_unit + start, first_unit + start + chunk.shape[0]),
         )
 
 
@@ -486,12 +512,17 @@ def _run(
     seed: int,
     progress: bool,
     desc: str,
-) -> object:
+    world: World | None = None,
+) -> tuple:
+    """Reduce this worker's batches, merge over the workers; returns (summary, shards): shards[r]
+    lists the (first, stop) unit spans worker r reduced (checked: disjoint, covering 0 .. n_units)."""
     from tqdm.auto import tqdm
 
+    world = world or World()
     L, H = adapter.n_layers, adapter.n_heads
     reducer = PairedReducer((len(tests), L, H), n_boot=n_boot, extras=("mass", "special_mass"))
     boot = PoissonBootstrap(n_boot, seed)
+    spans = []
     weightings = sorted({t.weighting for t in tests})
     token_idx = {w: [k for k, t in enumerate(tests) if t.kind == "token" and t.weighting == w] for w in weightings}
     repeat_idx = {w: [k for k, t in enumerate(tests) if t.kind == "repeat" and t.weighting == w] for w in weightings}
@@ -529,7 +560,8 @@ def _run(
     hooks = [(adapter.hook_name(l), hook) for l in range(L)]
     if "norm" in weightings:  # the value vectors of each layer, read just before its pattern
         hooks = [h for l in range(L) for h in ((act_name(l, "attn.hook_v"), keep_v), hooks[l])]
-    bar = tqdm(total=n_units, desc=desc, disable=not progress, leave=False)
+    share = f" (worker 0 of {world.size})" if world.size > 1 else ""
+    bar = tqdm(total=n_units, desc=desc + share, disable=not (progress and world.is_main), leave=False)
     try:
         for st in batches:
             b = st.batch.input_ids.shape[0]
@@ -553,14 +585,20 @@ def _run(
             with torch.inference_mode():
                 adapter.forward(_batch_to(st.batch, adapter), hooks)
             # one update per batch: running sums and bootstrap replicates, O(tests x layers x heads)
-            reducer.update(
-                slice(None), scores, base, valid, boot.weights(b), extra={"mass": mass, "special_mass": smass}
-            )
-            bar.update(b)
+            # bootstrap weights seeded per unit: the same whichever worker and batch the unit is in
+            weights = boot.weights_for(st.units)
+            reducer.update(slice(None), scores, base, valid, weights, extra={"mass": mass, "special_mass": smass})
+            spans.append((st.units.start, st.units.stop))
+            bar.update(b * world.size)  # rank 0 sees its own share; the others advance alike
     finally:
         bar.close()
         state.clear()
-    return reducer.summary()
+    reducer.merge(world)
+    shards = world.gather(spans)
+    covered = sorted(u for spans_r in shards for a, z in spans_r for u in range(a, z))
+    if covered != list(range(n_units)):
+        raise RuntimeError(f"{desc}: the workers' shards do not cover units 0..{n_units - 1} exactly once")
+    return reducer.summary(), shards
 
 
 def _output_weights(adapter: Adapter, layer: int) -> Tensor:
@@ -624,6 +662,7 @@ def probe_items(
     progress: bool = False,
     specials: Sequence[str] = SPECIALS,
     weighting: Sequence[str] = ("attention",),
+    world: World | None = None,
 ) -> pd.DataFrame:
     """Classify every head on the given items (plus ``n_repeat`` random repeated token sequences for
     the duplicate / induction roles). Returns one row per (layer, head, role, direction); columns
@@ -639,7 +678,13 @@ def probe_items(
     ("exclude", Clark et al. 2019, by default) carries the labels, the others are descriptive.
     ``weighting``: "attention" (always, first: it carries the labels) and optionally "norm"
     (Kobayashi et al. 2020: every test again on a_ij ||v_j W_O|| renormalised per row; a delimiter
-    label then needs the norm row to pass too, and the other norm rows are descriptive)."""
+    label then needs the norm row to pass too, and the other norm rows are descriptive).
+
+    ``world`` (``interp.distributed``; default: the process group this process is in, else one
+    process): every worker calls this with the same arguments, reduces the batches it owns (batch k:
+    worker k % N) and the reducers are merged, so every worker returns the table one process would
+    (counts bitwise, means to 1e-12, in practice bitwise: ``interp.reducers``). ``df.attrs["shards"]``
+    lists the unit spans each worker reduced."""
     adapter = adapt(model, tokenizer)
     items = list(items)
     if not items:
@@ -683,15 +728,20 @@ def probe_items(
             for t in tests
         ]
 
-    # batches of similar lengths pad little (the statistics do not depend on the order of sentences)
+    # batches of similar lengths pad little (the statistics do not depend on the order of sentences);
+    # with several workers, batch k goes to worker k % N: the batches themselves do not change
     by_length = sorted(items, key=lambda it: len(it.words))
+    world = world if world is not None else current()
+    n_sentence_batches = -(-len(by_length) // batch_size)
 
     def batches():
-        yield from _sentence_batches(adapter, by_length, tests, batch_size)
-        yield from _repeat_batches(adapter, n_repeat, repeat_length, seed + 1, batch_size)
+        yield from _sentence_batches(adapter, by_length, tests, batch_size, world)
+        yield from _repeat_batches(
+            adapter, n_repeat, repeat_length, seed + 1, batch_size, world, n_sentence_batches, len(by_length)
+        )
 
     n_units = len(items) + max(n_repeat, 0)
-    summ = _run(adapter, tests, batches(), n_units, n_boot, seed, progress, f"probe {adapter.name}")
+    summ, shards = _run(adapter, tests, batches(), n_units, n_boot, seed, progress, f"probe {adapter.name}", world)
     null = None
     if null_model:
         null_net = _null_network(adapter, seed)
@@ -705,13 +755,16 @@ def probe_items(
             )
             null_repeat = n_repeat if not null_n else min(n_repeat, max(10, null_n // 3))
 
-            def null_batches():
-                yield from _sentence_batches(null_adapter, keep, tests, batch_size)
-                yield from _repeat_batches(null_adapter, null_repeat, repeat_length, seed + 1, batch_size)
+            n_null_batches = -(-len(keep) // batch_size)
 
-            null = _run(
-                null_adapter, tests, null_batches(), len(keep) + max(null_repeat, 0), 0, seed, progress, "null model"
-            )
+            def null_batches():
+                yield from _sentence_batches(null_adapter, keep, tests, batch_size, world)
+                yield from _repeat_batches(
+                    null_adapter, null_repeat, repeat_length, seed + 1, batch_size, world, n_null_batches, len(keep)
+                )
+
+            n_null_units = len(keep) + max(null_repeat, 0)
+            null, _ = _run(null_adapter, tests, null_batches(), n_null_units, 0, seed, progress, "null model", world)
     df = _table(adapter, tests, summ, null, alpha)
     sources = pd.Series([it.source.split(":")[0] for it in items]).value_counts().to_dict()
     relations = pd.Series([it.relation for it in items]).value_counts().to_dict()
@@ -734,6 +787,8 @@ def probe_items(
         correction="holm per role",
         specials=list(specials),
         weighting=list(weighting),
+        workers=world.size,
+        shards=[[tuple(span) for span in spans] for spans in shards],
     )
     return df
 

@@ -1,11 +1,10 @@
-"""Head-probing reports: ``heads.csv``, ``report.md``, a self-contained ``report.html`` (figures
-embedded as base64 PNG), seaborn figures, and a cross-model comparison. Every file is written
-through ``interp.io.atomic_write``, so a reader never sees half a report."""
+"""Head-probing reports: ``heads.csv``, ``report.md``, seaborn figures, and a cross-model comparison.
+Every file is written through ``interp.io.atomic_write``, so a reader never sees half a report. The
+HTML page a person opens (``report.html``: the head explorer, the labelled heads, invariances and
+validation) is rendered from these files by ``analyses.report.page``."""
 
 from __future__ import annotations
 
-import base64
-import html
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -433,8 +432,9 @@ def write_report(
     title: str | None = None,
     command: str | None = None,
 ) -> dict:
-    """Write ``heads.csv``, ``report.md``, ``report.html`` and PNG figures into ``out_dir``.
-    ``examples`` come from ``analyses.heads.example_patterns``. Returns {name: path}."""
+    """Write ``heads.csv``, ``report.md`` and PNG figures into ``out_dir`` (``analyses.report.page``
+    renders ``report.html`` from them). ``examples`` come from ``analyses.heads.example_patterns``.
+    Returns {name: path}."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     attrs = dict(df.attrs)
@@ -545,56 +545,6 @@ def write_report(
         "weighting) with columns " + ", ".join(f"`{c}`" for c in COLUMNS) + ".\n"
     )
     paths["report.md"] = atomic_write(out / "report.md", "\n".join(md))
-
-    def img(name):
-        return f'<img alt="{name}" src="data:image/png;base64,{base64.b64encode(figs[name]).decode()}"/>'
-
-    def table(t):
-        return t.to_html(index=False, escape=True, border=0, classes="t") if not t.empty else "<p><i>(none)</i></p>"
-
-    body = [
-        f"<h1>{html.escape(title)}</h1>",
-        f"<p>{html.escape(intro)}</p>",
-        "<h2>The map: every head and its primary role</h2>",
-        f"<p>{html.escape(MAP_TEXT)}</p>",
-        img("role_map.png"),
-        table(the_map[the_map["primary"] != "unclassified"]),
-        *(
-            [
-                "<h2>What heads move: attention weight against norm</h2>",
-                f"<p>{html.escape(LENS_TEXT)}</p>",
-                img("lens.png"),
-                table(lens_table(df)),
-            ]
-            if has_norm
-            else []
-        ),
-        "<h2>Word relations by source</h2>",
-        table(by_source),
-        "<h2>Data</h2>",
-        f"<p>{html.escape(_data_text(attrs))}</p>",
-        "<h2>Method</h2>",
-        f"<p>{html.escape(method)}</p><p>{html.escape(stats_text + null_note)}</p>",
-        "".join(f"<p>{html.escape(par)}</p>" for par in CONVENTIONS_TEXT.split("\n\n")),
-        f"<p>{html.escape(POWER_TEXT)}</p>",
-        table(power),
-        "<h2>Where the roles live</h2>",
-        table(layer_tbl),
-        "<h2>Heatmaps</h2>",
-        img("heatmaps.png"),
-        f"<h2>Labelled heads ({len(lab)} labels)</h2>",
-        table(lab),
-        "<h2>Example patterns</h2>",
-    ]
-    for ex in examples:
-        body += [f"<h3>{html.escape(ex['title'])}</h3>", img(f"pattern_{ex['role']}.png")]
-    page = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>" + html.escape(title) + "</title><style>"
-        "body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}img{max-width:100%}"
-        "table.t{border-collapse:collapse;font-size:12px}table.t td,table.t th{padding:2px 6px;"
-        "border-bottom:1px solid #ddd}</style></head><body>" + "\n".join(body) + "</body></html>"
-    )
-    paths["report.html"] = atomic_write(out / "report.html", page)
     return paths
 
 

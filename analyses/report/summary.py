@@ -2,8 +2,10 @@
 
 Reads ``DIR/<model>/heads.csv`` (head roles), ``DIR/<model>/invariance/invariance.csv`` and
 ``DIR/<model>/validation/validation.csv`` for every model folder present, and writes
-``DIR/comparison.md`` (which roles live in which layers of each model) and ``DIR/summary.md``
-(links to the full reports, the invariance section, the validation verdicts). Atomic writes.
+``DIR/comparison.md`` (which roles live in which layers of each model), ``DIR/summary.md``
+(links to the full reports, the invariance section, the validation verdicts) and ``DIR/index.html``
+(the same, rendered, figures inline: ``analyses.report.page.render_index``). Atomic writes.
+``model_pages`` re-renders each ``DIR/<model>/report.html`` with its invariance and validation.
 
 A validation records the SHA-256 of the heads.csv it tested (``validation/validation.json``); one
 whose hash is not that of the current ``<model>/heads.csv`` (the probe was rerun since) is flagged
@@ -21,11 +23,12 @@ from analyses.heads.probe import detectable_effect, labelled_roles, role_map
 from analyses.heads.report import write_comparison
 from analyses.heads.roles import LINGUISTIC_ROLES
 from analyses.invariance.report import invariance_section
+from analyses.report.page import page_from_folder, render_index
 from interp.io import atomic_write, md_table, sha256_file
 
-__all__ = ["summarise", "validation_provenance", "OUTPUTS"]
+__all__ = ["summarise", "validation_provenance", "model_dirs", "model_pages", "OUTPUTS"]
 
-OUTPUTS = ("summary.md", "comparison.md")
+OUTPUTS = ("summary.md", "comparison.md", "index.html")
 
 
 def validation_provenance(model_dir: Path) -> str | None:
@@ -204,11 +207,7 @@ def summarise(out: Path, dest: Path | None = None) -> Path:
     out = Path(out)
     dest = out if dest is None else Path(dest)
     # hidden folders are not models: a probe's staging folder (.NAME.*.interp-new) holds a heads.csv too
-    dirs = (
-        sorted(p for p in out.iterdir() if not p.name.startswith(".") and (p / "heads.csv").exists())
-        if out.is_dir()
-        else []
-    )
+    dirs = model_dirs(out)
     if not dirs:
         raise FileNotFoundError(f"no <model>/heads.csv under {out}; run `interp probe --out {out}/<model>` first")
     heads = {d.name: _read_heads(d / "heads.csv") for d in dirs}
@@ -239,4 +238,26 @@ def summarise(out: Path, dest: Path | None = None) -> Path:
     if val:
         lines += [_validation_section(val), ""]
         lines += [_lens_validation_section(heads, val), ""]
-    return atomic_write(dest / "summary.md", "\n".join(lines))
+    text = "\n".join(lines)
+    links = "Interactive pages: " + ", ".join(f"[{d.name}]({d.name}/report.html)" for d in dirs) + ".\n\n"
+    index = render_index(text.replace("\n", "\n\n" + links, 1) if "\n" in text else text, out)
+    atomic_write(dest / "index.html", index)
+    return atomic_write(dest / "summary.md", text)
+
+
+def model_dirs(out: Path) -> list[Path]:
+    """The per-model folders under ``out``: those with a heads.csv (hidden staging folders excluded)."""
+    out = Path(out)
+    if not out.is_dir():
+        return []
+    return sorted(p for p in out.iterdir() if not p.name.startswith(".") and (p / "heads.csv").exists())
+
+
+def model_pages(out: Path) -> dict[str, str]:
+    """Each model's page rendered from its folder (probe, invariance, validation): {folder: html}.
+    The validation's provenance warning goes on the page too."""
+    pages = {}
+    for d in model_dirs(out):
+        warning = validation_provenance(d) if (d / "validation" / "validation.csv").exists() else None
+        pages[d.name] = page_from_folder(d, provenance=warning)
+    return pages

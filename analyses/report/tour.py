@@ -39,7 +39,7 @@ def plot_pattern(model, text: str, layer: int, head: int, path: Path) -> Path:
     name = act_name(layer, "attn.hook_pattern")
     with torch.no_grad():
         _, cache = model.run_with_cache(batch.input_ids, attention_mask=batch.attention_mask, names_filter=name)
-    pattern = cache[name][0, head].numpy()
+    pattern = cache[name][0, head].float().cpu().numpy()  # numpy has no bf16; a GPU tensor is copied
     labels = [t.replace("Ġ", "_") for t in batch.tokens[0]]
     fig, ax = plt.subplots(figsize=(1 + 0.45 * len(labels), 0.8 + 0.4 * len(labels)))
     sns.heatmap(

@@ -78,6 +78,7 @@ from analyses.data.generated import random_repeated_tokens
 from analyses.data.items import is_punctuation
 from analyses.validation.labels import check_labels, read_labels
 from interp import interventions as iv
+from interp.distributed import World, current
 from interp.names import act_name
 from interp.stats import bh, bootstrap_ci
 from interp.view import view
@@ -476,7 +477,7 @@ def metric_functions(prompts: PromptSet, clean_output: Tensor | None = None) -> 
 
             def fn(out, rows=rows, pos=pos, right=right, wrong=wrong):
                 s = torch.full((batch,), float("nan"))
-                s[rows] = (out[rows, pos, right] - out[rows, pos, wrong]).float()
+                s[rows] = out[rows, pos, right].float() - out[rows, pos, wrong].float()  # fp32 in any model dtype
                 return s
         elif task.kind == "loss":
             m = task.loss_mask.bool()
@@ -559,6 +560,38 @@ def _labels_frame(labels: pd.DataFrame, n_layers: int | None = None, n_heads: in
     return lab.reset_index(drop=True)
 
 
+def _sharded_sweep(
+    model, prompts: PromptSet, source: dict, funcs: dict, heads: list, kw: dict, world: World | None
+) -> tuple[dict[str, np.ndarray], list[list[int]]]:
+    """``iv.head_sweep`` over ``heads``, each worker ablating its share (head i: worker i % N) on every
+    prompt (one padded batch, as in one process, so the numbers are the same bits); the rows are
+    gathered back into the order of ``heads`` on every worker. Returns (scores, each worker's
+    indices into ``heads``)."""
+    world = world if world is not None else current()
+    mine = list(world.shard(len(heads)))
+    got = iv.head_sweep(
+        model,
+        prompts.tokens,
+        source,
+        funcs,
+        heads=[heads[i] for i in mine],
+        attention_mask=prompts.attention_mask,
+        **kw,
+    )
+    if world.size == 1:
+        return got, [mine]
+    shares = world.gather((mine, got))
+    dtypes = {m: np.result_type(*[values[m] for _, values in shares]) for m in funcs}  # as one process's
+    out = {m: np.full((len(heads), prompts.tokens.shape[0]), np.nan, dtype=dtypes[m]) for m in funcs}
+    seen = sorted(i for idx, _ in shares for i in idx)
+    if seen != list(range(len(heads))):
+        raise RuntimeError(f"the workers' shares of the {len(heads)} heads overlap or leave heads out")
+    for idx, values in shares:
+        for m in funcs:
+            out[m][idx] = values[m]
+    return out, [idx for idx, _ in shares]
+
+
 @torch.no_grad()
 def validate(
     model,
@@ -575,6 +608,7 @@ def validate(
     probe_n: int = 100,
     model_name: str | None = None,
     q_family: int | None = 8,
+    world: World | None = None,
 ) -> ValidationResult:
     """Validate every labelled head causally.
 
@@ -587,6 +621,11 @@ def validate(
     max_heads_per_role: validate only the best-scoring labelled heads of each role (None: all).
     q_family: the ``q_value`` family of a role: its best ``q_family`` labels by probe score (None:
         all its labels).
+    world: the workers (``interp.distributed``; default: this process's group, else one process).
+        Every worker calls ``validate`` with the same arguments and builds the same prompts and clean
+        run; the ablation sweep, one forward pass per head, is sharded by head (head i of the list:
+        worker i % N) and the per-prompt scores are gathered, so every worker returns the table one
+        process would, bitwise.
     """
     if ablation not in iv.ABLATIONS:
         raise ValueError(f"ablation {ablation!r} is unknown; use one of {iv.ABLATIONS}")
@@ -630,14 +669,8 @@ def validate(
     lab["metric"] = pd.Series([m if m in funcs else None for m in lab["metric"]], index=lab.index, dtype=object)
     clean = {m: f(clean_out).numpy() for m, f in funcs.items()}
     source = iv.ablation_source(z, ablation, attention_mask=prompts.attention_mask, groups=prompts.family, seed=seed)
-    scores = iv.head_sweep(
-        model,
-        prompts.tokens,
-        source,
-        funcs,
-        heads=heads,
-        attention_mask=prompts.attention_mask,
-        **{k: v for k, v in kw.items() if k != "attention_mask"},
+    scores, head_shards = _sharded_sweep(
+        model, prompts, source, funcs, heads, {k: v for k, v in kw.items() if k != "attention_mask"}, world
     )
 
     # per head x metric: mean effect and bootstrap interval over the prompts that count
@@ -782,6 +815,8 @@ def validate(
         model=name,
         ablation=ablation,
         seed=seed,
+        workers=len(head_shards),
+        head_shards=head_shards,  # indices into the evaluated heads, per worker
         n_prompts=int(prompts.tokens.shape[0]),
         n_heads_evaluated=len(heads),
         n_null=len(null_pool),
@@ -911,7 +946,7 @@ def pattern_labels(
     qi = torch.arange(half, 2 * half)
     rows = []
     for layer, name in enumerate(names):
-        pat = cache[name]  # [batch, head, query_pos, key_pos]
+        pat = cache[name].float()  # [batch, head, query_pos, key_pos]; averaged in fp32 whatever the model's dtype
         prev = pat[:, :, q, q - 1].mean((0, 2))
         ind = pat[:, :, qi, qi - half + 1].mean((0, 2))
         for head in range(n_heads):

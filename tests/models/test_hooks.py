@@ -198,7 +198,7 @@ def test_caching_every_hook_leaves_output_bitwise_unchanged(key):
     model = tiny_model(key)
     tokens, mask = tiny_batch(model.cfg)
     with torch.no_grad():
-        base = model(tokens, attention_mask=mask)
+        base = model(tokens, attention_mask=mask, exact=True)  # caching the patterns runs the eager path
         out, cache = model.run_with_cache(tokens, attention_mask=mask)
     assert set(cache) == set(model.hook_names())
     assert torch.equal(out, base)
@@ -207,7 +207,7 @@ def test_caching_every_hook_leaves_output_bitwise_unchanged(key):
 def test_caching_every_hook_leaves_minilm_bitwise_unchanged(minilm):
     b = minilm.to_words(["The cat sleeps.", "A longer sentence with more words in it."])
     with torch.no_grad():
-        base = minilm(b.input_ids, attention_mask=b.attention_mask)
+        base = minilm(b.input_ids, attention_mask=b.attention_mask, exact=True)
         out, _ = minilm.run_with_cache(b.input_ids, attention_mask=b.attention_mask)
     assert torch.equal(out, base)
 
@@ -218,7 +218,10 @@ def test_caching_every_hook_leaves_minilm_bitwise_unchanged(minilm):
 def test_names_filters(model, batch):
     tokens, mask = batch
     with torch.no_grad():
-        _, c_str = model.run_with_cache(tokens, attention_mask=mask, names_filter="blocks.1.attn.hook_pattern")
+        # exact=True: layer 0 would otherwise run fused (its pattern is not read), moving layer 1's last bits
+        _, c_str = model.run_with_cache(
+            tokens, attention_mask=mask, names_filter="blocks.1.attn.hook_pattern", exact=True
+        )
         _, c_list = model.run_with_cache(
             tokens, attention_mask=mask, names_filter=["blocks.0.hook_resid_pre", "blocks.1.attn.hook_q"]
         )

@@ -176,3 +176,33 @@ def test_no_positions_bidirectional_is_permutation_equivariant():
     learned = randomized(tiny_config(attention="bidirectional", positional="learned", lm_head=False), seed=8)
     with torch.no_grad():
         assert (learned(tokens[:, perm]) - learned(tokens)[:, perm]).abs().max() > 1e-3
+
+
+def test_embed_scale_multiplies_the_token_embeddings_only(tmp_path):
+    """Vaswani et al.'s sqrt(d_model) on the token embeddings (Config.embed_scale): the embedding
+    hook carries exactly c * W_E[tokens], the position embedding is unchanged, the default is the
+    unscaled model, and a checkpoint keeps the setting."""
+    tokens = torch.tensor([[3, 14, 15, 9, 26, 5]])
+    plain = randomized(tiny_config(positional="sinusoidal"), seed=2)
+    scaled = models.Transformer(plain.cfg.replace(embed_scale=math.sqrt(32)), seed=0)
+    scaled.load_state_dict(plain.state_dict())
+    assert plain.cfg.embed_scale == 1.0
+    names = ["hook_embed", "hook_pos_embed"]
+    _, c0 = _cache(plain, tokens, names=names)
+    _, c1 = _cache(scaled, tokens, names=names)
+    torch.testing.assert_close(c0["hook_embed"], plain.W_E[tokens].detach(), rtol=0, atol=0)
+    torch.testing.assert_close(c1["hook_embed"], plain.W_E[tokens].detach() * math.sqrt(32), rtol=0, atol=0)
+    torch.testing.assert_close(c1["hook_pos_embed"], c0["hook_pos_embed"], rtol=0, atol=0)
+    with torch.no_grad():
+        assert (scaled(tokens) - plain(tokens)).abs().max() > 1e-3
+    models.save_checkpoint(scaled, tmp_path / "ckpt")
+    again = models.load(str(tmp_path / "ckpt"))
+    assert again.cfg.embed_scale == pytest.approx(math.sqrt(32))
+    with torch.no_grad():
+        torch.testing.assert_close(again(tokens), scaled(tokens), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("bad", [0.0, -2.0, float("nan"), float("inf"), "2", True])
+def test_bad_embed_scale_is_refused(bad):
+    with pytest.raises(ValueError, match="embed_scale"):
+        tiny_config(embed_scale=bad)

@@ -231,7 +231,7 @@ def test_the_cache_still_behaves_like_a_dict(smollm2):
     # names_filter, device, remove_batch_dim
     with torch.no_grad():
         _, few = smollm2.run_with_cache(tokens, names_filter=lambda n: n.endswith("hook_z"), device="cpu")
-        _, one = smollm2.run_with_cache(tokens, names_filter=[name], remove_batch_dim=True)
+        _, one = smollm2.run_with_cache(tokens, names_filter=[name], remove_batch_dim=True, exact=True)
     assert set(few) == {f"blocks.{l}.attn.hook_z" for l in range(smollm2.cfg.n_layers)}
     assert few["z", 0].device.type == "cpu"
     assert not one.has_batch_dim and torch.equal(one[name], cache[name][0])
@@ -314,7 +314,11 @@ def test_patching_takes_our_model_directly_and_matches_the_bridge(smollm2, smoll
     assert clean.shape == corrupted.shape
     mary, john = smollm2.to_single_token(" Mary"), smollm2.to_single_token(" John")
     heads = [(0, 0), (9, 4), (14, 8), (20, 4), (29, 0)]
-    ours = patching_idiom(smollm2, clean, corrupted, mary, john, heads)
+    smollm2.exact = True  # the bridge runs HF eager attention; ours must too, to match it bitwise
+    try:
+        ours = patching_idiom(smollm2, clean, corrupted, mary, john, heads)
+    finally:
+        smollm2.exact = False
     theirs = patching_idiom(smollm2_bridge, clean, corrupted, mary, john, heads)
     assert ours.shape == (len(heads),) and _same(ours, theirs)
     with torch.no_grad():

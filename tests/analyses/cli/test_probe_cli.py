@@ -14,7 +14,7 @@ from analyses.cli import probe as heads_cli
 
 @pytest.mark.slow
 def test_probe_cli_writes_the_report(minilm, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(models, "load", lambda name, device="cpu": minilm)
+    monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: minilm)
     parser = argparse.ArgumentParser()
     heads_cli.add_arguments(parser)
     args = parser.parse_args(["--model", "minilm", "--out", str(tmp_path), "--n", "6", "--n-boot", "10", "--no-null"])

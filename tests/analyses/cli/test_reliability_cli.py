@@ -49,7 +49,7 @@ def word_planted(monkeypatch):
     from analyses import heads
 
     model = planted_model()
-    monkeypatch.setattr(models, "load", lambda name, device="cpu": model)
+    monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: model)
     monkeypatch.setattr(analyses.data, "load_items", lambda n, seed, sources, conllu, **kw: planted_items(n, seed))
     examples = heads.example_patterns  # the planted items have one relation: roles of others are unscored
     monkeypatch.setattr(heads, "example_patterns", lambda m, df, **kw: examples(m, df[df["score"].notna()], **kw))
@@ -62,7 +62,7 @@ def causal_planted(monkeypatch):
     import analyses.validation.run as run
 
     model, _ = V.planted_model(seed=0)
-    monkeypatch.setattr(models, "load", lambda name, device="cpu": model)
+    monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: model)
     monkeypatch.setattr(run, "build_prompts", lambda m, n=8, seed=0: V.planted_prompts(n=n, seed=seed))
     return model
 
@@ -228,7 +228,7 @@ def test_summary_flags_a_validation_of_an_older_heads_csv(tmp_path, capsys, word
     model, _ = V.planted_model(seed=0)
     import analyses.validation.run as run
 
-    monkeypatch.setattr(models, "load", lambda name, device="cpu": model)
+    monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: model)
     monkeypatch.setattr(run, "build_prompts", lambda m, n=8, seed=0: V.planted_prompts(n=n, seed=seed))
     labels = out / "planted" / "heads.csv"
     assert (
@@ -240,7 +240,7 @@ def test_summary_flags_a_validation_of_an_older_heads_csv(tmp_path, capsys, word
     assert main(["summary", "--out", str(out)]) == 0
     assert "out of date" not in (out / "summary.md").read_text().lower()
 
-    monkeypatch.setattr(models, "load", lambda name, device="cpu": word)
+    monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: word)
     assert _probe(out / "planted", seed=1, n=10) == 0  # a new table; the validation is of the old one
     new_sha = hashlib.sha256(labels.read_bytes()).hexdigest()
     assert new_sha != old_sha

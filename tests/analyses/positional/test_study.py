@@ -3,6 +3,7 @@ end-to-end study on a tiny budget."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -164,3 +165,25 @@ def test_unknown_scheme_and_budget_are_refused():
         TINY.model_config("relative", d_vocab=10)
     with pytest.raises(ValueError, match="budget"):
         P.get_budget("huge")
+
+
+def test_text_run_resumes_an_interrupted_run_bit_identically(tmp_path):
+    budget = dataclasses.replace(TINY, train=TINY.train.replace(checkpoint_every=5))
+    straight = P.text_run("rope", budget, tmp_path / "state_a", tmp_path / "ckpt_a")
+    assert not (tmp_path / "state_a").exists()  # the resumable state goes once the run is done
+    assert (tmp_path / "ckpt_a" / "MODEL_CARD.md").exists()
+    assert not (tmp_path / "ckpt_a" / "trainer_state.pt").exists()  # the kept checkpoint is small
+    # a second run interrupted after step 5 (its state saved there), then finished by text_run
+    data = P.prepare_data(budget)
+    cfg = budget.model_config("rope", d_vocab=len(data.tokenizer.hf))
+    part = P.Trainer(
+        models.Transformer(cfg, tokenizer=data.tokenizer, seed=0), data.train_ids, data.heldout_ids, budget.train
+    )
+    part.train(steps=5, out_dir=tmp_path / "state_b", progress=False)
+    resumed = P.text_run("rope", budget, tmp_path / "state_b", tmp_path / "ckpt_b")
+    a, b = models.load(str(tmp_path / "ckpt_a")), models.load(str(tmp_path / "ckpt_b"))
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert torch.equal(x, y), name
+    assert resumed["heldout_loss"] == straight["heldout_loss"]
+    assert resumed["history"] == straight["history"]
+    assert math.isfinite(straight["passage_loss_pos_1_7"]) and len(straight["curve"]) == 4 * budget.n_ctx - 1

@@ -169,7 +169,7 @@ def test_cli_writes_csv_and_report(minilm, tmp_path, monkeypatch):
     import models
     from analyses import cli
 
-    monkeypatch.setattr(models, "load", lambda name: minilm)
+    monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: minilm)
     labels = pd.DataFrame(
         [
             dict(

@@ -1,0 +1,311 @@
+"""The second-round positional study as a list of independent runs, resumable one by one.
+
+A run is one trained model: (kind, scheme, attention, seed), with kind one of ``order``,
+``copy_back``, ``induction`` (synthetic tasks, ``analyses.positional.synthetic``) or ``text``
+(the BoolQ passages, ``analyses.positional.study``). Each finished run leaves one JSON file of
+results in ``work/results/`` (written atomically); a run whose file exists for the same budget
+signature is skipped, an interrupted one resumes from its state in ``work/state/``. ``jobs``
+runs that many at once in separate processes, one torch thread each (the longest first).
+
+>>> results = run_all(study_budget("quick"), work="out/positional", checkpoints=None, jobs=1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from analyses.positional import synthetic as S
+from analyses.positional.study import BUDGETS, SCHEMES, Budget
+from analyses.positional.tasks import CopyBackTask, InductionTask, OrderTask
+from interp.io import atomic_write
+from models.training import TrainConfig
+
+KINDS = ("text", "order", "copy_back", "induction")
+
+
+@dataclass(frozen=True)
+class StudyBudget:
+    """Everything the study trains: the natural-text budget and one ``TaskSpec`` per task."""
+
+    name: str
+    text: Budget
+    order: S.TaskSpec
+    copy_back: S.TaskSpec
+    induction: S.TaskSpec
+    seeds: tuple[int, ...] = (0, 1, 2)
+
+    def spec(self, kind: str) -> S.TaskSpec | Budget:
+        if kind not in KINDS:
+            raise ValueError(f"unknown run kind {kind!r}; choose from {KINDS}")
+        return getattr(self, kind)
+
+    def signature(self, kind: str) -> str:
+        """A hash of what decides one kind of run: a stored result is reused only when it matches."""
+        spec = self.spec(kind)
+        if isinstance(spec, Budget):
+            return spec.signature()
+        d = dataclasses.asdict(spec)
+        d["train"] = spec.train.to_dict()
+        d["task_kind"] = type(spec.task).__name__
+        return hashlib.sha1(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _tc(steps: int, batch: int, lr: float, eval_every: int, warmup: int) -> TrainConfig:
+    return TrainConfig(
+        steps=steps, batch_size=batch, lr=lr, warmup_steps=warmup, eval_every=eval_every, checkpoint_every=250
+    )
+
+
+STUDY_BUDGETS = {
+    # about 30 minutes on 2 idle cores with --jobs 2: ~54 CPU-minutes, measured per run at 1 thread on this
+    # machine: text ~410 s (254 ms per step), order ~15 s, copy_back ~18 s, induction ~30 s
+    "full": StudyBudget(
+        name="full",
+        text=BUDGETS["full"],
+        order=S.TaskSpec(OrderTask(length=16), _tc(400, 64, 3e-3, 100, 40)),
+        copy_back=S.TaskSpec(CopyBackTask(length=32, k=2), _tc(800, 32, 3e-3, 200, 40), extrapolate=(2, 4, 8)),
+        induction=S.TaskSpec(InductionTask(length=32, segment=8, d_vocab=64), _tc(1500, 64, 3e-3, 50, 50), d_mlp=0),
+        seeds=(0, 1, 2),
+    ),
+    # seconds: tests and notebook 05
+    "quick": StudyBudget(
+        name="quick",
+        text=BUDGETS["quick"],
+        order=S.TaskSpec(OrderTask(length=8, n_fill=4), _tc(60, 32, 3e-3, 30, 6), d_model=32, d_mlp=64),
+        copy_back=S.TaskSpec(CopyBackTask(length=8, k=1, n_symbols=8), _tc(60, 32, 3e-3, 30, 6), d_model=32, d_mlp=64),
+        induction=S.TaskSpec(
+            InductionTask(length=16, segment=4, d_vocab=16), _tc(60, 32, 3e-3, 20, 6), d_model=32, d_mlp=0
+        ),
+        seeds=(0, 1),
+    ),
+}
+
+
+def study_budget(budget: str | StudyBudget) -> StudyBudget:
+    if isinstance(budget, StudyBudget):
+        return budget
+    if budget not in STUDY_BUDGETS:
+        raise ValueError(f"unknown budget {budget!r}; choose from {sorted(STUDY_BUDGETS)} or pass a StudyBudget")
+    return STUDY_BUDGETS[budget]
+
+
+@dataclass(frozen=True)
+class Run:
+    kind: str
+    scheme: str
+    attention: str = "causal"
+    seed: int = 0
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}-{self.attention}-{self.scheme}-s{self.seed}"
+
+
+def plan(budget: StudyBudget, kinds: Sequence[str] = KINDS, schemes: Sequence[str] = SCHEMES) -> list[Run]:
+    """Every run of the study, the longest kinds first (so parallel workers end together)."""
+    for k in kinds:
+        if k not in KINDS:
+            raise ValueError(f"unknown run kind {k!r}; choose from {KINDS}")
+    for s in schemes:
+        if s not in SCHEMES:
+            raise ValueError(f"unknown positional scheme {s!r}; choose from {SCHEMES}")
+    runs = []
+    for kind in ("text", "induction", "copy_back", "order"):
+        if kind not in kinds:
+            continue
+        for seed in (0,) if kind == "text" else budget.seeds:
+            for scheme in schemes:
+                for attention in ("causal", "bidirectional") if kind == "order" else ("causal",):
+                    runs.append(Run(kind, scheme, attention, seed))
+    return runs
+
+
+# --------------------------------------------------------------------------------------------------
+# One run
+
+
+def _result_path(work: Path, run: Run) -> Path:
+    return work / "results" / f"{run.id}.json"
+
+
+def load_result(work: str | Path, run: Run, budget: StudyBudget) -> dict | None:
+    """The stored result of ``run`` if it was made under this budget, else None."""
+    path = _result_path(Path(work), run)
+    if not path.exists():
+        return None
+    result = json.loads(path.read_text())
+    return result if result.get("signature") == budget.signature(run.kind) else None
+
+
+def _clean(x):
+    """JSON-ready: numpy scalars and arrays to Python, NaN to None."""
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _clean(x.tolist())
+    if isinstance(x, (np.floating, float)):
+        return None if math.isnan(float(x)) else float(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def execute(run: Run, budget: StudyBudget, work: str | Path, checkpoints: str | Path | None = None) -> dict:
+    """Train and measure one run (or return its stored result); one torch thread."""
+    work = Path(work)
+    done = load_result(work, run, budget)
+    if done is not None and not _checkpoint_missing(run, budget, checkpoints):
+        return done
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    state = work / "state" / run.id
+    state.parent.mkdir(parents=True, exist_ok=True)
+    if run.kind == "text":
+        from analyses.positional.study import text_run
+
+        ckpt = None if checkpoints is None else Path(checkpoints) / run.scheme
+        metrics = text_run(run.scheme, budget.text, state, ckpt)
+    else:
+        metrics = _synthetic(run, budget.spec(run.kind), state.with_suffix(".pt"))
+    result = _clean(
+        {
+            "id": run.id,
+            **dataclasses.asdict(run),
+            "budget": budget.name,
+            "signature": budget.signature(run.kind),
+            "wall_seconds": time.perf_counter() - start,
+            "torch": torch.__version__,
+            **metrics,
+        }
+    )
+    atomic_write(_result_path(work, run), json.dumps(result, indent=1))
+    return result
+
+
+def _checkpoint_missing(run: Run, budget: StudyBudget, checkpoints: str | Path | None) -> bool:
+    """A natural-text run counts as done only if its checkpoint (what the notebook and the model
+    cards use) is there too, trained under this budget."""
+    if run.kind != "text" or checkpoints is None:
+        return False
+    from analyses.positional.study import load_scheme
+
+    return load_scheme(Path(checkpoints) / run.scheme, budget.text) is None
+
+
+def _synthetic(run: Run, spec: S.TaskSpec, state_path: Path) -> dict:
+    if run.kind == "order":
+
+        def ev(model, step):
+            return S.order_measure(spec.task, model, n_pairs=250)
+    elif run.kind == "induction":
+
+        def ev(model, step):
+            return S.induction_measure(spec, model, batch=64)
+    else:
+        ev = None
+    trained = S.train_task(spec, run.scheme, run.attention, run.seed, evaluate=ev, state_path=state_path)
+    model = trained.model.eval()
+    out = {"train_seconds": trained.seconds, "history": trained.history}
+    if run.kind == "order":
+        out.update(S.order_measure(spec.task, model))
+    elif run.kind == "copy_back":
+        row, curve = S.copy_measure(spec, model)
+        out.update(row, curve=curve)
+    else:
+        out.update(S.induction_measure(spec, model), **S.induction_formation(trained.history, spec.task.d_vocab))
+    state_path.unlink(missing_ok=True)  # the result holds what the report needs; the state was for resuming
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# All runs
+
+
+def run_all(
+    budget: str | StudyBudget,
+    work: str | Path,
+    checkpoints: str | Path | None = None,
+    kinds: Sequence[str] = KINDS,
+    schemes: Sequence[str] = SCHEMES,
+    jobs: int = 1,
+    progress: bool = True,
+) -> list[dict]:
+    """Execute every planned run not yet done (``jobs`` processes at once) and return all results."""
+    from tqdm.auto import tqdm
+
+    b = study_budget(budget)
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs={jobs!r}; expected a positive integer (processes running at once)")
+    runs = plan(b, kinds, schemes)
+    results = {}
+    todo = []
+    for r in runs:
+        done = load_result(work, r, b)
+        if done is None or _checkpoint_missing(r, b, checkpoints):
+            todo.append(r)
+        else:
+            results[r.id] = done
+    bar = tqdm(total=len(runs), initial=len(results), desc="runs", disable=not progress)
+    if jobs == 1:
+        for r in todo:
+            results[r.id] = execute(r, b, work, checkpoints)
+            bar.update(1)
+    else:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")  # fresh interpreters: no forked torch thread pools
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = {pool.submit(execute, r, b, work, checkpoints): r for r in todo}
+            for f in as_completed(futures):
+                results[futures[f].id] = f.result()
+                bar.update(1)
+    bar.close()
+    return [results[r.id] for r in runs]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    from analyses.positional.report import fill_doc, write_report
+
+    p = argparse.ArgumentParser(
+        prog="python -m analyses.positional",
+        description="The positional-encoding study: synthetic tasks (order, length extrapolation, induction heads) "
+        "over every scheme and seed, and one model per scheme on natural text. Resumable: finished runs are skipped.",
+    )
+    p.add_argument("--budget", choices=sorted(STUDY_BUDGETS), default="quick")
+    p.add_argument(
+        "--out", default="reports/positional", help="tables and figures (docs/positional_study for the docs)"
+    )
+    p.add_argument("--work", default=None, help="run results and resumable state (default out/positional-<budget>)")
+    p.add_argument("--checkpoints", default=None, help="where the natural-text models are saved (a few MB each)")
+    p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    p.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=SCHEMES)
+    p.add_argument("--jobs", type=int, default=1, help="runs at once, one process and one torch thread each")
+    p.add_argument("--doc", default=None, help="a markdown file whose <!-- begin X.md --> blocks get the new tables")
+    args = p.parse_args(argv)
+    b = study_budget(args.budget)
+    work = Path(args.work or f"out/positional-{b.name}")
+    start = time.perf_counter()
+    results = run_all(b, work, args.checkpoints, args.kinds, args.schemes, jobs=args.jobs)
+    files = write_report(results, args.out, copy_train_len=b.copy_back.task.length)
+    cpu = sum(r.get("wall_seconds", 0.0) for r in results)
+    print(f"{len(results)} runs; {cpu / 60:.1f} CPU-minutes in the runs; this call {time.perf_counter() - start:.0f} s")
+    print(Path(files["claims"]).read_text())
+    if args.doc:
+        print(f"{args.doc}: filled {', '.join(fill_doc(args.doc, args.out)) or 'nothing'}")
+    print(f"report: {Path(args.out).resolve()}")
+    return 0

@@ -1,0 +1,210 @@
+"""The second-round study's machinery: training on a task resumes bit-identically, attention-only
+models stay attention-only, formation steps, the resumable run list, the report's tables."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from analyses.positional import report as R
+from analyses.positional import runs as U
+from analyses.positional import synthetic as S
+from analyses.positional.tasks import CopyBackTask, InductionTask, OrderTask
+from models.training import TrainConfig
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _spec(task=None, steps=12, d_mlp=32, checkpoint_every=5):
+    tc = TrainConfig(
+        steps=steps, batch_size=8, lr=3e-3, warmup_steps=2, eval_every=4, checkpoint_every=checkpoint_every
+    )
+    return S.TaskSpec(task or OrderTask(length=8, n_fill=4), tc, d_model=16, n_layers=2, n_heads=2, d_mlp=d_mlp)
+
+
+def test_task_training_resumes_bit_identically(tmp_path):
+    spec = _spec()
+
+    def ev(model, step):
+        return S.order_measure(spec.task, model, n_pairs=8)
+
+    straight = S.train_task(spec, "rope", "causal", seed=3, evaluate=ev)
+    state = tmp_path / "state.pt"
+    S.train_task(spec, "rope", "causal", seed=3, evaluate=ev, state_path=state, stop_at=7)  # interrupted
+    assert state.exists() and torch.load(state, weights_only=False)["step"] == 7
+    resumed = S.train_task(spec, "rope", "causal", seed=3, evaluate=ev, state_path=state)
+    for (name, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert resumed.history == straight.history
+    # and a different seed gives different weights (the comparison above can fail)
+    other = S.train_task(spec, "rope", "causal", seed=4)
+    assert not torch.equal(other.model.W_E, straight.model.W_E)
+
+
+def test_attention_only_models_write_nothing_from_their_mlps():
+    spec = _spec(InductionTask(length=16, segment=4, d_vocab=16), d_mlp=0, steps=6)
+    run = S.train_task(spec, "alibi", "causal", seed=0)
+    tokens, _ = spec.task.sample(4, torch.Generator().manual_seed(0))
+    _, cache = run.model.run_with_cache(tokens, names_filter=lambda n: n.endswith("hook_mlp_out"))
+    for name, value in cache.items():
+        assert torch.count_nonzero(value) == 0, name
+    assert run.history[-1]["loss"] is not None  # it did train: the attention changed
+    fresh = spec.model("alibi", "causal", seed=0)
+    assert not torch.equal(fresh.blocks[0].attn.q_weight, run.model.blocks[0].attn.q_weight)
+
+
+def test_sinusoidal_task_models_scale_their_embeddings():
+    spec = _spec()
+    assert spec.model("sinusoidal", "causal", 0).cfg.embed_scale == pytest.approx(50.0)
+    assert spec.model("rope", "causal", 0).cfg.embed_scale == 1.0
+
+
+def test_formation_step_is_the_first_step_that_stays_past_the_threshold():
+    hist = [{"step": s, "x": v} for s, v in [(0, 0.0), (10, 0.5), (20, 0.1), (30, 0.4), (40, 0.6)]]
+    assert S.formation_step(hist, "x", above=0.3) == 30  # 10 crossed but fell back
+    assert math.isnan(S.formation_step(hist, "x", below=0.45))  # the last value (0.6) is above again
+    assert S.formation_step(hist, "x", below=0.65) == 0
+    assert math.isnan(S.formation_step(hist, "x", above=0.7))
+
+
+def test_copy_measure_reports_learned_positions_past_the_context_as_missing():
+    spec = S.TaskSpec(
+        CopyBackTask(length=8, k=1, n_symbols=6),
+        TrainConfig(steps=2, batch_size=4, warmup_steps=1),
+        d_model=16,
+        n_heads=2,
+        d_mlp=16,
+        extrapolate=(2, 4),
+    )
+    row, curve = S.copy_measure(spec, spec.model("learned", "causal", 0), batch=8)
+    assert curve.shape == (32,) and np.isnan(curve[8:]).all() and np.isfinite(curve[1:8]).all()
+    assert math.isnan(row["acc_2x"]) and 0 <= row["acc_train_len"] <= 1
+    row, curve = S.copy_measure(spec, spec.model("alibi", "causal", 0), batch=8)
+    assert np.isfinite(curve[1:]).all() and 0 <= row["acc_4x"] <= 1
+
+
+# --------------------------------------------------------------------------------------------------
+# The run list
+
+
+TINY = U.StudyBudget(
+    name="test",
+    text=U.BUDGETS["quick"],
+    order=_spec(steps=4),
+    copy_back=S.TaskSpec(
+        CopyBackTask(length=8, k=1, n_symbols=6),
+        TrainConfig(steps=4, batch_size=4, warmup_steps=1, eval_every=2),
+        d_model=16,
+        n_heads=2,
+        d_mlp=16,
+        extrapolate=(2,),
+    ),
+    induction=_spec(InductionTask(length=12, segment=3, d_vocab=12), d_mlp=0, steps=4),
+    seeds=(0, 1),
+)
+
+
+def test_plan_covers_every_scheme_seed_and_attention():
+    runs = U.plan(TINY, kinds=("order", "copy_back"), schemes=("rope", "none"))
+    ids = {r.id for r in runs}
+    assert len(runs) == len(ids) == 2 * 2 * 2 + 2 * 2
+    assert "order-bidirectional-none-s1" in ids and "copy_back-causal-rope-s0" in ids
+    with pytest.raises(ValueError, match="positional scheme"):
+        U.plan(TINY, schemes=("relative",))
+    with pytest.raises(ValueError, match="run kind"):
+        U.plan(TINY, kinds=("sorting",))
+
+
+def test_finished_runs_are_skipped_and_stale_ones_rerun(tmp_path):
+    kinds, schemes = ("order", "copy_back", "induction"), ("alibi", "none")
+    results = U.run_all(TINY, tmp_path, kinds=kinds, schemes=schemes, progress=False)
+    assert len(results) == 2 * 2 * 2 + 2 * 2 + 2 * 2
+    assert not list((tmp_path / "state").glob("*.pt"))  # state files are removed once a run is done
+    # mark one stored result: a second call must return it as stored (skipped, not retrained)
+    path = tmp_path / "results" / "order-causal-none-s0.json"
+    stored = json.loads(path.read_text())
+    path.write_text(json.dumps({**stored, "accuracy": 0.123}))
+    again = {r["id"]: r for r in U.run_all(TINY, tmp_path, kinds=kinds, schemes=schemes, progress=False)}
+    assert again["order-causal-none-s0"]["accuracy"] == 0.123
+    # a result from another budget is stale: the run is redone
+    path.write_text(json.dumps({**stored, "accuracy": 0.123, "signature": "other"}))
+    redone = {r["id"]: r for r in U.run_all(TINY, tmp_path, kinds=kinds, schemes=schemes, progress=False)}
+    assert redone["order-causal-none-s0"]["accuracy"] == stored["accuracy"]
+    # the bidirectional no-position runs sit exactly at chance, whatever they learned
+    for seed in (0, 1):
+        assert redone[f"order-bidirectional-none-s{seed}"]["accuracy"] == 0.5
+
+    files = R.write_report(list(redone.values()), tmp_path / "report", copy_train_len=8)
+    for name in ("runs", "claims", "order", "extrapolation", "induction", "order_figure", "induction_figure"):
+        assert files[name].exists() and files[name].stat().st_size > 0
+    claims = files["claims"].read_text()
+    assert "exactly chance" in claims
+    with pytest.raises(ValueError, match="jobs"):
+        U.run_all(TINY, tmp_path, jobs=0, progress=False)
+
+
+def test_spread_and_text_criteria():
+    assert R.spread([0.5, 0.7, 0.6]) == "0.60 [0.50, 0.70]"
+    assert R.spread([float("nan"), None]) == "n/a"
+    assert R.spread([0.25]) == "0.25"
+    import pandas as pd
+
+    text = pd.DataFrame(
+        {
+            "scheme": ["learned", "sinusoidal", "rope", "none"],
+            "loss_pos_1_7": [5.0, 5.2, 5.0, 5.0],
+            "loss_last_quarter_ctx": [4.6, 4.95, 4.5, 4.6],
+        }
+    )
+    text["context_gain"] = text.loss_pos_1_7 - text.loss_last_quarter_ctx
+    c = R.text_criteria(text)["met?"].tolist()
+    assert c == ["no (1 below)", "yes", "no"]  # sinusoidal gains 0.25; rope beats none by 0.1; sinusoidal 0.45 behind
+
+
+def test_fill_doc_replaces_only_the_marked_blocks(tmp_path):
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / "order.md").write_text("| a |\n|---|\n| 1 |\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "intro\n<!-- begin order.md -->\nold numbers\n<!-- end order.md -->\nmiddle\n"
+        "<!-- begin induction.md -->\n(placeholder)\n<!-- end induction.md -->\nend\n"
+    )
+    assert R.fill_doc(doc, study) == ["order.md"]
+    text = doc.read_text()
+    assert "old numbers" not in text and "| a |\n|---|\n| 1 |" in text
+    assert "(placeholder)" in text and text.startswith("intro\n") and text.endswith("end\n")
+    assert R.fill_doc(doc, study) == ["order.md"] and doc.read_text() == text  # idempotent
+
+
+def test_a_text_run_counts_as_done_only_with_its_checkpoint(tmp_path):
+    from analyses.positional.study import Budget
+
+    text = Budget(
+        name="test-text",
+        d_model=32,
+        n_layers=1,
+        n_heads=2,
+        d_mlp=64,
+        n_ctx=32,
+        vocab_size=300,
+        max_passages=150,
+        train=TrainConfig(steps=6, batch_size=4, lr=5e-3, warmup_steps=1, eval_windows=4, threads=1),
+        eval_windows=4,
+        head_batch=4,
+    )
+    budget = dataclasses.replace(TINY, text=text)
+    ckpt = tmp_path / "ckpt"
+    first = U.run_all(budget, tmp_path / "work", ckpt, kinds=("text",), schemes=("alibi",), progress=False)
+    assert (ckpt / "alibi" / "model.safetensors").exists() and (ckpt / "alibi" / "MODEL_CARD.md").exists()
+    assert len(first[0]["curve"]) == 4 * 32 - 1 and math.isfinite(first[0]["loss_pos_1_7"])
+    shutil.rmtree(ckpt / "alibi")  # the result stays, the checkpoint is gone: the run is redone
+    again = U.run_all(budget, tmp_path / "work", ckpt, kinds=("text",), schemes=("alibi",), progress=False)
+    assert (ckpt / "alibi" / "model.safetensors").exists()
+    assert again[0]["heldout_loss"] == first[0]["heldout_loss"]  # and it trains the same model again

@@ -1,0 +1,179 @@
+"""The report page's data and HTML (no browser): what it embeds round-trips, every labelled head has
+its example patterns and they are the model's, markdown is rendered, nothing is fetched, the size
+budget holds, and `interp summary` writes index.html and re-renders the model pages."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analyses import heads
+from analyses.heads import report
+from analyses.report import page
+from tests.factories import planted_items, planted_model
+
+SENTENCES = (
+    ("near", ("the", "cat", "near", "the", "old", "box", "sleeps", ".")),
+    ("of", ("the", "dog", "of", "the", "car", "runs", ".")),
+)
+
+
+@pytest.fixture(scope="module")
+def planted_page(tmp_path_factory):
+    """The planted encoder (head 0: previous token, 1: '.', moving nothing from it, 2: verb -> subject,
+    3: uniform), probed with both weightings, its report written and its page rendered."""
+    m = planted_model("bidirectional", values=True)
+    df = heads.probe_items(
+        m, planted_items(60, seed=5), n_repeat=20, n_boot=30, null_model=False, weighting=("attention", "norm")
+    )
+    df["model"] = df.attrs["model"] = "planted"
+    out = tmp_path_factory.mktemp("planted")
+    report.write_report(df, out, examples=heads.example_patterns(m, df[df["score"].notna()], roles=["subject_verb"]))
+    examples = page.head_examples(m, sentences=SENTENCES)
+    validation = pd.DataFrame(
+        {"layer": [0], "head": [2], "role": ["subject_verb"], "metric": ["sv"], "effect": [0.4], "p_value": [0.01]}
+    ).assign(verdict="validated")
+    html = page.render_page(
+        df,
+        report_md=(out / "report.md").read_text(),
+        figures={p.name: p.read_bytes() for p in out.glob("*.png")},
+        examples=examples,
+        validation=validation,
+    )
+    return m, df, examples, html
+
+
+def test_head_table_round_trips(planted_page):
+    """Every head's embedded scores are the headline rows of heads.csv (4 decimals), and its primary
+    role is the role map's."""
+    _, df, _, html = planted_page
+    data = page.read_page_data(html)
+    assert (data["n_layers"], data["n_heads"]) == (1, 4)
+    emb = pd.DataFrame(
+        [{"layer": h["layer"], "head": h["head"], **s} for h in data["heads"] for s in h["scores"]]
+    ).query("~role.str.endswith(' (norm)')")
+    ref = heads.headline(df).dropna(subset=["score"])  # roles without items have no score to show
+    merged = ref.merge(emb, on=["layer", "head", "role", "direction"], suffixes=("", "_page"), how="outer")
+    assert len(merged) == len(ref) == len(emb)
+    for col in ("score", "ci_low", "ci_high", "baseline"):
+        np.testing.assert_allclose(merged[f"{col}_page"].astype(float), merged[col].round(4), atol=1e-9, err_msg=col)
+    assert (merged["label_page"] == merged["label"]).all()
+    rmap = heads.role_map(df)
+    assert [h["primary"] for h in data["heads"]] == list(rmap["primary"].astype(str))
+    assert data["heads"][2]["primary"] == "subject_verb"  # the planted verb -> subject head
+    assert data["verdicts"]["0,2"][0]["verdict"] == "validated"
+
+
+def test_every_labelled_head_has_its_examples_and_they_are_the_models(planted_page):
+    _, df, examples, html = planted_page
+    data = page.read_page_data(html)
+    by = {(h["layer"], h["head"]): h for h in data["heads"]}
+    lab = heads.labelled_roles(df)[["layer", "head"]].drop_duplicates()
+    assert len(lab) >= 3
+    assert [s["name"] for s in data["examples"]] == ["near", "of"]
+    for l, h in zip(lab["layer"], lab["head"]):
+        ex = by[(int(l), int(h))]["examples"]
+        assert set(ex) == {"attention", "norm"}, (l, h)
+        assert all(len(ex[w]) == len(SENTENCES) for w in ex)
+    toks = data["examples"][0]["tokens"]
+    n = len(toks)
+    att = {h: page.dequantise(by[(0, h)]["examples"]["attention"][0], n) for h in range(4)}
+    norm1 = page.dequantise(by[(0, 1)]["examples"]["norm"][0], n)
+    assert np.allclose(att[3].sum(1), 1, atol=n / 510)  # rows of attention sum to one (quantised)
+    q = toks.index("sleeps")
+    assert att[2][q, toks.index("cat")] > 0.99  # the verb's row on its subject
+    assert all(att[0][i, i - 1] > 0.99 for i in range(1, n))  # the previous-token head
+    dot = toks.index(".")
+    # head 1 looks at '.' and moves nothing from it: all its weight there, none by the norm lens
+    assert att[1][q, dot] > 0.99 and norm1[q, dot] < 0.01
+
+
+def test_page_is_self_contained_and_renders_markdown(planted_page):
+    _, df, _, html = planted_page
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", html) and "<link" not in html
+    srcs = re.findall(r'src="([^"]*)"', html)
+    assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
+    # markdown is rendered: bold and code become tags, not literal asterisks and backticks
+    assert "**One family per role**" not in html and "<strong>One family per role</strong>" in html
+    assert "`subject_verb`" not in html and "<code>subject_verb</code>" in html
+    # the labelled heads table: one row per label, the verdict joined to its head and role
+    rows = re.findall(r'<tr data-role="([^"]+)" data-layer="(\d+)" data-verdict="([^"]+)"', html)
+    assert len(rows) == len(heads.labelled_roles(df))
+    assert ("subject_verb", "0", "validated") in rows
+    assert all(v == "not tested" for r, l, v in rows if r != "subject_verb")
+
+
+def test_explorer_repr_html_embeds_the_same_data(planted_page):
+    m, df, _, _ = planted_page
+    ex = page.HeadExplorer.build(df, m, sentences=SENTENCES)
+    frag = ex._repr_html_()
+    assert "<script>" in frag and 'class="hx-grid"' in frag and frag.count('class="hx-cell"') == 4
+    assert page.read_page_data(frag) == ex.data
+    assert "1 layers x 4 heads" in repr(ex)
+
+
+def test_bad_heads_are_refused():
+    m = planted_model("bidirectional")
+    with pytest.raises(ValueError, match=r"outside the model's 1 layers x 4 heads"):
+        page.head_examples(m, sentences=SENTENCES, heads=[(0, 7)])
+    with pytest.raises(ValueError, match="at least one sentence"):
+        page.head_examples(m, sentences=())
+
+
+def test_summary_writes_index_and_model_pages(tmp_path, monkeypatch):
+    """`interp summary` over a folder the probe wrote: index.html (the summary rendered, links to
+    the model pages, figures inline) and the model's report.html re-rendered with its validation."""
+    import models
+    from analyses.cli import main
+
+    m = planted_model("bidirectional", values=True)
+    monkeypatch.setattr(models, "load", lambda name, **kw: m)
+    import analyses.data
+
+    monkeypatch.setattr(analyses.data, "load_items", lambda n, seed, sources, conllu, **kw: planted_items(n, seed))
+    ex = heads.example_patterns
+    monkeypatch.setattr(heads, "example_patterns", lambda mm, df, **kw: ex(mm, df[df["score"].notna()], **kw))
+    out = tmp_path / "out"
+    args = ["probe", "--model", "planted", "--out", str(out / "planted"), "--n", "30", "--n-boot", "10", "--no-null"]
+    assert main(args) == 0
+    first = (out / "planted" / "report.html").read_text()
+    assert "Not run for this page" in first and page.read_page_data(first)["examples"]
+    val = heads.labelled_roles(pd.read_csv(out / "planted" / "heads.csv").fillna(""))[["layer", "head", "role"]]
+    (out / "planted" / "validation").mkdir()
+    val.assign(metric="m", effect=0.1, p_value=0.5, verdict="pattern only").to_csv(
+        out / "planted" / "validation" / "validation.csv", index=False
+    )
+    assert main(["summary", "--out", str(out)]) == 0
+    index = (out / "index.html").read_text()
+    assert 'href="planted/report.html"' in index and "data:image/png;base64," in index
+    assert "<h1>Head-probing summary</h1>" in index
+    again = (out / "planted" / "report.html").read_text()
+    assert "Not run for this page: <code>interp validate" not in again
+    assert "does not record which heads.csv" in again  # the provenance warning travels with the page
+    assert page.read_page_data(again)["verdicts"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["minilm", "smollm2"])
+def test_real_model_page_is_within_its_size_budget(name, request, tmp_path):
+    """A real model's page (SmolLM2: 270 heads) with example patterns for every head, both
+    weightings, and the probe's figures stays under SIZE_BUDGET (5 MB)."""
+    from analyses.data import load_items
+
+    model = request.getfixturevalue(name)
+    df = heads.probe_items(
+        model, load_items(n=3, seed=0), n_repeat=4, n_boot=10, null_model=False, weighting=("attention", "norm")
+    )
+    report.write_report(df, tmp_path)
+    import json
+
+    (tmp_path / "examples.json").write_text(json.dumps(page.head_examples(model)))
+    path = page.write_page(tmp_path)
+    size = path.stat().st_size
+    data = page.read_page_data(path.read_text())
+    L, H = model.cfg.n_layers, model.cfg.n_heads
+    assert len(data["heads"]) == L * H and all(h["examples"] for h in data["heads"])
+    assert size < page.SIZE_BUDGET, f"{name}: {size / 1e6:.2f} MB"

@@ -1,0 +1,168 @@
+"""The report page in a real browser: Debian's Chromium, headless, driven by Playwright for Python
+(launched with ``executable_path``; no browser is ever downloaded). Clicks a head, checks its detail
+and pattern, hovers a token, filters and sorts the heads table, reads the page with JavaScript off,
+and fails on any console error. Screenshots go to pytest's tmp folder, or to
+``$INTERP_TEST_ARTIFACTS`` when set.
+
+A missing browser skips these tests, except under ``CI=true``, where it fails them:
+``scripts/test.sh`` installs Chromium (apt) when it is missing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from analyses import heads
+from analyses.heads import report
+from analyses.report import page
+from tests.factories import planted_items, planted_model
+
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+
+
+def _browser_or_skip() -> str:
+    """The system Chromium's path and a working Playwright, or skip (fail under CI=true)."""
+    why = None
+    exe = os.environ.get("INTERP_CHROMIUM") or next((p for p in CHROMIUM_CANDIDATES if Path(p).exists()), None)
+    exe = exe or shutil.which("chromium")
+    if exe is None:
+        why = "no system Chromium (apt-get install -y chromium; scripts/test.sh does it)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            why = "playwright is not installed (pip install -e '.[test]')"
+    if why:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and the browser test cannot run: {why}")
+        pytest.skip(why)
+    return exe
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = _browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def page_file(tmp_path_factory) -> Path:
+    """The planted encoder's page, written as `interp probe` writes it (report, examples, page)."""
+    import json
+
+    m = planted_model("bidirectional", values=True)
+    df = heads.probe_items(
+        m, planted_items(40, seed=5), n_repeat=10, n_boot=20, null_model=False, weighting=("attention", "norm")
+    )
+    df["model"] = df.attrs["model"] = "planted"
+    out = tmp_path_factory.mktemp("page")
+    report.write_report(df, out)
+    sentences = (("near", ("the", "cat", "near", "the", "old", "box", "sleeps", ".")),)
+    (out / "examples.json").write_text(json.dumps(page.head_examples(m, sentences=sentences)))
+    return page.write_page(out)
+
+
+def _shots(tmp_path: Path) -> Path:
+    d = Path(os.environ.get("INTERP_TEST_ARTIFACTS") or tmp_path)
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _open(browser, path: Path, js: bool = True):
+    ctx = browser.new_context(java_script_enabled=js, viewport={"width": 1280, "height": 1000})
+    tab = ctx.new_page()
+    errors: list[str] = []
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    tab.on("request", lambda r: errors.append(f"request {r.url}") if not r.url.startswith(("file:", "data:")) else None)
+    tab.goto(path.as_uri())
+    return ctx, tab, errors
+
+
+def test_click_a_head_shows_its_detail_and_pattern(browser, page_file, tmp_path):
+    ctx, tab, errors = _open(browser, page_file)
+    try:
+        tab.click('td.hx-cell[data-layer="0"][data-head="2"]')
+        title = tab.locator(".hx-detail h3.hx-title")
+        assert title.get_attribute("data-layer") == "0" and title.get_attribute("data-head") == "2"
+        assert "L0H2" in title.inner_text() and "subject_verb" in title.inner_text()
+        cells = tab.locator("table.hx-matrix td")
+        n_tok = tab.locator("table.hx-matrix th.hx-row").count()
+        assert n_tok > 3 and cells.count() == n_tok * n_tok
+        weights = [float(w) for w in tab.eval_on_selector_all("table.hx-matrix td", "es => es.map(e => e.dataset.w)")]
+        assert sum(w > 0 for w in weights) >= n_tok and max(weights) > 0.9  # a real, non-empty pattern
+        # hovering a token's row highlights that row
+        tab.hover("table.hx-matrix tr[data-query='2'] th")
+        assert tab.locator("table.hx-matrix tr.hx-hover").get_attribute("data-query") == "2"
+        # the norm lens: another matrix for the same head
+        tab.click("button[data-weighting='norm']")
+        assert tab.locator(".hx-detail h3.hx-title").get_attribute("data-head") == "2"
+        assert tab.locator("table.hx-matrix td").count() == n_tok * n_tok
+        # colour by a role's score recolours the grid
+        before = tab.locator('td.hx-cell[data-layer="0"][data-head="0"]').evaluate("e => e.style.background")
+        tab.select_option("select.hx-colour", "previous_token")
+        after = tab.locator('td.hx-cell[data-layer="0"][data-head="0"]').evaluate("e => e.style.background")
+        assert before != after
+        tab.screenshot(path=str(_shots(tmp_path) / "report_planted_head.png"), full_page=True)
+        assert (_shots(tmp_path) / "report_planted_head.png").stat().st_size > 10_000
+        assert errors == []
+    finally:
+        ctx.close()
+
+
+def test_heads_table_filters_and_sorts(browser, page_file):
+    ctx, tab, errors = _open(browser, page_file)
+    try:
+        rows = tab.locator("table.hx-heads tbody tr")
+        n = rows.count()
+        roles = tab.eval_on_selector_all("table.hx-heads tbody tr", "rs => rs.map(r => r.dataset.role)")
+        assert n >= 3 and "subject_verb" in roles
+        tab.select_option("form.hx-filters select[name='role']", "subject_verb")
+        visible = tab.eval_on_selector_all(
+            "table.hx-heads tbody tr", "rs => rs.filter(r => !r.hidden).map(r => r.dataset.role)"
+        )
+        assert visible and set(visible) == {"subject_verb"} and len(visible) == roles.count("subject_verb")
+        assert tab.locator(".hx-count").inner_text() == f"{len(visible)} of {n} rows"
+        tab.select_option("form.hx-filters select[name='role']", "")
+        tab.locator("table.hx-heads th", has_text="score").first.click()  # ascending
+        scores = [
+            float(s)
+            for s in tab.eval_on_selector_all(
+                "table.hx-heads tbody tr td:nth-child(7)", "es => es.map(e => e.dataset.v)"
+            )
+        ]
+        assert scores == sorted(scores)
+        tab.locator("table.hx-heads th", has_text="score").first.click()  # descending
+        scores = [
+            float(s)
+            for s in tab.eval_on_selector_all(
+                "table.hx-heads tbody tr td:nth-child(7)", "es => es.map(e => e.dataset.v)"
+            )
+        ]
+        assert scores == sorted(scores, reverse=True)
+        assert errors == []
+    finally:
+        ctx.close()
+
+
+def test_page_reads_with_javascript_off(browser, page_file, tmp_path):
+    ctx, tab, errors = _open(browser, page_file, js=False)
+    try:
+        assert tab.locator("table.hx-grid td.hx-cell").count() == 4  # the grid is plain HTML
+        assert tab.locator("table.hx-grid td.hx-cell").first.is_visible()
+        assert tab.locator("table.hx-heads tbody tr").first.is_visible()
+        assert not tab.locator(".hx-detail").is_visible()  # the detail needs the script
+        assert tab.locator("h2", has_text="Data and method").is_visible()
+        assert tab.locator("img").count() >= 2 and tab.locator("strong").count() > 0
+        tab.screenshot(path=str(_shots(tmp_path) / "report_planted_nojs.png"), full_page=True)
+        assert errors == []
+    finally:
+        ctx.close()
