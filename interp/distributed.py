@@ -321,9 +321,14 @@ def launch(
     threads = max(1, torch.get_num_threads() // workers)
     with tempfile.TemporaryDirectory(prefix="interp-workers-") as tmp:
         spawn_args = (fn, args, workers, _free_port(), _backend(device), float(timeout), threads, tmp)
+        # torch's spawn writes each failed worker's traceback to a pytorch-errorfile-*.pickle in the
+        # temp dir and leaves it there: point the temp dir at ours, which is removed afterwards
+        saved, tempfile.tempdir = tempfile.tempdir, tmp
         try:
             mp.start_processes(_entry, args=spawn_args, nprocs=workers, join=True, start_method="spawn")
         except ProcessException as e:
             raise _spawn_error(e, tmp, workers) from None
+        finally:
+            tempfile.tempdir = saved
         with open(Path(tmp) / "result.pkl", "rb") as f:
             return pickle.load(f)

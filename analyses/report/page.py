@@ -240,6 +240,7 @@ def _verdicts(validation: pd.DataFrame | None) -> dict[str, list[dict]]:
                 "metric": str(r.metric),
                 "effect": _num(getattr(r, "effect", None)),
                 "p": _num(getattr(r, "p_value", None)),
+                "reason": "" if pd.isna(getattr(r, "reason", None)) else str(r.reason),
             }
         )
     return out
@@ -274,6 +275,14 @@ def page_data(
             & df["role"].isin([*NORM_LABEL_ROLES, "attention_sink"])
         ]
         rows.append(norm.assign(role=norm["role"] + " (norm)", _w="norm"))
+    # the labelled rows behind a headline label that are not the pooled row themselves (a source or a
+    # subset, e.g. spaCy-silver arcs, antecedent=other): their p-value is the one that labelled the head
+    strata = df[df["label"].astype(bool) & ((df["source"] != "all") | (df["subset"] != "all"))]
+    if "weighting" in df:
+        strata = strata[strata["weighting"] == "attention"]
+    if len(strata):
+        where = " [" + strata["source"].astype(str) + " / " + strata["subset"].astype(str) + "]"
+        rows.append(strata.assign(role=strata["role"] + where, _w="stratum"))
     scores = pd.concat(rows, ignore_index=True)
     scores = scores[scores["score"].notna()]  # roles without data (no items of that relation) say nothing
     scores = scores.sort_values(["label", "score"], ascending=[False, False], kind="stable")  # labels first
@@ -292,7 +301,8 @@ def page_data(
                 "scores": [
                     {
                         **{k: (str(getattr(s, k)) if k in TEXT_FIELDS else _num(getattr(s, k))) for k in SCORE_FIELDS},
-                        "p_adjusted": _num(s.p_adjusted, 6),
+                        # 3 significant digits: a p of 1.5e-8 must not read 0
+                        "p_adjusted": None if _num(s.p_adjusted) is None else float(f"{float(s.p_adjusted):.3g}"),
                         "label": bool(s.label),
                     }
                     for s in g.itertuples()

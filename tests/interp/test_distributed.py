@@ -132,7 +132,14 @@ def _torchrun_main() -> None:
 
 def test_torchrun_group_is_joined(tmp_path):
     out = tmp_path / "score.npy"
-    env = {**os.environ, "INTERP_TEST_OUT": str(out), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    # TMPDIR: torchrun leaves a torchelastic_* folder in the temp dir; keep it in the test's own
+    env = {
+        **os.environ,
+        "INTERP_TEST_OUT": str(out),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(ROOT),
+        "TMPDIR": str(tmp_path),
+    }
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     cmd += ["-m", "tests.interp.test_distributed"]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)

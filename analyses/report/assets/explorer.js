@@ -103,7 +103,11 @@
       if (h.secondary) detail.appendChild(el("p", null, "Also: " + h.secondary + "."));
       var v = (data.verdicts[key] || []);
       detail.appendChild(el("p", {"class": "hx-verdicts"}, v.length ?
-        "Causal validation: " + v.map(function (x) { return x.role + " " + x.verdict + " (" + x.metric + " " + fmt(x.effect, 3) + ", p=" + fmt(x.p, 3) + ")"; }).join("; ") :
+        "Causal validation: " + v.map(function (x) {
+          var why = (x.metric && x.metric !== "none" && x.effect !== null && x.effect !== undefined) ?
+            " (" + x.metric + " " + fmt(x.effect, 3) + (x.p === null || x.p === undefined ? "" : ", p=" + fmt(x.p, 3)) + ")" :
+            (x.reason ? " (" + x.reason + ")" : "");
+          return x.role + " " + x.verdict + why; }).join("; ") :
         "Causal validation: " + (data.has_validation ? "none of its labels was tested." : "not run.")));
       var exs = data.examples;
       if (!exs.length || !h.examples) {

@@ -52,9 +52,9 @@ def test_head_table_round_trips(planted_page):
     _, df, _, html = planted_page
     data = page.read_page_data(html)
     assert (data["n_layers"], data["n_heads"]) == (1, 4)
-    emb = pd.DataFrame(
-        [{"layer": h["layer"], "head": h["head"], **s} for h in data["heads"] for s in h["scores"]]
-    ).query("~role.str.endswith(' (norm)')")
+    emb = pd.DataFrame([{"layer": h["layer"], "head": h["head"], **s} for h in data["heads"] for s in h["scores"]])
+    strata = emb[emb["role"].str.contains(" [", regex=False)]
+    emb = emb[~emb["role"].str.endswith(" (norm)") & ~emb["role"].str.contains(" [", regex=False)]
     ref = heads.headline(df).dropna(subset=["score"])  # roles without items have no score to show
     merged = ref.merge(emb, on=["layer", "head", "role", "direction"], suffixes=("", "_page"), how="outer")
     assert len(merged) == len(ref) == len(emb)
@@ -65,6 +65,16 @@ def test_head_table_round_trips(planted_page):
     assert [h["primary"] for h in data["heads"]] == list(rmap["primary"].astype(str))
     assert data["heads"][2]["primary"] == "subject_verb"  # the planted verb -> subject head
     assert data["verdicts"]["0,2"][0]["verdict"] == "validated"
+    # a label carried by a source or subset row shows that row too, with the p-value that labelled it
+    lab = df[df["label"].astype(bool) & ((df["source"] != "all") | (df["subset"] != "all"))]
+    if "weighting" in df:
+        lab = lab[lab["weighting"] == "attention"]
+    assert len(strata) == len(lab)
+    for r in lab.itertuples():
+        shown = strata[(strata["layer"] == r.layer) & (strata["head"] == r.head)]
+        shown = shown[shown["role"] == f"{r.role} [{r.source} / {r.subset}]"]
+        assert len(shown) == 1 and shown["label"].all()
+        np.testing.assert_allclose(shown["p_adjusted"].astype(float), r.p_adjusted, rtol=1e-2)  # 3 digits
 
 
 def test_every_labelled_head_has_its_examples_and_they_are_the_models(planted_page):
