@@ -303,17 +303,22 @@ def train_scheme(
     trainer.train(progress=progress, desc=f"{scheme}")
     seconds = time.perf_counter() - start
     if folder is not None:
-        extra = {
-            "study": "positional",
-            "budget": b.name,
-            "budget_signature": b.signature(),
-            "train_seconds": seconds,
-            "train_tokens": int(data.train_ids.numel()),
-            "heldout_tokens": int(data.heldout_ids.numel()),
-            "corpus": CORPUS,
-        }
+        extra = _card_extra(b, data, seconds)
         trainer.save(folder, optimizer_state=False, extra=extra)
     return model.eval(), trainer.history, seconds
+
+
+def _card_extra(b: Budget, data, seconds: float) -> dict:
+    """What a saved study model records besides its weights (interp_config.json, model card)."""
+    return {
+        "study": "positional",
+        "budget": b.name,
+        "budget_signature": b.signature(),
+        "train_seconds": seconds,
+        "train_tokens": int(data.train_ids.numel()),
+        "heldout_tokens": int(data.heldout_ids.numel()),
+        "corpus": CORPUS,
+    }
 
 
 def text_run(scheme: str, budget: str | Budget, state: str | Path, checkpoint: str | Path | None = None) -> dict:
@@ -342,15 +347,7 @@ def text_run(scheme: str, budget: str | Budget, state: str | Path, checkpoint: s
     passages = passage_windows(data.tokenizer, heldout_texts, b.n_ctx, 4 * b.eval_windows)
     row, curve, heads = measure(model, data.heldout_ids, b, passages)
     if checkpoint is not None:
-        extra = {
-            "study": "positional",
-            "budget": b.name,
-            "budget_signature": b.signature(),
-            "train_seconds": seconds,
-            "train_tokens": int(data.train_ids.numel()),
-            "heldout_tokens": int(data.heldout_ids.numel()),
-            "corpus": CORPUS,
-        }
+        extra = _card_extra(b, data, seconds)
         trainer.save(checkpoint, optimizer_state=False, extra=extra)
         n_params = sum(p.numel() for p in model.parameters())
         card = model_card(scheme, b, row, extra, n_params)
