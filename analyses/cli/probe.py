@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from analyses.cli import add_dtype_argument
+from analyses.cli import add_dtype_argument, add_worker_arguments, run_with_workers
 
 # pattern_<role>.png, lowercase: a tour's pattern_L3H0.png in the same folder is not the probe's
 OWNS = (
@@ -70,49 +70,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_worker_arguments(parser)
 
 
-def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
-    """--workers and --worker-timeout (``interp probe`` and ``interp validate``)."""
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="processes sharing the work over torch.distributed (gloo on CPU, nccl on CUDA), merged exactly: "
-        "the same table as one process; default 1, or WORLD_SIZE when started by torchrun",
-    )
-    parser.add_argument(
-        "--worker-timeout",
-        type=float,
-        default=300.0,
-        help="seconds the workers wait for a silent one before the run fails (default 300)",
-    )
-
-
-def run_with_workers(args, command: str, owns, compute, write, *extra) -> str | None:
-    """``compute(world, args, *extra)`` on every worker (``interp.distributed.launch``: spawned, or this
-    process's share under torchrun), then ``write(args, tmp, result, t0, *extra)`` with rank 0's result, in
-    the one process that writes (the spawning process, or torchrun's rank 0), inside
-    ``output_dir``. A failed worker fails the run with a message naming it; nothing is written."""
-    from interp import distributed
-    from interp.io import output_dir
-
-    workers, timeout = getattr(args, "workers", None), getattr(args, "worker_timeout", 300.0)
-    if workers is not None and workers < 1:
-        raise ValueError(f"--workers must be a positive integer, got {workers}")
-    if timeout <= 0:
-        raise ValueError(f"--worker-timeout must be a positive number of seconds, got {timeout}")
-    kw = dict(workers=workers, timeout=timeout, device=getattr(args, "device", None))
-    t0 = time.perf_counter()
-    if not distributed.is_main_process():  # torchrun's other ranks: their share, no output
-        distributed.launch(compute, args, *extra, **kw)
-        return None
-    with output_dir(args.out, owns, command=command, what="--out") as tmp:
-        try:
-            result = distributed.launch(compute, args, *extra, **kw)
-        except distributed.WorkerError as e:
-            raise SystemExit(f"{command}: {e}") from None
-        return write(args, tmp, result, t0, *extra)
-
-
 def _n_for(args) -> dict[str, int]:
     n_for = {}
     for spec in args.n_for:
@@ -153,10 +110,6 @@ def _compute(world, args) -> dict | None:
     device = args.device
     if world.size > 1 and torch.device(device).type == "cuda":
         device = f"cuda:{world.local_rank}"  # one GPU per worker
-    if not world.is_main:  # only rank 0 shows progress
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
     with torch.no_grad():  # scoped: run() is also called in-process (tests, notebooks)
         model = models.load(args.model, device=device, dtype=args.dtype)
         if model.tokenizer is not None:

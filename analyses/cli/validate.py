@@ -19,8 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analyses.cli import add_dtype_argument
-from analyses.cli.probe import add_worker_arguments, run_with_workers
+from analyses.cli import add_dtype_argument, add_worker_arguments, run_with_workers
 
 OWNS = ("validation.csv", "unlabelled.csv", "validation.md", "validation.json")
 
@@ -71,13 +70,8 @@ def run(args) -> int:
 def _compute(world, args, table) -> tuple | None:
     """The validation on one worker (``world``: ``interp.distributed.World``; the sweep over heads is
     sharded); rank 0 returns (result, source), the other workers None."""
-    from analyses import validation as V
-
-    if not world.is_main:  # only rank 0 shows progress
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
     import models
+    from analyses import validation as V
     from interp.view import view
 
     model = models.load(args.model, dtype=args.dtype).eval()

@@ -149,14 +149,26 @@ class Adapter:
         return act_name(layer, "attn.hook_pattern")
 
     def forward(self, batch, fwd_hooks):
-        """Run the model on a ``models.Batch`` with temporary hooks (no unembedding where optional)."""
+        """Run the model on a ``models.Batch`` (its tensors moved to the model's device) with
+        temporary hooks (no unembedding where optional)."""
+        dev = self.device
+
+        def on(t):
+            return t if t is None or dev.type == "cpu" else t.to(dev)
+
         return self.view.run_with_hooks(
-            batch.input_ids,
-            attention_mask=batch.attention_mask,
-            token_type_ids=batch.token_type_ids,
+            on(batch.input_ids),
+            attention_mask=on(batch.attention_mask),
+            token_type_ids=on(batch.token_type_ids),
             fwd_hooks=fwd_hooks,
             return_type=None,
         )
+
+    def output_weights(self, layer: int):
+        """W_O [head, d_head, d_model] of one layer as a float tensor (our model and TransformerLens),
+        for the norm lens; None where the model has none."""
+        w = getattr(self.model.blocks[layer].attn, "W_O", None)
+        return None if w is None else torch.as_tensor(w).detach().float().clone()
 
 
 def adapt(model, tokenizer=None) -> Adapter:
@@ -583,7 +595,7 @@ def _run(
                     w: ([rel_tests[j] for j in cols], plan.take(cols)) for w, cols in rel_by_weighting.items() if cols
                 }
             with torch.inference_mode():
-                adapter.forward(_batch_to(st.batch, adapter), hooks)
+                adapter.forward(st.batch, hooks)
             # one update per batch: running sums and bootstrap replicates, O(tests x layers x heads)
             # bootstrap weights seeded per unit: the same whichever worker and batch the unit is in
             weights = boot.weights_for(st.units)
@@ -602,15 +614,14 @@ def _run(
 
 
 def _output_weights(adapter: Adapter, layer: int) -> Tensor:
-    """W_O [head, d_head, d_model] of one layer, for norm weighting (our model and TransformerLens)."""
-    attn = adapter.model.blocks[layer].attn
-    w = getattr(attn, "W_O", None)
+    """W_O of one layer for norm weighting; an error naming the way out where there is none."""
+    w = adapter.output_weights(layer)
     if w is None:
         raise ValueError(
             f"{adapter.name}: blocks.{layer}.attn has no W_O, so norm weighting cannot be computed; "
             "use weighting=('attention',)"
         )
-    return torch.as_tensor(w).detach().float().clone()
+    return w
 
 
 def _to(plan, device):
@@ -628,20 +639,6 @@ def _plan_to(st: _Batch, adapter: Adapter) -> _Batch:
     if tp.detect:
         moved["detect"] = {k: v.to(dev) for k, v in tp.detect.items()}
     return _Batch(kind=st.kind, batch=st.batch, token=TokenPlan(**moved), relation=st.relation, baselines=st.baselines)
-
-
-def _batch_to(batch, adapter: Adapter):
-    dev = adapter.device
-    if dev.type == "cpu":
-        return batch
-    import copy
-
-    out = copy.copy(batch)
-    out.input_ids = batch.input_ids.to(dev)
-    out.attention_mask = batch.attention_mask.to(dev)
-    if getattr(batch, "token_type_ids", None) is not None:
-        out.token_type_ids = batch.token_type_ids.to(dev)
-    return out
 
 
 def probe_items(
@@ -1061,7 +1058,7 @@ def example_patterns(model, df: pd.DataFrame, roles: Sequence[str] = tuple(EXAMP
             captured["p"] = pattern[0, head].detach().float().cpu().numpy()
 
         with torch.inference_mode():
-            adapter.forward(_batch_to(batch, adapter), [(adapter.hook_name(layer), grab)])
+            adapter.forward(batch, [(adapter.hook_name(layer), grab)])
         align = batch.token_to_word[0]
         q_toks = [i for i, w in enumerate(align) if w == q_word]
         g_toks = [i for i, w in enumerate(align) if w == g_word]

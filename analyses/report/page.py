@@ -114,20 +114,6 @@ def dequantise(b64: str, n: int) -> np.ndarray:
     return np.frombuffer(base64.b64decode(b64), dtype=np.uint8).reshape(n, n).astype(np.float64) / 255.0
 
 
-def _on(batch, device):
-    """``batch`` (a ``models.Batch``) with its tensors on ``device`` (the model's)."""
-    import copy
-
-    if device is None or str(device) == "cpu":
-        return batch
-    out = copy.copy(batch)
-    for name in ("input_ids", "attention_mask", "token_type_ids"):
-        t = getattr(batch, name, None)
-        if t is not None:
-            setattr(out, name, t.to(device))
-    return out
-
-
 def head_examples(
     model,
     sentences: Sequence[tuple[str, Sequence[str]]] = EXAMPLE_SENTENCES,
@@ -155,14 +141,9 @@ def head_examples(
     bad = [(l, h) for l, h in wanted if not (0 <= l < L and 0 <= h < H)]
     if bad:
         raise ValueError(f"heads {bad[:3]} are outside the model's {L} layers x {H} heads")
-    blocks = getattr(adapter.model, "blocks", None)
-    w_o = {}
-    for l in range(L):
-        w = getattr(blocks[l].attn, "W_O", None) if blocks is not None else None
-        if w is None:
-            w_o = None  # no output weights: attention weight only
-            break
-        w_o[l] = torch.as_tensor(w).detach().float()
+    w_o = {l: adapter.output_weights(l) for l in range(L)}
+    if any(w is None for w in w_o.values()):
+        w_o = None  # no output weights: attention weight only
     hook_names = set(getattr(adapter.model, "hook_dict", {}) or {})
     if w_o is not None and any(act_name(l, "attn.hook_v") not in hook_names for l in range(L)):
         w_o = None
@@ -179,17 +160,17 @@ def head_examples(
         def keep(t, hook):
             got[hook.name] = t.detach().float().cpu()
 
-        hooks = [(act_name(l, "attn.hook_pattern"), keep) for l in range(L)]
+        hooks = [(adapter.hook_name(l), keep) for l in range(L)]
         if w_o is not None:
             hooks += [(act_name(l, "attn.hook_v"), keep) for l in range(L)]
         with torch.inference_mode():
-            adapter.forward(_on(batch, adapter.device), hooks)
+            adapter.forward(batch, hooks)
         n = int(batch.attention_mask[0].sum())
         out_sent.append(
             {"name": name, "text": " ".join(words), "tokens": [str(t).replace("Ġ", "_") for t in batch.tokens[0][:n]]}
         )
         for l in sorted({l for l, _ in wanted}):
-            p = got[act_name(l, "attn.hook_pattern")][:, :, :n, :n]  # [1, head, query, key]
+            p = got[adapter.hook_name(l)][:, :, :n, :n]  # [1, head, query, key]
             normed = None
             if w_o is not None:
                 v = got[act_name(l, "attn.hook_v")][:, :n]
