@@ -91,6 +91,41 @@ def _loss(model: models.Transformer, tokens: torch.Tensor, targets: torch.Tensor
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
 
 
+def _optimizer(model: models.Transformer, tc: TrainConfig) -> tuple[list, torch.optim.Optimizer, object]:
+    """(trainable parameters, AdamW with weight decay on matrices only, warm-up + decay schedule)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": [p for p in params if p.ndim >= 2], "weight_decay": tc.weight_decay},
+            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+        ],
+        lr=tc.lr,
+        betas=tc.betas,
+        foreach=False,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, tc))
+    return params, optimizer, scheduler
+
+
+def load_state(state_path: Path) -> dict:
+    """A run's resume state: tensors and plain data only (``weights_only=True``), so a planted file
+    cannot run code. The state ``train_task`` writes (weights, optimizer and scheduler state, the
+    batch generator's state as a uint8 tensor, the history) is exactly that, so older states resume;
+    anything else is refused with a one-line ValueError."""
+    import pickle
+
+    try:
+        return torch.load(state_path, weights_only=True)
+    except pickle.UnpicklingError as e:
+        # torch's message opens with advice to load with weights_only=False: keep only the line
+        # naming what the file holds
+        found = [line.strip() for line in str(e).splitlines() if "GLOBAL" in line]
+        raise ValueError(
+            f"{state_path}: a resume state must hold only tensors and plain data; this one holds something else"
+            f"{' (' + found[0] + ')' if found else ''} and was not loaded: remove it to train the run from the start"
+        ) from None
+
+
 def train_task(
     spec: TaskSpec,
     scheme: str,
@@ -103,7 +138,7 @@ def train_task(
 ) -> TaskRun:
     """Train a fresh model (weights and batches from ``seed``) for ``spec.train.steps`` steps.
     ``evaluate(model, step)`` runs every ``eval_every`` steps (and at step 0 and the end); its dict
-    joins the history. ``state_path``: resume from it if present, save to it every
+    joins the history. ``state_path``: resume from it if present (``load_state``), save to it every
     ``checkpoint_every`` steps. ``stop_at``: stop after that many steps (to test resuming)."""
     import time
 
@@ -111,23 +146,13 @@ def train_task(
 
     tc = spec.train
     model = spec.model(scheme, attention, seed)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        [
-            {"params": [p for p in params if p.ndim >= 2], "weight_decay": tc.weight_decay},
-            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-        ],
-        lr=tc.lr,
-        betas=tc.betas,
-        foreach=False,
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, tc))
+    params, optimizer, scheduler = _optimizer(model, tc)
     gen = torch.Generator().manual_seed(seed)
     run = TaskRun(model)
     step = 0
     state_path = Path(state_path) if state_path is not None else None
     if state_path is not None and state_path.exists():
-        state = torch.load(state_path, weights_only=False)
+        state = load_state(state_path)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])

@@ -37,7 +37,7 @@ def test_task_training_resumes_bit_identically(tmp_path):
     straight = S.train_task(spec, "rope", "causal", seed=3, evaluate=ev)
     state = tmp_path / "state.pt"
     S.train_task(spec, "rope", "causal", seed=3, evaluate=ev, state_path=state, stop_at=7)  # interrupted
-    assert state.exists() and torch.load(state, weights_only=False)["step"] == 7
+    assert state.exists() and torch.load(state, weights_only=True)["step"] == 7  # tensors and plain data only
     resumed = S.train_task(spec, "rope", "causal", seed=3, evaluate=ev, state_path=state)
     for (name, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
         assert torch.equal(a, b), name
@@ -45,6 +45,31 @@ def test_task_training_resumes_bit_identically(tmp_path):
     # and a different seed gives different weights (the comparison above can fail)
     other = S.train_task(spec, "rope", "causal", seed=4)
     assert not torch.equal(other.model.W_E, straight.model.W_E)
+
+
+class _Planted:
+    """What an attacker plants in a resume state: unpickling it would create ``path``."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_planted_resume_state_runs_no_code_and_is_refused(tmp_path):
+    spec = _spec()
+    state = tmp_path / "state.pt"
+    S.train_task(spec, "rope", "causal", seed=3, state_path=state, stop_at=5)  # a real interrupted run
+    planted = torch.load(state, weights_only=True)
+    marker = tmp_path / "code_ran"
+    planted["step"] = _Planted(marker)
+    torch.save(planted, state)
+    with pytest.raises(ValueError, match=r"state\.pt.*tensors and plain data") as err:
+        S.train_task(spec, "rope", "causal", seed=3, state_path=state)
+    assert not marker.exists()  # the object was never rebuilt: nothing it names ran
+    assert "\n" not in str(err.value)  # one line
+    assert state.exists()  # the toolkit refuses the file; it does not delete it
 
 
 def test_attention_only_models_write_nothing_from_their_mlps():
