@@ -164,12 +164,21 @@ def _clean(x):
 
 
 def execute(run: Run, budget: StudyBudget, work: str | Path, checkpoints: str | Path | None = None) -> dict:
-    """Train and measure one run (or return its stored result); one torch thread."""
+    """Train and measure one run (or return its stored result) on one torch thread; the caller's
+    thread count is restored afterwards, whatever happens."""
     work = Path(work)
     done = load_result(work, run, budget)
     if done is not None and not _checkpoint_missing(run, budget, checkpoints):
         return done
+    before = torch.get_num_threads()
     torch.set_num_threads(1)
+    try:
+        return _execute(run, budget, work, checkpoints)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _execute(run: Run, budget: StudyBudget, work: Path, checkpoints: str | Path | None) -> dict:
     start = time.perf_counter()
     state = work / "state" / run.id
     state.parent.mkdir(parents=True, exist_ok=True)

@@ -174,6 +174,26 @@ def test_finished_runs_are_skipped_and_stale_ones_rerun(tmp_path):
         U.run_all(TINY, tmp_path, jobs=0, progress=False)
 
 
+def test_execute_runs_on_one_thread_and_restores_the_callers_count(tmp_path, monkeypatch):
+    seen = []
+    real = S.train_task
+
+    def recording(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(S, "train_task", recording)
+    run = U.Run("order", "none", "causal", 0)
+    torch.set_num_threads(2)  # the one_thread fixture restores the session's count afterwards
+    U.execute(run, TINY, tmp_path)
+    assert seen == [1] and torch.get_num_threads() == 2
+    # and when the run fails half-way
+    monkeypatch.setattr(S, "train_task", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("disk full")))
+    with pytest.raises(RuntimeError, match="disk full"):
+        U.execute(U.Run("order", "rope", "causal", 0), TINY, tmp_path)
+    assert torch.get_num_threads() == 2
+
+
 def test_spread_and_text_criteria():
     assert R.spread([0.5, 0.7, 0.6]) == "0.60 [0.50, 0.70]"
     assert R.spread([float("nan"), None]) == "n/a"
