@@ -3,17 +3,17 @@
 - ``tasks``: synthetic tasks, one claim each (order, copy k back, induction) and planted models;
 - ``synthetic``: train and measure one model on one task (resumable);
 - ``study``: the natural-text models (BoolQ passages) and their measurements;
-- ``runs``: the whole study as independent, resumable runs (``--jobs`` processes);
+- ``runs``: the whole study as independent, resumable runs (``--jobs`` processes); its budgets are
+  the one registry of budgets by name (``study_budget``);
 - ``report``: one table and one figure per claim, the claims table.
 """
 
-from analyses.positional.runs import STUDY_BUDGETS, Run, StudyBudget, plan, run_all, study_budget
+from analyses.positional.report import claims_table, fill_doc, write_report
+from analyses.positional.runs import STUDY_BUDGETS, Run, StudyBudget, execute, plan, run_all, study_budget
 from analyses.positional.study import (
     BUDGETS,
     SCHEMES,
     Budget,
-    StudyResult,
-    get_budget,
     head_scores,
     heldout_data,
     load_scheme,
@@ -22,12 +22,12 @@ from analyses.positional.study import (
     prepare_data,
     repeated_sequence_scores,
     repeated_tokens,
-    run_study,
     shift_invariance,
     shuffled_loss,
     text_run,
     train_scheme,
 )
+from analyses.positional.synthetic import TaskSpec, train_task
 from analyses.positional.tasks import CopyBackTask, InductionTask, OrderTask
 
 __all__ = [
@@ -40,8 +40,10 @@ __all__ = [
     "OrderTask",
     "Run",
     "StudyBudget",
-    "StudyResult",
-    "get_budget",
+    "TaskSpec",
+    "claims_table",
+    "execute",
+    "fill_doc",
     "head_scores",
     "heldout_data",
     "load_scheme",
@@ -52,10 +54,11 @@ __all__ = [
     "repeated_sequence_scores",
     "repeated_tokens",
     "run_all",
-    "run_study",
     "shift_invariance",
     "shuffled_loss",
     "study_budget",
     "text_run",
     "train_scheme",
+    "train_task",
+    "write_report",
 ]

@@ -11,22 +11,24 @@ Per model:
   same tokens at the same distance, wherever they sit)? RoPE, ALiBi and no-position should be;
   learned and sinusoidal absolute embeddings are not.
 
->>> from analyses.positional import run_study
->>> result = run_study("reports/positional", budget="quick")   # seconds; budget="full": ~4 min/model
->>> result.findings            # one row per scheme
+Budgets are looked up by name in one place, ``analyses.positional.study_budget(name)``; the
+natural-text half of each is a ``Budget`` (``study_budget("quick").text``), which every function
+here takes. ``text_run`` is one resumable run of the study (``analyses.positional.runs``).
+
+>>> from analyses.positional import study_budget, text_run
+>>> row = text_run("rope", study_budget("quick").text, "out/state/rope", "out/ckpt/rope")  # seconds
 
 Command line: ``python -m analyses.positional --budget full --out reports/positional``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +39,7 @@ from torch import Tensor
 import models
 from analyses.data.corpora import english_passages
 from analyses.data.generated import random_repeated_tokens
-from interp.io import atomic_save, md_table
+from interp.io import atomic_save
 from interp.names import act_name
 from models import bpe
 from models.training import TrainConfig, Trainer, evaluate, heldout_windows
@@ -105,6 +107,7 @@ class Budget:
         return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
+# The natural-text half of each study budget (``runs.STUDY_BUDGETS[name].text``, looked up by name there)
 BUDGETS = {
     # 1,500 steps of 16 x 128 tokens (3.1 M tokens, ~1.3 epochs): ~6.5 minutes per model on one idle core
     # (~0.25 s per step); the first round's 300 steps left the models at the bigram level
@@ -146,12 +149,14 @@ BUDGETS = {
 }
 
 
-def get_budget(budget: str | Budget) -> Budget:
-    if isinstance(budget, Budget):
-        return budget
-    if budget not in BUDGETS:
-        raise ValueError(f"unknown budget {budget!r}; choose from {sorted(BUDGETS)} or pass a Budget")
-    return BUDGETS[budget]
+def _text_budget(budget: Budget) -> Budget:
+    """The natural-text budget itself: names are looked up in one registry, ``runs.study_budget``."""
+    if not isinstance(budget, Budget):
+        raise TypeError(
+            f"budget must be a study.Budget (by name: analyses.positional.study_budget({budget!r}).text), "
+            f"got {type(budget).__name__} {budget!r}"
+        )
+    return budget
 
 
 # --------------------------------------------------------------------------------------------------
@@ -165,18 +170,18 @@ class Data:
     heldout_ids: Tensor  # 1-D
 
 
-def prepare_data(budget: str | Budget, tokenizer: models.Tokenizer | None = None) -> Data:
+def prepare_data(budget: Budget, tokenizer: models.Tokenizer | None = None) -> Data:
     """The fixed train / held-out split of the English corpus, and a BPE trained on the training
     part (or ``tokenizer``, e.g. the one saved with a checkpoint)."""
-    b = get_budget(budget)
+    b = _text_budget(budget)
     train_texts, heldout_texts = english_passages(max_passages=b.max_passages)
     tok = tokenizer or bpe.train_bpe(train_texts, vocab_size=b.vocab_size)
     return Data(tok, bpe.encode_stream(tok, train_texts), bpe.encode_stream(tok, heldout_texts))
 
 
-def heldout_data(tokenizer: models.Tokenizer, budget: str | Budget) -> Tensor:
+def heldout_data(tokenizer: models.Tokenizer, budget: Budget) -> Tensor:
     """Only the held-out stream (fast: what a trained checkpoint needs for measurements)."""
-    _, heldout_texts = english_passages(max_passages=get_budget(budget).max_passages)
+    _, heldout_texts = english_passages(max_passages=_text_budget(budget).max_passages)
     return bpe.encode_stream(tokenizer, heldout_texts)
 
 
@@ -290,12 +295,12 @@ def shift_invariance(
 
 
 def train_scheme(
-    scheme: str, budget: str | Budget, data: Data, folder: str | Path | None = None, progress: bool = True
+    scheme: str, budget: Budget, data: Data, folder: str | Path | None = None, progress: bool = True
 ) -> tuple[models.Transformer, list[dict], float]:
     """Train the study model for ``scheme``; save it (weights, tokenizer, history, model card
     fields; no optimizer state, to keep it small) to ``folder`` if given. Returns (model,
     history, seconds)."""
-    b = get_budget(budget)
+    b = _text_budget(budget)
     cfg = b.model_config(scheme, d_vocab=len(data.tokenizer.hf))
     model = models.Transformer(cfg, tokenizer=data.tokenizer, seed=b.train.seed)
     trainer = Trainer(model, data.train_ids, data.heldout_ids, b.train)
@@ -321,13 +326,13 @@ def _card_extra(b: Budget, data, seconds: float) -> dict:
     }
 
 
-def text_run(scheme: str, budget: str | Budget, state: str | Path, checkpoint: str | Path | None = None) -> dict:
+def text_run(scheme: str, budget: Budget, state: str | Path, checkpoint: str | Path | None = None) -> dict:
     """One resumable natural-text run of the second-round study: train ``scheme`` (saving the whole
     trainer state to ``state`` every ``checkpoint_every`` steps and resuming from it when present),
     save the finished model without optimizer state to ``checkpoint`` (a few MB), measure it.
     Returns a JSON-ready dict: the findings row, the loss-by-position curve, the head table, the
     training history."""
-    b = get_budget(budget)
+    b = _text_budget(budget)
     state = Path(state)
     data = prepare_data(b)
     tc = b.train if b.train.checkpoint_every else b.train.replace(checkpoint_every=100)
@@ -365,29 +370,20 @@ def text_run(scheme: str, budget: str | Budget, state: str | Path, checkpoint: s
     }
 
 
-def load_scheme(folder: str | Path, budget: str | Budget) -> tuple[models.Transformer, dict] | None:
+def load_scheme(folder: str | Path, budget: Budget) -> tuple[models.Transformer, dict] | None:
     """The checkpoint in ``folder`` if it was trained under this exact budget, else None."""
     folder = Path(folder)
     meta_path = folder / "interp_config.json"
     if not meta_path.exists():
         return None
     extra = json.loads(meta_path.read_text()).get("extra", {})
-    if extra.get("budget_signature") != get_budget(budget).signature():
+    if extra.get("budget_signature") != _text_budget(budget).signature():
         return None
     return models.load(str(folder)), extra
 
 
 # --------------------------------------------------------------------------------------------------
-# The study
-
-
-@dataclass
-class StudyResult:
-    findings: pd.DataFrame  # one row per scheme
-    loss_by_position: pd.DataFrame  # scheme, position, loss
-    heads: pd.DataFrame  # scheme, layer, head, previous_token, induction
-    models: dict = field(default_factory=dict)  # scheme -> Transformer
-    files: dict = field(default_factory=dict)  # name -> Path
+# One model's measurements on natural text
 
 
 def passage_windows(tokenizer: models.Tokenizer, texts: Sequence[str], length: int, n: int) -> Tensor:
@@ -407,11 +403,11 @@ def passage_windows(tokenizer: models.Tokenizer, texts: Sequence[str], length: i
 
 
 def measure(
-    model: models.Transformer, heldout_ids: Tensor, budget: str | Budget, passages: Tensor | None = None
+    model: models.Transformer, heldout_ids: Tensor, budget: Budget, passages: Tensor | None = None
 ) -> tuple[dict, np.ndarray, pd.DataFrame]:
     """All measurements of one model: (findings row, loss by position, head scores). ``passages``
     (``passage_windows``): also the loss by position counted from the start of a passage."""
-    b = get_budget(budget)
+    b = _text_budget(budget)
     n_ctx = model.cfg.n_ctx
     long = heldout_windows(heldout_ids, b.extrapolate * n_ctx, b.eval_windows)
     if long.shape[0] < b.eval_windows:
@@ -523,119 +519,3 @@ def model_card(scheme: str, budget: Budget, row: dict, extra: dict, n_params: in
 - Held-out loss (context {budget.n_ctx}): {row["heldout_loss"]:.3f} nats; shuffled windows: {row["shuffled_loss"]:.3f}.
 - Intended use: teaching and checking claims about positional encodings. Not a useful language model.
 """
-
-
-def run_study(
-    out_dir: str | Path,
-    budget: str | Budget = "quick",
-    checkpoints_dir: str | Path | None = None,
-    schemes: Sequence[str] = SCHEMES,
-    retrain: bool = False,
-    progress: bool = True,
-    threads: int | None = 1,
-) -> StudyResult:
-    """Train (or load, when ``checkpoints_dir/<scheme>`` holds a checkpoint of this exact budget)
-    one model per scheme, measure them, and write the report to ``out_dir``: report.md,
-    findings.csv, loss_by_position.csv, heads.csv, loss_by_position.png, heads.png (each file
-    written to a temporary name and renamed). ``threads``: torch threads for the whole study
-    (restored after); 1 is fastest on a shared 2-core machine, None leaves the setting alone."""
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        return _run_study(out_dir, budget, checkpoints_dir, schemes, retrain, progress)
-    finally:
-        torch.set_num_threads(before)
-
-
-def _run_study(out_dir, budget, checkpoints_dir, schemes, retrain, progress) -> StudyResult:
-    from tqdm.auto import tqdm
-
-    b = get_budget(budget)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ckpt_root = Path(checkpoints_dir) if checkpoints_dir is not None else None
-    loaded = {}
-    if ckpt_root is not None and not retrain:
-        for s in schemes:
-            got = load_scheme(ckpt_root / s, b)
-            if got is not None:
-                loaded[s] = got
-    data = None
-    if len(loaded) < len(schemes):
-        data = prepare_data(b)
-    rows, curves, head_tables, trained, cards = [], [], [], {}, {}
-    for s in tqdm(list(schemes), desc="schemes", disable=not progress):
-        if s in loaded:
-            model, extra = loaded[s]
-        else:
-            folder = None if ckpt_root is None else ckpt_root / s
-            model, history, seconds = train_scheme(s, b, data, folder, progress=progress)
-            extra = {
-                "corpus": CORPUS,
-                "train_seconds": seconds,
-                "train_tokens": int(data.train_ids.numel()),
-                "heldout_tokens": int(data.heldout_ids.numel()),
-            }
-        if data is None:
-            data = Data(model.tokenizer, torch.empty(0, dtype=torch.long), heldout_data(model.tokenizer, b))
-        row, curve, heads = measure(model, data.heldout_ids, b)
-        row["train_seconds"] = extra.get("train_seconds", np.nan)
-        rows.append(row)
-        curves.append(pd.DataFrame({"scheme": s, "position": np.arange(curve.size), "loss": curve}))
-        head_tables.append(heads.assign(scheme=s))
-        trained[s] = model
-        cards[s] = model_card(s, b, row, extra, sum(p.numel() for p in model.parameters()))
-        if ckpt_root is not None and (ckpt_root / s).exists():
-            atomic_save(ckpt_root / s / "MODEL_CARD.md", lambda tmp: tmp.write_text(cards[s]))
-    findings = pd.DataFrame(rows)
-    curve_table = pd.concat(curves, ignore_index=True)
-    head_table = pd.concat(head_tables, ignore_index=True)[["scheme", "layer", "head", "previous_token", "induction"]]
-    files = {
-        "findings": atomic_save(out_dir / "findings.csv", lambda t: findings.to_csv(t, index=False)),
-        "loss_by_position": atomic_save(out_dir / "loss_by_position.csv", lambda t: curve_table.to_csv(t, index=False)),
-        "heads": atomic_save(out_dir / "heads.csv", lambda t: head_table.to_csv(t, index=False)),
-        "figure": plot_loss_by_position(curve_table, b.n_ctx, out_dir / "loss_by_position.png"),
-        "heads_figure": plot_heads(head_table, out_dir / "heads.png"),
-    }
-    report = _report(b, findings, cards)
-    files["report"] = atomic_save(out_dir / "report.md", lambda t: t.write_text(report))
-    return StudyResult(findings, curve_table, head_table, trained, files)
-
-
-def _report(b: Budget, findings: pd.DataFrame, cards: dict) -> str:
-    shown = findings.drop(columns=["shuffled_loss"]).copy()
-    table = md_table(shown, digits=4)
-    return (
-        f"# Positional encodings on trial ({b.name} budget, signature {b.signature()})\n\n"
-        f"Same model, data, steps and seed; only the positional scheme differs. Context {b.n_ctx}; loss measured "
-        f"out to {b.extrapolate * b.n_ctx} tokens on {b.eval_windows} held-out windows. Learned absolute positions "
-        f"have no embedding past n_ctx, so their columns beyond it are NaN (n/a).\n\n"
-        f"![loss by position](loss_by_position.png)\n\n![heads](heads.png)\n\n{table}\n\n"
-        "Columns: heldout_loss on windows of n_ctx; loss_1x_2x / loss_3x_4x: mean loss at positions beyond the "
-        "training context; shuffle_increase: loss on shuffled windows minus heldout_loss; loss_first_half / "
-        "loss_repeated_half: random tokens then the same tokens again (a drop means in-context copying); "
-        "prev_token_score / induction_score: the best head's mean attention to i-1 / to the token after the "
-        "earlier copy (prev_token_uniform / induction_uniform: the same scores for a head attending uniformly to "
-        "its prefix, the chance level); shift_deviation_L0: max |score(i,j) - score(i+p,j+p)| / std at layer 0 "
-        "(0 = relative).\n\n"
-        "## Model cards\n\n" + "\n".join(cards[s] for s in findings.scheme)
-    )
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m analyses.positional",
-        description="Train one small model per positional scheme and compare them.",
-    )
-    p.add_argument("--budget", choices=sorted(BUDGETS), default="quick")
-    p.add_argument("--out", default="reports/positional", help="report folder")
-    p.add_argument("--checkpoints", default=None, help="checkpoint folder (reused when the budget matches)")
-    p.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=SCHEMES)
-    p.add_argument("--retrain", action="store_true")
-    args = p.parse_args(argv)
-    result = run_study(args.out, args.budget, args.checkpoints, args.schemes, args.retrain)
-    with pd.option_context("display.width", 200, "display.max_columns", 30):
-        print(result.findings.to_string(index=False))
-    print(f"report: {result.files['report']}")
-    return 0

@@ -1,5 +1,5 @@
-"""The positional-encoding study: relative-position checks, head scores, loss by position, the
-end-to-end study on a tiny budget."""
+"""The positional-encoding study's natural-text half: relative-position checks, head scores, loss
+by position, training, saving, loading and measuring one model per scheme on a tiny budget."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import dataclasses
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
@@ -126,45 +125,39 @@ TINY = P.Budget(
 )
 
 
-def test_run_study_end_to_end_and_reuses_checkpoints(tmp_path, monkeypatch):
-    out, ckpt = tmp_path / "report", tmp_path / "ckpt"
-    result = P.run_study(out, TINY, checkpoints_dir=ckpt, schemes=["learned", "rope"], progress=False)
-    f = result.findings.set_index("scheme")
-    assert list(f.index) == ["learned", "rope"]
-    assert math.isnan(f.loc["learned", "loss_3x_4x"]) and math.isfinite(f.loc["rope", "loss_3x_4x"])
-    assert f.loc["rope", "shift_deviation_L0"] < 1e-4 < f.loc["learned", "shift_deviation_L0"]
+def test_train_save_load_and_measure_tell_learned_from_rope(tmp_path):
+    """What the notebook does with the natural-text models: train one per scheme (saved), load
+    the checkpoint back only under its own budget, measure it."""
+    data = P.prepare_data(TINY)
+    rows = {}
+    for scheme in ("learned", "rope"):
+        model, history, seconds = P.train_scheme(scheme, TINY, data, tmp_path / scheme, progress=False)
+        assert seconds > 0 and history
+        loaded, extra = P.load_scheme(tmp_path / scheme, TINY)
+        assert extra["budget_signature"] == TINY.signature()
+        for (name, x), (_, y) in zip(model.state_dict().items(), loaded.state_dict().items()):
+            assert torch.equal(x, y), name
+        other = dataclasses.replace(TINY, train=TINY.train.replace(steps=16))
+        assert P.load_scheme(tmp_path / scheme, other) is None  # another budget: not reused
+        row, curve, heads = P.measure(loaded, data.heldout_ids, TINY)
+        assert curve.shape == (TINY.extrapolate * TINY.n_ctx - 1,)
+        assert len(heads) == TINY.n_layers * TINY.n_heads
+        rows[scheme] = row
+    assert math.isnan(rows["learned"]["loss_3x_4x"]) and math.isfinite(rows["rope"]["loss_3x_4x"])
+    assert rows["rope"]["shift_deviation_L0"] < 1e-4 < rows["learned"]["shift_deviation_L0"]
     # trained for 15 steps from ~log(300): the held-out loss went down
-    assert (f["heldout_loss"] < math.log(300) - 0.3).all()
-    for name in ("findings", "loss_by_position", "heads", "figure", "heads_figure", "report"):
-        assert result.files[name].exists() and result.files[name].stat().st_size > 0
-    assert not list(out.glob(".*tmp"))  # nothing half-written left behind
-    assert (ckpt / "rope" / "MODEL_CARD.md").exists()
-    assert len(result.heads) == 2 * TINY.n_layers * TINY.n_heads
-    assert "n/a" in result.files["report"].read_text()
-
-    # the second run must load the checkpoints, not retrain: training is made impossible, and the
-    # checkpoint files must be left exactly as they were
-    saved = {p: p.read_bytes() for p in sorted(ckpt.rglob("*")) if p.is_file()}
-
-    def no_training(*args, **kwargs):
-        raise AssertionError("run_study retrained a scheme whose checkpoint matches the budget")
-
-    monkeypatch.setattr(P, "train_scheme", no_training)
-    again = P.run_study(tmp_path / "report2", TINY, checkpoints_dir=ckpt, schemes=["learned", "rope"], progress=False)
-    assert {p: p.read_bytes() for p in sorted(ckpt.rglob("*")) if p.is_file()} == saved
-    pd.testing.assert_frame_equal(
-        again.findings.drop(columns="train_seconds"),
-        result.findings.drop(columns="train_seconds"),
-        check_exact=False,
-        rtol=1e-6,
-    )
+    assert all(r["heldout_loss"] < math.log(300) - 0.3 for r in rows.values())
 
 
 def test_unknown_scheme_and_budget_are_refused():
+    from analyses.positional.runs import study_budget
+
     with pytest.raises(ValueError, match="positional scheme"):
         TINY.model_config("relative", d_vocab=10)
     with pytest.raises(ValueError, match="budget"):
-        P.get_budget("huge")
+        study_budget("huge")
+    with pytest.raises(TypeError, match=r"budget must be a study\.Budget.*study_budget\('quick'\)\.text"):
+        P.prepare_data("quick")  # names are looked up in one registry, not here
 
 
 def test_text_run_resumes_an_interrupted_run_bit_identically(tmp_path):
