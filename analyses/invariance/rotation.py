@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -200,128 +201,85 @@ def _compare(a: dict, b: dict) -> dict[str, float]:
     return {q: max(relerr(x, y) for x, y in zip(a[q], b[q])) for q in a}
 
 
+@dataclass(frozen=True)
+class _Check:
+    """One whole-model edit: what it claims, and how it is measured."""
+
+    label: str
+    spec: Spec
+    expected: str  # "holds" or "breaks"
+    quantities: tuple[str, ...]
+    fp64: bool  # measured in float64 too
+    amplification: float = 1.0  # cond(A): round-off grows at most linearly in it
+
+
+def _whole_model_checks(cfg, gen: torch.Generator, fp64: bool) -> list[_Check]:
+    """The edits in the order their matrices are drawn from ``gen`` (the order fixes the numbers)."""
+    rope = cfg.positional == "rope"
+    gqa = cfg.group_size > 1
+    shared = ", shared by each kv group" if gqa else ""
+    qk_kind = "rope_planes" if rope else "general"
+    sq, so = ("scores", "output"), ("output",)
+    where = "R inside each rotary plane" if rope else "random orthogonal R"
+    label = f"W_Q R, W_K R ({where}{shared})"
+    checks = [_Check(label, qk_orthogonal(cfg, gen, qk_kind), "holds", ("scores", "patterns", "output"), fp64)]
+    if rope:
+        label = "W_Q R, W_K R with a general orthogonal R (does not commute with RoPE)"
+        checks.append(_Check(label, qk_orthogonal(cfg, gen, "general"), "breaks", sq, False))
+    checks.append(_Check(f"W_V R, R^T W_O (random orthogonal R{shared})", vo_orthogonal(cfg, gen), "holds", so, fp64))
+    checks.append(_Check("W_Q R alone (negative control)", q_only(cfg, gen), "breaks", sq, False))
+    label = "W_V A, A^T W_O with A not orthogonal, cond 10 (negative control)"
+    checks.append(_Check(label, vo_orthogonal(cfg, gen, orthogonal=False), "breaks", so, False))
+    if not rope:
+        label = "W_Q A, W_K A^-T (invertible A, cond 100; tolerance x cond(A))"
+        checks.append(_Check(label, qk_invertible(cfg, gen, 100.0), "holds", sq, False, 100.0))
+        label = "W_Q A, W_K A instead of A^-T (A not orthogonal, negative control)"
+        checks.append(_Check(label, qk_invertible(cfg, gen, 10.0, inverse_transpose=False), "breaks", sq, False))
+    if gqa:
+        label = "W_Q R_h with a different R per query head of a kv group (negative control)"
+        checks.append(_Check(label, qk_split_group(cfg, gen, qk_kind), "breaks", sq, False))
+        label = "W_V R, R_h^T W_O with a different R per query head of a kv group (negative control)"
+        checks.append(_Check(label, vo_orthogonal(cfg, gen, split_group=True), "breaks", so, False))
+    return checks
+
+
 def model_rotation_checks(
     model, tokens: Tensor | None = None, seed: int = 0, model64=None, fp64: bool = True
 ) -> pd.DataFrame:
     """Whole-model checks: every head of every layer edited at once; scores, patterns (max relative
     error over layers) and the final hidden state compared with the original model in fp64."""
     name = view(model).name
-    cfg = model.cfg
     tokens = model_tokens(model) if tokens is None else tokens
     m64 = double_copy(model) if model64 is None else model64
     ref32, ref64 = observe(model, tokens), observe(m64, tokens)
     floor = {q: floor_at_least_u(v, model) for q, v in _compare(ref32, ref64).items()}
     base = _compare(observe(model, different_tokens(model, tokens)), ref64)
-    gen = generator(seed)
-    rope = cfg.positional == "rope"
-    gqa = cfg.group_size > 1
-    checks = []  # (label, spec, expected, quantities, run fp64 too[, cond(A) factor of the tolerance])
-    qk_kind = "rope_planes" if rope else "general"
-    checks.append(
-        (
-            f"W_Q R, W_K R ({'R inside each rotary plane' if rope else 'random orthogonal R'}"
-            f"{', shared by each kv group' if gqa else ''})",
-            qk_orthogonal(cfg, gen, qk_kind),
-            "holds",
-            ("scores", "patterns", "output"),
-            fp64,
-        )
-    )
-    if rope:
-        checks.append(
-            (
-                "W_Q R, W_K R with a general orthogonal R (does not commute with RoPE)",
-                qk_orthogonal(cfg, gen, "general"),
-                "breaks",
-                ("scores", "output"),
-                False,
-            )
-        )
-    checks.append(
-        (
-            f"W_V R, R^T W_O (random orthogonal R{', shared by each kv group' if gqa else ''})",
-            vo_orthogonal(cfg, gen),
-            "holds",
-            ("output",),
-            fp64,
-        )
-    )
-    checks.append(("W_Q R alone (negative control)", q_only(cfg, gen), "breaks", ("scores", "output"), False))
-    checks.append(
-        (
-            "W_V A, A^T W_O with A not orthogonal, cond 10 (negative control)",
-            vo_orthogonal(cfg, gen, orthogonal=False),
-            "breaks",
-            ("output",),
-            False,
-        )
-    )
-    if not rope:
-        checks.append(
-            (
-                "W_Q A, W_K A^-T (invertible A, cond 100; tolerance x cond(A))",
-                qk_invertible(cfg, gen, 100.0),
-                "holds",
-                ("scores", "output"),
-                False,
-                100.0,
-            )
-        )
-        checks.append(
-            (
-                "W_Q A, W_K A instead of A^-T (A not orthogonal, negative control)",
-                qk_invertible(cfg, gen, 10.0, inverse_transpose=False),
-                "breaks",
-                ("scores", "output"),
-                False,
-            )
-        )
-    if gqa:
-        checks.append(
-            (
-                "W_Q R_h with a different R per query head of a kv group (negative control)",
-                qk_split_group(cfg, gen, qk_kind),
-                "breaks",
-                ("scores", "output"),
-                False,
-            )
-        )
-        checks.append(
-            (
-                "W_V R, R_h^T W_O with a different R per query head of a kv group (negative control)",
-                vo_orthogonal(cfg, gen, split_group=True),
-                "breaks",
-                ("output",),
-                False,
-            )
-        )
+    checks = _whole_model_checks(model.cfg, generator(seed), fp64)
     rows = []
     work32 = copy.deepcopy(model)  # one working copy per dtype, re-derived from the originals per check
-    work64 = copy.deepcopy(m64) if any(c[4] for c in checks) else None
-    for label, spec, expected, quantities, do64, *cond in checks:
-        amplification = cond[0] if cond else 1.0  # round-off grows at most linearly in cond(A)
-        runs = [("float32", model, work32, 1.0)] + ([("float64", m64, work64, U64 / U32)] if do64 else [])
+    work64 = copy.deepcopy(m64) if any(c.fp64 for c in checks) else None
+    for c in checks:
+        runs = [("float32", model, work32, 1.0)] + ([("float64", m64, work64, U64 / U32)] if c.fp64 else [])
         for dtype, m, work, ratio in runs:
-            apply_spec(work, m, spec)
+            apply_spec(work, m, c.spec)
             got = _compare(observe(work, tokens), ref64)
-            for q in quantities:
-                rows.append(
-                    make_row(
-                        name,
-                        "rotation: whole model",
-                        f"{q}: {label}",
-                        got[q],
-                        SAFETY * floor[q] * ratio * amplification,
-                        expected,
-                        baseline=base[q] if expected == "holds" else math.nan,
-                        dtype=dtype,
-                        rule=FLOOR_RULE
-                        + ("" if ratio == 1 else " * u64/u32")
-                        + ("" if amplification == 1 else " * cond(A)"),
-                        detail=f"fp32 floor {floor[q]:.1e}; baseline = same metric for other input tokens",
-                    )
-                )
+            rows += [_check_row(name, c, q, got[q], floor[q], base[q], dtype, ratio) for q in c.quantities]
     return pd.DataFrame(rows)
+
+
+def _check_row(name: str, c: _Check, q: str, value: float, floor: float, base: float, dtype: str, ratio: float):
+    return make_row(
+        name,
+        "rotation: whole model",
+        f"{q}: {c.label}",
+        value,
+        SAFETY * floor * ratio * c.amplification,
+        c.expected,
+        baseline=base if c.expected == "holds" else math.nan,
+        dtype=dtype,
+        rule=FLOOR_RULE + ("" if ratio == 1 else " * u64/u32") + ("" if c.amplification == 1 else " * cond(A)"),
+        detail=f"fp32 floor {floor:.1e}; baseline = same metric for other input tokens",
+    )
 
 
 # -- conditioning: W_Q A, W_K A^-T on one layer's scores ------------------------------------------------
@@ -362,16 +320,7 @@ def conditioning_sweep(
     xs = attention_inputs(model, tokens)
     layers = range(cfg.n_layers) if layers is None else layers
     gen = generator(seed)
-    g = group_of(cfg)
-    prepared = []  # per layer: x~ [pos, m+1], W~_Q [head, m+1, d], W~_K per query head, reference scores
-    for l in layers:
-        attn = model.blocks[l].attn
-        x = torch.cat([xs[l][0].double(), torch.ones(xs[l].shape[1], 1, dtype=torch.float64)], 1)
-        wq, wk = _augment(attn.W_Q, attn.b_Q), _augment(attn.W_K, attn.b_K)[g]
-        s_ref = (x @ wq) @ (x @ wk).transpose(-1, -2)  # [head, pos, pos]
-        xn = x.norm(dim=1)
-        n_0 = xn[None, :, None] * xn[None, None, :] * (wq.norm(dim=(1, 2)) * wk.norm(dim=(1, 2)))[:, None, None]
-        prepared.append((x, wq, wk, s_ref, xn, n_0))
+    prepared = [_ScoreInputs.of(model, xs, l) for l in layers]
     rows = []
     for c in conds:
         a = random_invertible(cfg.d_head, c, gen)
@@ -380,18 +329,10 @@ def conditioning_sweep(
         for dtype in dtypes:
             u = unit_roundoff(dtype)
             worst_norm, worst_rel = 0.0, 0.0
-            for x, wq, wk, s_ref, xn, n_0 in prepared:
-                wq_a64, wk_a64 = wq @ a, wk @ a_it
-                xd = x.to(dtype)
-                s = ((xd @ wq_a64.to(dtype)) @ (xd @ wk_a64.to(dtype)).transpose(-1, -2)).double()
-                n_a = (
-                    xn[None, :, None]
-                    * xn[None, None, :]
-                    * (wq_a64.norm(dim=(1, 2)) * wk_a64.norm(dim=(1, 2)))[:, None, None]
-                )
-                denom = n_a + (U64 / u) * n_0
-                worst_norm = max(worst_norm, ((s - s_ref).abs() / denom).max().item())
-                worst_rel = max(worst_rel, relerr(s, s_ref))
+            for p in prepared:
+                norm_err, rel_err = p.errors(a, a_it, dtype, u)
+                worst_norm = max(worst_norm, norm_err)
+                worst_rel = max(worst_rel, rel_err)
             rows.append(
                 dict(
                     model=name,
@@ -405,6 +346,43 @@ def conditioning_sweep(
                 )
             )
     return pd.DataFrame(rows)
+
+
+def _norm_product(xn: Tensor, wq: Tensor, wk: Tensor) -> Tensor:
+    """N_ij = ||x~_i|| ||x~_j|| ||W~_Q||_F ||W~_K||_F per head: [head, pos, pos]."""
+    return xn[None, :, None] * xn[None, None, :] * (wq.norm(dim=(1, 2)) * wk.norm(dim=(1, 2)))[:, None, None]
+
+
+@dataclass(frozen=True)
+class _ScoreInputs:
+    """One layer's pre-position scores in float64: x~ [pos, m+1], W~_Q [head, m+1, d], W~_K per query
+    head, the reference scores [head, pos, pos], ||x~_i|| and the norm product N (``_norm_product``)."""
+
+    x: Tensor
+    wq: Tensor
+    wk: Tensor
+    s_ref: Tensor
+    xn: Tensor
+    n_0: Tensor
+
+    @classmethod
+    def of(cls, model, xs: list[Tensor], layer: int) -> _ScoreInputs:
+        attn = model.blocks[layer].attn
+        x = torch.cat([xs[layer][0].double(), torch.ones(xs[layer].shape[1], 1, dtype=torch.float64)], 1)
+        wq, wk = _augment(attn.W_Q, attn.b_Q), _augment(attn.W_K, attn.b_K)[group_of(model.cfg)]
+        s_ref = (x @ wq) @ (x @ wk).transpose(-1, -2)
+        xn = x.norm(dim=1)
+        return cls(x, wq, wk, s_ref, xn, _norm_product(xn, wq, wk))
+
+    def errors(self, a: Tensor, a_it: Tensor, dtype: torch.dtype, u: float) -> tuple[float, float]:
+        """(max normalised error, relative error) of the scores after W_Q A, W_K A^-T, computed in
+        ``dtype`` (weights transformed in fp64, rounded once); the fp64 reference's own bound
+        (u64, A = I) is added to the denominator."""
+        wq_a64, wk_a64 = self.wq @ a, self.wk @ a_it
+        xd = self.x.to(dtype)
+        s = ((xd @ wq_a64.to(dtype)) @ (xd @ wk_a64.to(dtype)).transpose(-1, -2)).double()
+        denom = _norm_product(self.xn, wq_a64, wk_a64) + (U64 / u) * self.n_0
+        return ((s - self.s_ref).abs() / denom).max().item(), relerr(s, self.s_ref)
 
 
 def _augment(w: Tensor, b: Tensor | None) -> Tensor:
@@ -440,20 +418,11 @@ def conditioning_negative(model, tokens: Tensor | None = None, seed: int = 0) ->
     """Negative control for the sweep's metric: W_K A instead of A^-T, cond 10, fp32."""
     cfg = model.cfg
     tokens = model_tokens(model) if tokens is None else tokens
-    xs = attention_inputs(model, tokens)
     gen = generator(seed)
     a = random_invertible(cfg.d_head, 10.0, gen)
-    g = group_of(cfg)
-    attn = model.blocks[0].attn
-    x = torch.cat([xs[0][0].double(), torch.ones(xs[0].shape[1], 1, dtype=torch.float64)], 1)
-    wq, wk = _augment(attn.W_Q, attn.b_Q), _augment(attn.W_K, attn.b_K)[g]
-    s_ref = (x @ wq) @ (x @ wk).transpose(-1, -2)
-    s = (x @ (wq @ a)) @ (x @ (wk @ a)).transpose(-1, -2)
-    xn = x.norm(dim=1)
-    denom = (
-        xn[None, :, None] * xn[None, None, :] * ((wq @ a).norm(dim=(1, 2)) * (wk @ a).norm(dim=(1, 2)))[:, None, None]
-    )
-    value = ((s - s_ref).abs() / denom).max().item()
+    p = _ScoreInputs.of(model, attention_inputs(model, tokens), 0)
+    s = (p.x @ (p.wq @ a)) @ (p.x @ (p.wk @ a)).transpose(-1, -2)
+    value = ((s - p.s_ref).abs() / _norm_product(p.xn, p.wq @ a, p.wk @ a)).max().item()
     return pd.DataFrame(
         [
             make_row(
@@ -501,6 +470,51 @@ def _projector_change(a: Tensor, b: Tensor) -> float:
     return float(torch.linalg.matrix_norm(qa @ qa.T - qb @ qb.T, ord=2))
 
 
+# quantity -> (invariant under orthogonal R, invariant under invertible A); the rows' order
+_THEORY = {
+    "W_Q entries (the per-dimension query directions)": (False, False),
+    "query values per d_head dimension, x W_Q": (False, False),
+    "W_Q right singular vectors (d_head side)": (False, False),
+    "W_Q singular values": (True, False),
+    "W_Q column space in d_model (projector)": (True, True),
+    "W_QK = W_Q W_K^T (FactoredMatrix.AB)": (True, True),
+    "singular values of W_QK (FactoredMatrix.S)": (True, True),
+    "scores x W_QK x^T": (True, True),
+    "W_OV = W_V W_O (FactoredMatrix.AB)": (True, False),
+    "singular values of W_OV (FactoredMatrix.S)": (True, False),
+}
+
+
+def _head_quantities(x: Tensor, wq: Tensor, wk: Tensor, wv: Tensor, wo: Tensor) -> dict[str, Tensor]:
+    """Every quantity of ``_THEORY`` for one head's (possibly transformed) weights, in float64."""
+    from transformer_lens import FactoredMatrix
+
+    u, s, vh = torch.linalg.svd(wq, full_matrices=False)
+    qk, ov = FactoredMatrix(wq, wk.T), FactoredMatrix(wv, wo)
+    return {
+        "W_Q entries (the per-dimension query directions)": wq,
+        "query values per d_head dimension, x W_Q": x @ wq,
+        "W_Q right singular vectors (d_head side)": vh.T,
+        "W_Q singular values": s,
+        "W_Q column space in d_model (projector)": wq,
+        "W_QK = W_Q W_K^T (FactoredMatrix.AB)": qk.AB,
+        "singular values of W_QK (FactoredMatrix.S)": qk.S,
+        "scores x W_QK x^T": x @ qk.AB @ x.T,
+        "W_OV = W_V W_O (FactoredMatrix.AB)": ov.AB,
+        "singular values of W_OV (FactoredMatrix.S)": ov.S,
+    }
+
+
+def _change(key: str, old: Tensor, new: Tensor) -> float:
+    """How much a quantity moved, in the measure that fits it (sign-aligned vectors, projectors, or
+    max relative entry)."""
+    if "singular vectors" in key:
+        return _sign_aligned_change(old, new)
+    if "column space" in key:
+        return _projector_change(old, new)
+    return float((new - old).abs().max() / old.abs().max())
+
+
 def interpretation_table(
     model, layer: int = 0, head: int = 0, tokens: Tensor | None = None, seed: int = 0, cond: float = 100.0
 ) -> pd.DataFrame:
@@ -514,8 +528,6 @@ def interpretation_table(
     relative change above ``tolerance = 10 * d_model * u64 * cond`` is a real change. With RoPE the
     table describes the pre-rotary bilinear form (the circuit seen by two tokens at the same position).
     """
-    from transformer_lens import FactoredMatrix
-
     cfg = model.cfg  # with RoPE, W_Q W_K^T is the circuit before the rotary matrices (position 0)
     gen = generator(seed)
     g = head // cfg.group_size
@@ -529,50 +541,12 @@ def interpretation_table(
     a_it = torch.linalg.inv(a).T
     tokens = model_tokens(model) if tokens is None else tokens
     x = attention_inputs(model, tokens)[layer][0].double()
-
-    def quantities(wq_, wk_, wv_, wo_) -> dict:
-        u, s, vh = torch.linalg.svd(wq_, full_matrices=False)
-        qk, ov = FactoredMatrix(wq_, wk_.T), FactoredMatrix(wv_, wo_)
-        return {
-            "W_Q entries (the per-dimension query directions)": wq_,
-            "query values per d_head dimension, x W_Q": x @ wq_,
-            "W_Q right singular vectors (d_head side)": vh.T,
-            "W_Q singular values": s,
-            "W_Q column space in d_model (projector)": wq_,
-            "W_QK = W_Q W_K^T (FactoredMatrix.AB)": qk.AB,
-            "singular values of W_QK (FactoredMatrix.S)": qk.S,
-            "scores x W_QK x^T": x @ qk.AB @ x.T,
-            "W_OV = W_V W_O (FactoredMatrix.AB)": ov.AB,
-            "singular values of W_OV (FactoredMatrix.S)": ov.S,
-        }
-
-    theory = {  # (invariant under orthogonal R, invariant under invertible A)
-        "W_Q entries (the per-dimension query directions)": (False, False),
-        "query values per d_head dimension, x W_Q": (False, False),
-        "W_Q right singular vectors (d_head side)": (False, False),
-        "W_Q singular values": (True, False),
-        "W_Q column space in d_model (projector)": (True, True),
-        "W_QK = W_Q W_K^T (FactoredMatrix.AB)": (True, True),
-        "singular values of W_QK (FactoredMatrix.S)": (True, True),
-        "scores x W_QK x^T": (True, True),
-        "W_OV = W_V W_O (FactoredMatrix.AB)": (True, False),
-        "singular values of W_OV (FactoredMatrix.S)": (True, False),
-    }
-    base = quantities(wq, wk, wv, wo)
-    rot = quantities(wq @ r, wk @ r, wv @ r, r.T @ wo)
-    inv = quantities(wq @ a, wk @ a_it, wv @ a, a.T @ wo)  # W_V A, A^T W_O: orthogonality needed there
-
-    def change(key, new):
-        old = base[key]
-        if "singular vectors" in key:
-            return _sign_aligned_change(old, new)
-        if "column space" in key:
-            return _projector_change(old, new)
-        return float((new - old).abs().max() / old.abs().max())
-
+    base = _head_quantities(x, wq, wk, wv, wo)
+    rot = _head_quantities(x, wq @ r, wk @ r, wv @ r, r.T @ wo)
+    inv = _head_quantities(x, wq @ a, wk @ a_it, wv @ a, a.T @ wo)  # W_V A, A^T W_O: orthogonality needed there
     rows = []
-    for key, (inv_r, inv_a) in theory.items():
-        c_r, c_a = change(key, rot[key]), change(key, inv[key])
+    for key, (inv_r, inv_a) in _THEORY.items():
+        c_r, c_a = _change(key, base[key], rot[key]), _change(key, base[key], inv[key])
         tol_r, tol_a = 10 * cfg.d_model * U64, 10 * cfg.d_model * U64 * cond
         ok = ((c_r <= tol_r) == inv_r) and ((c_a <= tol_a) == inv_a)
         rows.append(
