@@ -51,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
     if args.text is not None and not args.text.strip():
         raise ValueError("--text is empty; give a sentence, or leave --text out for the default one")
     if args.n_tokens < 4:
-        raise SystemExit(f"--n-tokens must be at least 4 (permutations need movable tokens), got {args.n_tokens}")
+        raise ValueError(f"--n-tokens must be at least 4 (permutations need movable tokens), got {args.n_tokens}")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be a positive number of torch CPU threads, got {args.threads}")
     with output_dir(args.out, OWNS, command="interp invariance", what="--out") as tmp:
         t = _invariance(args, tmp)
     n_ok = int(t.passed.sum())
@@ -72,9 +74,13 @@ def _invariance(args, tmp: Path):
     import models
     from analyses.invariance import run_all, write_report
 
+    before = torch.get_num_threads()
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = models.load(args.model, dtype=args.dtype).eval()
-    result = run_all(model, text=args.text, n_tokens=args.n_tokens, seed=args.seed, progress=True)
-    write_report(result, tmp, figures_too=not args.no_figures)
+    try:  # restored: main() may run inside a longer process (a notebook, the tests)
+        model = models.load(args.model, dtype=args.dtype).eval()
+        result = run_all(model, text=args.text, n_tokens=args.n_tokens, seed=args.seed, progress=True)
+        write_report(result, tmp, figures_too=not args.no_figures)
+    finally:
+        torch.set_num_threads(before)
     return result.table

@@ -81,21 +81,31 @@ def test_cli_on_a_checkpoint(tmp_path, capsys):
 
     m = tiny_model("rope", attention="causal", seed=1, n_ctx=64, n_kv_heads=2)
     models.save_checkpoint(m, tmp_path / "ckpt")
-    rc = main(
-        [
-            "invariance",
-            "--model",
-            str(tmp_path / "ckpt"),
-            "--out",
-            str(tmp_path / "rep"),
-            "--n-tokens",
-            "8",
-            "--no-figures",
-        ]
-    )
+    before = torch.get_num_threads()
+    threads = "2" if before == 1 else "1"  # another count than the caller's: it must be put back
+    args = ["--n-tokens", "8", "--no-figures", "--threads", threads]
+    rc = main(["invariance", "--model", str(tmp_path / "ckpt"), "--out", str(tmp_path / "rep"), *args])
     out = capsys.readouterr().out
     assert rc == 0, out
+    assert torch.get_num_threads() == before
     df = pd.read_csv(tmp_path / "rep" / "invariance.csv")
     assert df.passed.all()
     assert df.quantity.str.contains("kv group").any()  # GQA checks ran
     assert "agree with theory" in out
+
+
+@pytest.mark.parametrize(
+    "flags, named", [(["--n-tokens", "3"], "--n-tokens must be at least 4"), (["--threads", "0"], "--threads")]
+)
+def test_cli_refuses_bad_numbers_in_one_line_before_loading(tmp_path, capsys, monkeypatch, flags, named):
+    from analyses.cli import main
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the model was loaded before the flags were checked")
+
+    monkeypatch.setattr(models, "load", no_loading)
+    rc = main(["invariance", "--model", "minilm", "--out", str(tmp_path / "rep"), *flags])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith(f"interp invariance: {named}") and "\n" not in err
+    assert not (tmp_path / "rep").exists()
+
