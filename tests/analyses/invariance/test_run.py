@@ -108,4 +108,3 @@ def test_cli_refuses_bad_numbers_in_one_line_before_loading(tmp_path, capsys, mo
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err.startswith(f"interp invariance: {named}") and "\n" not in err
     assert not (tmp_path / "rep").exists()
-
