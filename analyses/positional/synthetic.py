@@ -126,6 +126,15 @@ def load_state(state_path: Path) -> dict:
         ) from None
 
 
+def _resume(state: dict, model, optimizer, scheduler, gen: torch.Generator) -> tuple[int, list[dict], float]:
+    """Put a saved state back into the run's objects; returns (step, history, seconds so far)."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    gen.set_state(state["gen"])
+    return state["step"], state["history"], state["seconds"]
+
+
 def train_task(
     spec: TaskSpec,
     scheme: str,
@@ -152,12 +161,7 @@ def train_task(
     step = 0
     state_path = Path(state_path) if state_path is not None else None
     if state_path is not None and state_path.exists():
-        state = load_state(state_path)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        gen.set_state(state["gen"])
-        step, run.history, run.seconds = state["step"], state["history"], state["seconds"]
+        step, run.history, run.seconds = _resume(load_state(state_path), model, optimizer, scheduler, gen)
 
     def save() -> None:
         state = {
