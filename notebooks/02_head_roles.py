@@ -9,6 +9,8 @@
 # --model minilm --out DIR`) uses more sentences and writes the full report.
 
 # %%
+import os
+
 import pandas as pd
 from IPython.display import Image, display
 
@@ -19,7 +21,8 @@ from analyses.heads import report
 
 pd.set_option("display.width", 160)
 pd.set_option("display.precision", 4)  # 4 decimals: the last bits of a float sum are not stable
-N = 12  # items per relation; small for speed (the CLI default is 100)
+SMOKE = os.environ.get("NOTEBOOKS_SMOKE") == "1"  # tests/test_notebooks.py runs every cell on less data
+N = 4 if SMOKE else 12  # items per relation; small for speed (the CLI default is 100)
 OPTS = dict(n_boot=40, null_n=12, batch_size=36)
 
 # %% [markdown]

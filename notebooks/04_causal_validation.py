@@ -7,6 +7,8 @@
 # `inconclusive`.
 
 # %%
+import os
+
 import pandas as pd
 import torch
 
@@ -17,6 +19,8 @@ from interp import interventions as iv
 torch.set_num_threads(1)  # small batches: one thread is fastest on a shared CPU
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 20)
+SMOKE = os.environ.get("NOTEBOOKS_SMOKE") == "1"  # tests/test_notebooks.py runs every cell on less data
+N = 8 if SMOKE else 20  # prompts per role on MiniLM
 
 # %% [markdown]
 # ## 1. A planted model: the only path versus a decoy
@@ -82,7 +86,7 @@ print(f"zero ablation of B: loss {clean:.3f} -> {-f(out).mean().item():.3f}")
 minilm = models.load("minilm").eval()
 lab = V.pattern_labels(minilm, top=3)
 lab = lab[lab.role == "previous_token"]
-mres = V.validate(minilm, lab, n=20, seed=0, n_null=10, n_layer_null=1, n_boot=300)
+mres = V.validate(minilm, lab, n=N, seed=0, n_null=10, n_layer_null=1, n_boot=300)
 mres.table[["layer", "head", "role", "metric", "effect", "null_mean", "null_std", "p_value", "q_value", "verdict"]]
 
 # %%
