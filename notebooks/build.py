@@ -87,6 +87,9 @@ def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
                 if out.get("name") == "stderr":
                     continue
                 out["text"] = _mask(out["text"])
+                if kept and kept[-1].get("output_type") == "stream":  # how the kernel split a print is timing
+                    kept[-1]["text"] += out["text"]
+                    continue
             elif "data" in out:
                 if WIDGET in out["data"]:
                     continue
