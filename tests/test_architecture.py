@@ -10,6 +10,7 @@ lower layer; never a higher layer nor a sibling room of the same layer.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,12 @@ LAYERS = {
     "analyses.report": 5,
     "analyses.cli": 6,
 }
+
+
+@functools.cache
+def parse(path: Path, text: str) -> ast.Module:
+    """One parse per file and text for every check of this module (the tests share the trees)."""
+    return ast.parse(text, filename=str(path))
 
 
 def module_files() -> dict[str, Path]:
@@ -55,7 +62,7 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """Every first-party module that ``module`` imports, at any depth of the file (inside functions,
     behind ``if TYPE_CHECKING``, in a module ``__getattr__``): ``from a import b`` counts as an import
     of ``a.b`` when that is a module, else of ``a``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parse(path, path.read_text(encoding="utf-8"))
     is_pkg = path.name == "__init__.py"
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -88,7 +95,7 @@ def through_init(module: str, path: Path, modules: dict[str, Path]) -> list[str]
     running that ``__init__`` re-enters the package being imported, a circle the graph above does not
     see because it credits ``analyses.data.corpora`` directly. Siblings are imported by full name
     (``from analyses.data.corpora import X``); a lower room's ``__init__`` (its public API) is fine."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parse(path, path.read_text(encoding="utf-8"))
     is_pkg = path.name == "__init__.py"
     bad = []
     for node in ast.walk(tree):
@@ -119,6 +126,7 @@ def layer_of(module: str) -> tuple[str, int]:
     return room, LAYERS[room]
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
     modules = module_files()
     return {m: imports_of(m, p, modules) for m, p in modules.items()}
