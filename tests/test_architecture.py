@@ -10,6 +10,7 @@ lower layer; never a higher layer nor a sibling room of the same layer.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,12 @@ LAYERS = {
     "analyses.report": 5,
     "analyses.cli": 6,
 }
+
+
+@functools.cache
+def parse(path: Path, text: str) -> ast.Module:
+    """One parse per file and text for every check of this module (the tests share the trees)."""
+    return ast.parse(text, filename=str(path))
 
 
 def module_files() -> dict[str, Path]:
@@ -55,7 +62,7 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """Every first-party module that ``module`` imports, at any depth of the file (inside functions,
     behind ``if TYPE_CHECKING``, in a module ``__getattr__``): ``from a import b`` counts as an import
     of ``a.b`` when that is a module, else of ``a``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parse(path, path.read_text(encoding="utf-8"))
     is_pkg = path.name == "__init__.py"
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -82,11 +89,44 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return found
 
 
+def through_init(module: str, path: Path, modules: dict[str, Path]) -> list[str]:
+    """The imports in ``module`` that reach a sibling through an enclosing package's ``__init__``
+    (``from analyses.data import corpora`` or ``from . import corpora`` inside ``analyses/data/x.py``):
+    running that ``__init__`` re-enters the package being imported, a circle the graph above does not
+    see because it credits ``analyses.data.corpora`` directly. Siblings are imported by full name
+    (``from analyses.data.corpora import X``); a lower room's ``__init__`` (its public API) is fine."""
+    tree = parse(path, path.read_text(encoding="utf-8"))
+    is_pkg = path.name == "__init__.py"
+    bad = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        base = node.module or ""
+        if node.level:
+            anchor = module.split(".") if is_pkg else module.split(".")[:-1]
+            anchor = anchor[: len(anchor) - (node.level - 1)]
+            base = ".".join(anchor + ([base] if base else []))
+        if modules.get(base, Path()).name != "__init__.py" or not module.startswith(base + "."):
+            continue  # not an enclosing package: a lower room's public API
+        own = module if is_pkg else module.rpartition(".")[0]
+        names = [
+            a.name
+            for a in node.names
+            if base == own  # a sibling, or a name the own package's __init__ re-exports
+            or f"{base}.{a.name}" not in modules  # a name an enclosing package's __init__ re-exports
+            or (module + ".").startswith(f"{base}.{a.name}.")  # the module's own package, through its parent
+        ]
+        if names:
+            bad.append(f"{module} (line {node.lineno}): from {base} import {', '.join(names)}")
+    return bad
+
+
 def layer_of(module: str) -> tuple[str, int]:
     room = max((r for r in LAYERS if module == r or module.startswith(r + ".")), key=len)
     return room, LAYERS[room]
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
     modules = module_files()
     return {m: imports_of(m, p, modules) for m, p in modules.items()}
@@ -146,6 +186,99 @@ def test_imports_point_down_or_stay_in_their_room():
             if t_rank > rank or (t_rank == rank and t_room != room and t_room != "analyses"):
                 bad.append(f"{module} ({room}) imports {t} ({t_room})")
     assert not bad, "upward or sideways imports:\n" + "\n".join(sorted(bad))
+
+
+def test_the_init_check_finds_a_sibling_imported_through_its_package(tmp_path):
+    modules = module_files()
+    path = tmp_path / "m.py"
+    path.write_text("from analyses.data import corpora, poetry\nfrom analyses.data.items import Item\n")
+    assert through_init("analyses.data.sources", path, modules) == [
+        "analyses.data.sources (line 1): from analyses.data import corpora, poetry"
+    ]
+    path.write_text("def f():\n    from . import corpora\n")
+    assert through_init("analyses.data.sources", path, modules) == [
+        "analyses.data.sources (line 2): from analyses.data import corpora"
+    ]
+    # a higher room using a lower room's public API, and a package's own __init__ importing its modules
+    path.write_text("from analyses.data import load_items\nfrom . import corpora\n")
+    assert through_init("analyses.heads.probe", path, modules) == [
+        "analyses.heads.probe (line 2): from analyses.heads import corpora"
+    ]
+    init = tmp_path / "__init__.py"
+    init.write_text("from analyses.data.corpora import load_corpus\nfrom . import poetry\nfrom analyses import data\n")
+    assert through_init("analyses.data", init, modules) == ["analyses.data (line 3): from analyses import data"]
+
+
+def test_no_module_imports_a_sibling_through_its_packages_init():
+    modules = module_files()
+    bad = [line for m, p in modules.items() for line in through_init(m, p, modules)]
+    assert not bad, "import siblings by their full module name, never through __init__:\n" + "\n".join(bad)
+
+
+def api_style_problems(source: str) -> list[str]:
+    """What keeps a package ``__init__`` from the one public-API style: explicit re-exports
+    (``from pkg.mod import a, b``, absolute) and a literal ``__all__`` that lists exactly the names it
+    re-exports or defines (``def``, ``class``); no ``import *``, no lazy module ``__getattr__``."""
+    tree = ast.parse(source)
+    problems, public, listed = [], set(), None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            problems.append(f"line {node.lineno}: import * (list the names)")
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            if node.level:
+                problems.append(f"line {node.lineno}: relative import (use the full module name)")
+            if node.level or (node.module or "").split(".")[0] in PACKAGES:  # a re-export; not `typing.Any`
+                public |= {a.asname or a.name for a in node.names if a.name != "*"}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == "__getattr__":
+                problems.append(f"line {node.lineno}: module __getattr__ (lazy exports: re-export explicitly)")
+            public.add(node.name)
+        elif isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            ok = isinstance(node.value, (ast.List, ast.Tuple)) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts
+            )
+            if not ok:
+                problems.append(f"line {node.lineno}: __all__ is not a literal list of strings")
+            listed = [e.value for e in node.value.elts if isinstance(e, ast.Constant)] if ok else []
+    public = {n for n in public if not n.startswith("_")}
+    if listed is None:
+        if public:
+            problems.append("no __all__ (list the public names: " + ", ".join(sorted(public)) + ")")
+        return problems
+    if len(set(listed)) != len(listed):
+        problems.append("__all__ lists a name twice")
+    if missing := sorted(set(listed) - public):
+        problems.append("__all__ names what the file does not bind: " + ", ".join(missing))
+    if unlisted := sorted(public - set(listed)):
+        problems.append("public names missing from __all__: " + ", ".join(unlisted))
+    return problems
+
+
+def test_the_api_style_check_finds_each_other_style():
+    assert api_style_problems('"""Doc."""\n') == []
+    good = "from __future__ import annotations\n\nfrom interp.x import f, g as h\n\n__all__ = ['f', 'h']\n"
+    assert api_style_problems(good) == []
+    assert api_style_problems("from interp.x import *\n") == ["line 1: import * (list the names)"]
+    assert api_style_problems("from interp.x import f\n") == ["no __all__ (list the public names: f)"]
+    lazy = "_EXPORTS = {'f': 'interp.x'}\n\ndef __getattr__(name):\n    pass\n\n__all__ = []\n"
+    assert api_style_problems(lazy) == ["line 3: module __getattr__ (lazy exports: re-export explicitly)"]
+    assert api_style_problems("from .a import f\n__all__ = ['f']\n") == [
+        "line 1: relative import (use the full module name)"
+    ]
+    assert api_style_problems("from interp.x import f, g\n__all__ = ['f', 'k']\n") == [
+        "__all__ names what the file does not bind: k",
+        "public names missing from __all__: g",
+    ]
+    assert api_style_problems("__all__ = sorted(['f'])\n") == ["line 1: __all__ is not a literal list of strings"]
+
+
+def test_every_package_init_has_one_public_api_style():
+    bad = []
+    for path in sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("__init__.py")):
+        for problem in api_style_problems(path.read_text(encoding="utf-8")):
+            bad.append(f"{path.relative_to(ROOT)}: {problem}")
+    assert not bad, "package __init__ files: explicit re-exports and __all__ only:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["probe", "--help"], ["validate", "--help"], ["train", "--help"]])

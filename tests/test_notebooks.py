@@ -1,68 +1,101 @@
-"""The notebooks: committed executed (a reader on a code host sees every output), each one what its
-notebooks/make_0N.py writes, and each runs top to bottom on the real models.
+"""The notebooks: committed executed (a reader on a code host sees every output), each one what
+``notebooks/build.py`` builds from its source ``notebooks/NN_name.py``, and each runs top to bottom on
+the real models.
 
 Two checks, so that the cheap one runs on every edit and the expensive one once:
-- ``test_committed_notebook_is_what_its_script_writes`` (fast): the script's cells, written without
-  executing (``NOTEBOOKS_EXECUTE=0``), equal the committed notebook's cells (type, id, source), and
-  the committed notebook is executed: every code cell has run, in order, with no error output.
-- ``test_notebook_runs`` (slow): executes the committed notebook again with nbclient; any error fails.
+- ``test_committed_notebook_is_what_its_source_builds`` (fast, in process): the source's cells, built
+  without executing, equal the committed notebook's cells (type, id, source), and the committed notebook
+  is executed: every code cell has run, in order, with no error output.
+- ``test_notebook_runs`` (slow): executes every cell of the source again. To make that cheaper the
+  five notebooks share one kernel (started once: torch, transformers and the models' files are read
+  once), each starting from an emptied namespace (``%reset -f``: a name a notebook forgot to define or
+  import still fails) with torch's grad mode, thread count and default dtype, pandas' options and
+  matplotlib's figures put back; and with ``NOTEBOOKS_SMOKE=1``, which notebooks 02 and 04 read to
+  probe and validate fewer sentences.
 Outputs are not compared byte for byte across machines (numbers may differ in the last bits between
-CPUs); ``notebooks/nbwrite.py`` strips what differs between two runs on one machine (timings, widget
-ids, progress bars, addresses), so regenerating an unchanged notebook leaves a small diff or none."""
+CPUs); ``build.clean`` strips what differs between two runs on one machine."""
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+from notebooks import build
+
+SOURCES = build.sources()
+IDS = [p.stem for p in SOURCES]
 
 
-def test_notebooks_exist():
-    names = [p.name for p in NOTEBOOKS]
-    assert "01_hooks_tour.ipynb" in names, names
+def test_every_notebook_has_its_source():
+    committed = sorted(p.stem for p in build.HERE.glob("*.ipynb"))
+    assert "01_hooks_tour" in IDS, IDS
+    assert committed == IDS, "each notebooks/NN_name.ipynb is built from notebooks/NN_name.py"
 
 
 def _cells(nb) -> list[tuple[str, str, str]]:
     return [(c.cell_type, c.get("id", ""), c.source) for c in nb.cells]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_committed_notebook_is_what_its_script_writes(path, tmp_path):
-    """notebooks/make_0N.py is the source: rerun it (it executes the notebook) after editing it."""
-    script = ROOT / "notebooks" / f"make_{path.name[:2]}.py"
-    env = {**os.environ, "NOTEBOOKS_OUT": str(tmp_path), "NOTEBOOKS_EXECUTE": "0"}
-    subprocess.run([sys.executable, str(script)], check=True, env=env, capture_output=True, timeout=60)
-    fresh = nbformat.read(tmp_path / path.name, as_version=4)
-    committed = nbformat.read(path, as_version=4)
-    assert _cells(committed) == _cells(fresh), (
-        f"the cells differ from the script's: run python {script.relative_to(ROOT)}"
-    )
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_committed_notebook_is_what_its_source_builds(source):
+    """notebooks/NN_name.py is the source: rebuild (it executes the notebook) after editing it."""
+    how = f"run python notebooks/build.py {source.stem[:2]}"
+    committed = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    assert _cells(committed) == _cells(build.notebook(source)), f"the cells differ from the source's: {how}"
     code = [c for c in committed.cells if c.cell_type == "code"]
     counts = [c.get("execution_count") for c in code]
-    assert counts == list(range(1, len(code) + 1)), (
-        f"{path.name} is not committed executed: run python {script.relative_to(ROOT)}"
-    )
+    assert counts == list(range(1, len(code) + 1)), f"{source.stem} is not committed executed: {how}"
     errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors, f"{path.name} was committed with an error output"
-    assert any(c.get("outputs") for c in code), f"{path.name} has no outputs"
+    assert not errors, f"{source.stem} was committed with an error output"
+    assert any(c.get("outputs") for c in code), f"{source.stem} has no outputs"
+
+
+def test_a_source_edit_shows_as_a_difference(tmp_path):
+    """The comparison above can fail: a source whose one cell changed builds other cells."""
+    source = SOURCES[0]
+    edited = tmp_path / source.name
+    edited.write_text(source.read_text(encoding="utf-8").replace("# %%\n", "# %%\nx = 1\n", 1), encoding="utf-8")
+    committed = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    fresh = build.notebook(edited)
+    assert [c.id for c in fresh.cells] == [c.id for c in committed.cells]
+    assert _cells(fresh) != _cells(committed)
+
+
+def _reset_cell() -> str:
+    """What one notebook may leave behind for the next in the shared kernel, put back."""
+    return (
+        "%reset -f\n"
+        "import warnings as _w, torch as _t, pandas as _pd, matplotlib.pyplot as _plt\n"
+        f"_t.set_grad_enabled(True); _t.set_num_threads({torch.get_num_threads()}); _t.set_default_dtype(_t.float32)\n"
+        "with _w.catch_warnings():\n"
+        "    _w.simplefilter('ignore'); _pd.reset_option('all')\n"
+        "_plt.close('all')\n"
+        "del _w, _t, _pd, _plt\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    """One kernel for every notebook of this module (see the module docstring)."""
+    nb = nbformat.v4.new_notebook(metadata=dict(build.KERNEL))
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(build.ROOT)}}
+    )
+    env = {**os.environ, "NOTEBOOKS_SMOKE": "1", "PYTHONHASHSEED": "0"}
+    with client.setup_kernel(env=env):
+        yield client
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs(path, tmp_path):
-    nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:  # run from the sources, not from what the committed outputs say
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_notebook_runs(source, kernel):
+    nb = build.notebook(source)  # the committed notebook's cells (checked above), without its outputs
+    nb.cells.insert(0, nbformat.v4.new_code_cell(_reset_cell()))
+    kernel.nb = nb
+    for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}})
-    client.execute()  # raises CellExecutionError, naming the cell, on any failure
-    errors = [
-        o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"
-    ]
+            kernel.execute_cell(cell, index)  # raises CellExecutionError, naming the cell, on any failure
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
