@@ -13,6 +13,7 @@ import pandas as pd
 
 from analyses.heads.probe import detectable_effect, headline, labelled_roles, role_map
 from analyses.heads.roles import COLUMNS, LINGUISTIC_ROLES, MAP_ROLES, ROLES
+from interp.display import figure_label
 from interp.io import atomic_write, fmt, md_table, png_bytes
 
 __all__ = ["write_csv", "write_report", "write_comparison", "heatmap_figure", "pattern_figure", "role_layers"]
@@ -321,7 +322,7 @@ def pattern_figure(example: dict) -> bytes:
 
     plt = _plt()
     p = np.asarray(example["pattern"])
-    toks = [t.replace("Ġ", "_") for t in example["tokens"]]
+    toks = [figure_label(t) for t in example["tokens"]]
     n = len(toks)
     fig, ax = plt.subplots(figsize=(0.45 * n + 2.0, 0.4 * n + 1.2))
     sns.heatmap(
@@ -341,7 +342,8 @@ def pattern_figure(example: dict) -> bytes:
         ax.add_patch(Rectangle((example["col"], 0), 1, n, fill=False, edgecolor="lime", lw=1.5, ls="--"))
     ax.set_xlabel("key")
     ax.set_ylabel("query")
-    ax.set_title(f"{example['title']}\n{example['sentence']!r}: row of {example.get('query_word')!r}", fontsize=9)
+    where = figure_label(f"{example['sentence']!r}: row of {example.get('query_word')!r}")
+    ax.set_title(f"{figure_label(example['title'])}\n{where}", fontsize=9)
     ax.tick_params(labelsize=7)
     fig.subplots_adjust(left=0.18, bottom=0.18, right=0.98, top=0.88)
     return png_bytes(fig)
