@@ -16,7 +16,7 @@ from analyses.report import page
 from tests.factories import planted_items, planted_model
 
 SENTENCES = (
-    ("near", ("the", "cat", "near", "the", "old", "box", "sleeps", ".")),
+    heads.Sentence("near", ("the", "cat", "near", "the", "old", "box", "sleeps", "."), {"subject_verb": (6, 1)}),
     ("of", ("the", "dog", "of", "the", "car", "runs", ".")),
 )
 
@@ -31,14 +31,14 @@ def planted_page(tmp_path_factory):
     )
     df["model"] = df.attrs["model"] = "planted"
     out = tmp_path_factory.mktemp("planted")
-    report.write_report(df, out, examples=heads.example_patterns(m, df[df["score"].notna()], roles=["subject_verb"]))
-    examples = page.head_examples(m, sentences=SENTENCES)
+    examples = heads.example_patterns(m, df, sentences=SENTENCES, roles=["subject_verb"])
+    report.write_report(df, out, examples=examples)
     validation = pd.DataFrame(
         {"layer": [0], "head": [2], "role": ["subject_verb"], "metric": ["sv"], "effect": [0.4], "p_value": [0.01]}
     ).assign(verdict="validated")
     html = page.render_page(
         df,
-        report_md=(out / "report.md").read_text(),
+        sections=report.read_sections((out / "report.md").read_text()),
         figures={p.name: p.read_bytes() for p in out.glob("*.png")},
         examples=examples,
         validation=validation,
@@ -60,7 +60,14 @@ def test_head_table_round_trips(planted_page):
     assert len(merged) == len(ref) == len(emb)
     for col in ("score", "ci_low", "ci_high", "baseline"):
         np.testing.assert_allclose(merged[f"{col}_page"].astype(float), merged[col].round(4), atol=1e-9, err_msg=col)
-    assert (merged["label_page"] == merged["label"]).all()
+    # each row's label is its own in heads.csv: a pooled row is descriptive (no label, no p) even
+    # where a source row labels the head (headline's label says "some row of the head is labelled")
+    key = ["layer", "head", "role", "direction", "source", "subset", "specials", "weighting"]
+    own = merged[key].merge(df[[*key, "label", "p_adjusted"]], on=key, how="left", validate="1:1")
+    assert (merged["label_page"].to_numpy() == own["label"].to_numpy()).all()
+    pooled_sv = merged[(merged["role"] == "subject_verb") & (merged["head"] == 2) & (merged["direction"] == "verb->subject")]
+    assert len(pooled_sv) and not pooled_sv["label_page"].any() and pooled_sv["label"].all()
+    assert pooled_sv["p_adjusted_page"].isna().all()  # no p: blank, and no "yes" beside it
     rmap = heads.role_map(df)
     assert [h["primary"] for h in data["heads"]] == list(rmap["primary"].astype(str))
     assert data["heads"][2]["primary"] == "subject_verb"  # the planted verb -> subject head
@@ -79,6 +86,7 @@ def test_head_table_round_trips(planted_page):
 
 def test_every_labelled_head_has_its_examples_and_they_are_the_models(planted_page):
     _, df, examples, html = planted_page
+    assert len(examples) == 1 and examples[0]["sentence"] == "the cat near the old box sleeps ."  # the figure
     data = page.read_page_data(html)
     by = {(h["layer"], h["head"]): h for h in data["heads"]}
     lab = heads.labelled_roles(df)[["layer", "head"]].drop_duplicates()
@@ -90,8 +98,8 @@ def test_every_labelled_head_has_its_examples_and_they_are_the_models(planted_pa
         assert all(len(ex[w]) == len(SENTENCES) for w in ex)
     toks = data["examples"][0]["tokens"]
     n = len(toks)
-    att = {h: page.dequantise(by[(0, h)]["examples"]["attention"][0], n) for h in range(4)}
-    norm1 = page.dequantise(by[(0, 1)]["examples"]["norm"][0], n)
+    att = {h: heads.dequantise(by[(0, h)]["examples"]["attention"][0], n) for h in range(4)}
+    norm1 = heads.dequantise(by[(0, 1)]["examples"]["norm"][0], n)
     assert np.allclose(att[3].sum(1), 1, atol=n / 510)  # rows of attention sum to one (quantised)
     q = toks.index("sleeps")
     assert att[2][q, toks.index("cat")] > 0.99  # the verb's row on its subject
@@ -128,9 +136,11 @@ def test_explorer_repr_html_embeds_the_same_data(planted_page):
 def test_bad_heads_are_refused():
     m = planted_model("bidirectional")
     with pytest.raises(ValueError, match=r"outside the model's 1 layers x 4 heads"):
-        page.head_examples(m, sentences=SENTENCES, heads=[(0, 7)])
-    with pytest.raises(ValueError, match="at least one sentence"):
-        page.head_examples(m, sentences=())
+        heads.example_patterns(m, sentences=SENTENCES, heads=[(0, 7)])
+    with pytest.raises(ValueError, match="sentences with words"):
+        heads.example_patterns(m, sentences=())
+    with pytest.raises(TypeError, match="sentences: expected a list"):
+        heads.example_patterns(m, sentences="the cat sleeps .")
 
 
 def test_summary_writes_index_and_model_pages(tmp_path, monkeypatch):
@@ -144,8 +154,6 @@ def test_summary_writes_index_and_model_pages(tmp_path, monkeypatch):
     import analyses.data
 
     monkeypatch.setattr(analyses.data, "load_items", lambda n, seed, sources, conllu, **kw: planted_items(n, seed))
-    ex = heads.example_patterns
-    monkeypatch.setattr(heads, "example_patterns", lambda mm, df, **kw: ex(mm, df[df["score"].notna()], **kw))
     out = tmp_path / "out"
     args = ["probe", "--model", "planted", "--out", str(out / "planted"), "--n", "30", "--n-boot", "10", "--no-null"]
     assert main(args) == 0
@@ -180,7 +188,7 @@ def test_real_model_page_is_within_its_size_budget(name, request, tmp_path):
     report.write_report(df, tmp_path)
     import json
 
-    (tmp_path / "examples.json").write_text(json.dumps(page.head_examples(model)))
+    (tmp_path / "examples.json").write_text(json.dumps(heads.example_patterns(model).page()))
     path = page.write_page(tmp_path)
     size = path.stat().st_size
     data = page.read_page_data(path.read_text())

@@ -66,7 +66,7 @@ def page_file(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("page")
     report.write_report(df, out)
     sentences = (("near", ("the", "cat", "near", "the", "old", "box", "sleeps", ".")),)
-    (out / "examples.json").write_text(json.dumps(page.head_examples(m, sentences=sentences)))
+    (out / "examples.json").write_text(json.dumps(heads.example_patterns(m, sentences=sentences).page()))
     return page.write_page(out)
 
 
