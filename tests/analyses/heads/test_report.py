@@ -13,7 +13,6 @@ from analyses import heads
 from analyses.heads import report
 from tests.factories import planted_items, planted_model
 
-
 # the planted vocabulary's sentences for the figures (the built-in ones have words it lacks)
 PLANTED = (
     heads.Sentence("sv", ("the", "cat", "sleeps", "."), {"subject_verb": (2, 1)}),

@@ -65,7 +65,9 @@ def test_head_table_round_trips(planted_page):
     key = ["layer", "head", "role", "direction", "source", "subset", "specials", "weighting"]
     own = merged[key].merge(df[[*key, "label", "p_adjusted"]], on=key, how="left", validate="1:1")
     assert (merged["label_page"].to_numpy() == own["label"].to_numpy()).all()
-    pooled_sv = merged[(merged["role"] == "subject_verb") & (merged["head"] == 2) & (merged["direction"] == "verb->subject")]
+    pooled_sv = merged[
+        (merged["role"] == "subject_verb") & (merged["head"] == 2) & (merged["direction"] == "verb->subject")
+    ]
     assert len(pooled_sv) and not pooled_sv["label_page"].any() and pooled_sv["label"].all()
     assert pooled_sv["p_adjusted_page"].isna().all()  # no p: blank, and no "yes" beside it
     rmap = heads.role_map(df)
