@@ -197,3 +197,66 @@ def test_real_model_page_is_within_its_size_budget(name, request, tmp_path):
     L, H = model.cfg.n_layers, model.cfg.n_heads
     assert len(data["heads"]) == L * H and all(h["examples"] for h in data["heads"])
     assert size < page.SIZE_BUDGET, f"{name}: {size / 1e6:.2f} MB"
+
+
+def _relative_links(text: str) -> set[str]:
+    links = set(re.findall(r"""(?:href|src)=["']([^"'#]+)["']""", text)) | set(re.findall(r"\]\(([^)#]+)\)", text))
+    return {x for x in links if not x.startswith(("data:", "http:", "https:"))}
+
+
+def test_summary_over_a_folder_with_only_heads_csv_links_only_what_exists(planted_page, tmp_path, capsys):
+    """Issue 24 (weak): no link to a report.md or a role map that is not there."""
+    from analyses.cli import main
+
+    _, df, _, _ = planted_page
+    out = tmp_path / "out"
+    report.write_csv(df, out / "planted" / "heads.csv")
+    assert main(["summary", "--out", str(out)]) == 0
+    for name in ("summary.md", "index.html"):
+        links = _relative_links((out / name).read_text())
+        assert "planted/report.html" in links, name
+        assert all((out / link).is_file() for link in links), (name, links)
+
+
+def test_summary_refuses_an_older_heads_csv_in_one_line(planted_page, tmp_path, capsys):
+    """Issue 24 (weak): an older heads.csv schema gave a KeyError traceback."""
+    from analyses.cli import main
+
+    _, df, _, _ = planted_page
+    out = tmp_path / "out"
+    report.write_csv(df, out / "planted" / "heads.csv")
+    old = pd.read_csv(out / "planted" / "heads.csv").drop(columns=["specials", "sd_diff"])
+    old.to_csv(out / "planted" / "heads.csv", index=False)
+    assert main(["summary", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("interp summary: ")
+    assert "['specials', 'sd_diff']" in err and "interp probe --out" in err and "Traceback" not in err
+    assert not (out / "index.html").exists()
+
+
+def test_page_and_index_state_one_label_count(planted_page, tmp_path):
+    """Issue 23: index.html said 575 labelled head-roles where the page said 576."""
+    from analyses.cli import main
+
+    _, df, examples, _ = planted_page
+    out = tmp_path / "out"
+    report.write_report(df, out / "planted", examples=examples)
+    assert main(["summary", "--out", str(out)]) == 0
+    n_labels, n_head_roles = page.label_counts(df)
+    lab = heads.labelled_roles(df)
+    assert (n_labels, n_head_roles) == (len(lab), len(lab.drop_duplicates(["layer", "head", "role"])))
+    said = f"{n_labels} labels on {n_head_roles} head-roles"
+    assert said in (out / "index.html").read_text()
+    html = (out / "planted" / "report.html").read_text()
+    assert f"Labelled heads ({said})" in html
+    assert len(re.findall(r'<tr data-role="', html)) == n_labels
+
+
+def test_every_role_on_the_map_is_explained_on_the_page(planted_page):
+    """Issue 23: noop_sink was explained nowhere on the page."""
+    _, _, _, html = planted_page
+    data = page.read_page_data(html)
+    assert "noop_sink" in data["roles"]  # the planted head 1: '.' by weight, nothing by norm
+    for role in [*data["roles"], "unclassified"]:
+        assert data["role_text"][role] == report.ROLE_TEXT[role] and len(report.ROLE_TEXT[role]) > 20
+        assert f"<code>{role}</code></dt><dd>{report.ROLE_TEXT[role]}" in html.replace("&#39;", "'")
