@@ -233,3 +233,34 @@ def test_summary_re_renders_a_crafted_heads_csv_whole(browser, page_file, tmp_pa
         assert errors == []
     finally:
         ctx.close()
+
+
+def test_the_detail_and_its_table_name_the_same_roles_and_the_caption_follows_the_colour(browser, page_file):
+    """Issue 23: the detail said "Also: ..., noop_sink" while its table bolded delimiter; the grid's
+    caption kept describing the primary-role colours after a switch to a role's score."""
+    data = page.read_page_data(page_file.read_text())
+    ctx, tab, errors = _open(browser, page_file)
+    try:
+        assert "noop_sink" in {h["primary"] for h in data["heads"]} | {
+            r for h in data["heads"] for r in h["secondary"].split(", ") if r
+        }
+        for h in data["heads"]:
+            tab.click(f'td.hx-cell[data-layer="{h["layer"]}"][data-head="{h["head"]}"]')
+            bold = tab.eval_on_selector_all(
+                ".hx-detail table.hx-scores tr.hx-lab",
+                "rs => rs.map(r => [r.cells[0].textContent, r.cells[7].textContent])",
+            )
+            named = {lab.split("as ", 1)[1] if "as " in lab else role.split(" ")[0] for role, lab in bold}
+            roles = {h["primary"], *[r for r in h["secondary"].split(", ") if r]} - {"unclassified"}
+            assert named == roles, (h["layer"], h["head"], bold, roles)
+            notes = tab.eval_on_selector_all(".hx-detail dl.hx-roles dt", "es => es.map(e => e.textContent)")
+            assert set(notes) == roles | ({"unclassified"} if not roles else set())
+        caption = tab.locator("table.hx-grid caption")
+        assert "primary role" in caption.inner_text()
+        tab.select_option("select.hx-colour", "previous_token")
+        assert "previous_token score" in caption.inner_text() and "primary role" not in caption.inner_text()
+        tab.select_option("select.hx-colour", "primary")
+        assert "standardised effect of the primary role" in caption.inner_text()
+        assert errors == []
+    finally:
+        ctx.close()
