@@ -222,7 +222,8 @@ def role_map_figure(heads_map: pd.DataFrame, title: str = "") -> bytes:
     for r in heads_map.itertuples():
         codes[r.layer, r.head] = present.index(r.primary)
         annot[r.layer, r.head] = "" if not np.isfinite(r.standardised) else f"{r.standardised:.0f}"
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * H + 3.2), max(2.5, 0.3 * L + 1.2)))
+    width, height = max(4.0, 0.45 * H + 3.2), max(2.5, 0.3 * L + 1.2)
+    fig, ax = plt.subplots(figsize=(width, height))
     sns.heatmap(
         codes,
         ax=ax,
@@ -248,7 +249,9 @@ def role_map_figure(heads_map: pd.DataFrame, title: str = "") -> bytes:
     )
     if title:
         ax.set_title(title, fontsize=9)
-    fig.subplots_adjust(left=0.1, right=0.72, bottom=0.12, top=0.9)
+    # margins in inches, not fractions: a fraction of a tall map (SmolLM2: 30 layers) left a blank
+    # band above and below it on the index page
+    fig.subplots_adjust(left=0.6 / width, right=0.72, bottom=0.55 / height, top=1 - 0.35 / height)
     return png_bytes(fig)
 
 

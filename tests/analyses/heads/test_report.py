@@ -109,3 +109,26 @@ def test_comparison_counts_the_planted_heads(probed, tmp_path):
     for model in ("bidirectional", "causal"):
         assert rows["anaphora"][f"{model} heads"] == "0" and rows["anaphora"][f"{model} layers"] == "-"
     assert rows["delimiter"]["causal heads"] == "0"
+
+
+def test_a_tall_role_map_has_no_blank_band_above_or_below():
+    """Issue 23: a blank gap above the SmolLM2 map on index.html (margins were fractions of the
+    figure's height, so 30 layers left about an inch of white above and below)."""
+    import io
+
+    import matplotlib.image as mpimg
+
+    L, H = 30, 9
+    roles = list(heads.MAP_ROLES[:6]) + ["unclassified"]
+    heads_map = pd.DataFrame(
+        [
+            {"layer": l, "head": h, "primary": roles[(l * H + h) % len(roles)], "standardised": 3.0}
+            for l in range(L)
+            for h in range(H)
+        ]
+    )
+    heads_map["primary"] = pd.Categorical(heads_map["primary"], [*heads.MAP_ROLES, "unclassified"])
+    img = mpimg.imread(io.BytesIO(report.role_map_figure(heads_map, title="smollm2: primary role per head")))
+    inked = np.nonzero((img[..., :3] < 0.95).any(axis=(1, 2)))[0]  # pixel rows with anything drawn
+    dpi = 90  # interp.io.png_bytes
+    assert inked[0] < 0.2 * dpi and img.shape[0] - inked[-1] < 0.2 * dpi, (inked[0], img.shape[0] - inked[-1])
