@@ -40,8 +40,8 @@
     var caption = root.querySelector(".hx-caption");
     function recolour() {
       var what = colourBy ? colourBy.value : "primary";
-      if (caption) caption.textContent = what === "primary" ? "colour: primary role; number: standardised effect of the primary role" :
-        "colour and number: the head's " + what + " score (x 100; best over directions, pooled row)";
+      if (caption) caption.textContent = what === "primary" ? "number: standardised effect of the primary role" :
+        "colour, number: " + what + " score x 100";
       grid.querySelectorAll("td.hx-cell").forEach(function (td) {
         var h = byKey[td.getAttribute("data-layer") + "," + td.getAttribute("data-head")];
         if (what === "primary") {
