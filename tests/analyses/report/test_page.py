@@ -260,3 +260,20 @@ def test_every_role_on_the_map_is_explained_on_the_page(planted_page):
     for role in [*data["roles"], "unclassified"]:
         assert data["role_text"][role] == report.ROLE_TEXT[role] and len(report.ROLE_TEXT[role]) > 20
         assert f"<code>{role}</code></dt><dd>{report.ROLE_TEXT[role]}" in html.replace("&#39;", "'")
+
+
+def test_report_sections_round_trip_and_the_page_places_them_by_id(planted_page, tmp_path):
+    """report.md is written from sections and read back as the same sections; the page places the
+    map's text above the explorer by its id, whatever its heading says (no parsing of heading text)."""
+    _, df, examples, _ = planted_page
+    sections = report.report_sections(df, examples)
+    assert report.read_sections(report.sections_markdown(sections)) == [
+        report.Section(s.id, s.title, s.markdown.strip(), s.level) for s in sections
+    ]
+    renamed = [report.Section(s.id, "Renamed", "MAPTEXT here") if s.id == "map" else s for s in sections]
+    html = page.render_page(df, sections=renamed, examples=examples)
+    assert html.index("MAPTEXT here") < html.index('class="hx-root"') < html.index('id="method"')
+    assert "Renamed" not in html  # the page's own heading for the map, not the section's
+    # an older report.md (no section markers) still renders, under Data and method
+    old = page.render_page(df, sections=report.read_sections("# T\n\n## Data\n\nOLDTEXT"), examples=examples)
+    assert old.index('id="method"') < old.index("OLDTEXT")
