@@ -139,10 +139,8 @@ def _compute(world, args) -> dict | None:
         )
         if not world.is_main:
             return None
-        examples = heads.example_patterns(model, df)
-        from analyses.report import page  # the report page's example patterns: every head, a few sentences
-
-        page_examples = page.head_examples(model)
+        examples = heads.example_patterns(model, df)  # one pass: every head's patterns and the figures
+        page_examples = examples.page()
     return dict(df=df, examples=examples, page_examples=page_examples, n_items=len(items), name=model.cfg.name)
 
 

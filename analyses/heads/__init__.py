@@ -7,6 +7,7 @@ report.html, figures). Every public name of ``roles``, ``scoring`` and ``probe``
 >>> df = heads.probe_heads(models.load("minilm"), n=200, seed=0)
 """
 
+from analyses.heads.examples import *  # noqa: F403
 from analyses.heads.probe import *  # noqa: F403
 from analyses.heads.roles import *  # noqa: F403
 from analyses.heads.scoring import *  # noqa: F403

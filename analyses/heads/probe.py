@@ -105,9 +105,7 @@ __all__ = [
     "probe_heads",
     "probe_items",
     "head_summary",
-    "example_patterns",
     "top_head",
-    "EXAMPLES",
     "headline",
     "role_map",
     "labelled_roles",
@@ -1020,14 +1018,6 @@ def head_summary(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-EXAMPLES = {
-    "subject_verb": (("the", "cat", "sleeps", "."), 2, 1),
-    "anaphora": (("the", "baby", "cried", "because", "he", "was", "hungry", "."), 4, 1),
-    "delimiter": (("the", "cat", "sleeps", ",", "and", "the", "dog", "barks", "."), 6, 3),
-    "previous_token": (("the", "cat", "sat", "on", "the", "mat", "."), 3, 2),
-}
-
-
 def top_head(df: pd.DataFrame, role: str) -> tuple[int, int, bool, str]:
     """(layer, head, labelled, direction) of the best head for a role: the labelled one with the
     highest score, else the highest-scoring one."""
@@ -1037,46 +1027,3 @@ def top_head(df: pd.DataFrame, role: str) -> tuple[int, int, bool, str]:
     lab = g[g["label"]]
     pick = (lab if not lab.empty else g).sort_values("score", ascending=False).iloc[0]
     return int(pick["layer"]), int(pick["head"]), not lab.empty, str(pick["direction"])
-
-
-def example_patterns(model, df: pd.DataFrame, roles: Sequence[str] = tuple(EXAMPLES), tokenizer=None) -> list[dict]:
-    """Token-level attention patterns of the top head of each role on a small example sentence:
-    dicts with title, tokens, pattern ([q, k] numpy), row (query token index to highlight), col
-    (gold token index or None), layer, head, labelled, causal."""
-    adapter = adapt(model, tokenizer)
-    out = []
-    scored = set(df.loc[df["score"].notna(), "role"])
-    for role in roles:
-        if role not in EXAMPLES or role not in scored:  # no items of that relation: nothing to show
-            continue
-        words, q_word, g_word = EXAMPLES[role]
-        layer, head, labelled, direction = top_head(df, role)
-        batch = adapter.tokenizer.words([list(words)])
-        captured = {}
-
-        def grab(pattern, hook):
-            captured["p"] = pattern[0, head].detach().float().cpu().numpy()
-
-        with torch.inference_mode():
-            adapter.forward(batch, [(adapter.hook_name(layer), grab)])
-        align = batch.token_to_word[0]
-        q_toks = [i for i, w in enumerate(align) if w == q_word]
-        g_toks = [i for i, w in enumerate(align) if w == g_word]
-        out.append(
-            {
-                "role": role,
-                "title": f"{role}: L{layer}H{head}" + ("" if labelled else " (best, unlabelled)"),
-                "sentence": " ".join(words),
-                "tokens": list(batch.tokens[0]),
-                "pattern": captured["p"],
-                "row": q_toks[-1] if q_toks else None,
-                "col": g_toks[0] if g_toks else None,
-                "layer": layer,
-                "head": head,
-                "labelled": labelled,
-                "causal": adapter.is_causal,
-                "query_word": words[q_word],
-                "gold_word": words[g_word],
-            }
-        )
-    return out

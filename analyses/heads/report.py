@@ -5,7 +5,9 @@ validation) is rendered from these files by ``analyses.report.page``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +15,22 @@ import pandas as pd
 
 from analyses.heads.probe import detectable_effect, headline, labelled_roles, role_map
 from analyses.heads.roles import COLUMNS, LINGUISTIC_ROLES, MAP_ROLES, ROLES
+from interp.display import figure_label
 from interp.io import atomic_write, fmt, md_table, png_bytes
 
-__all__ = ["write_csv", "write_report", "write_comparison", "heatmap_figure", "pattern_figure", "role_layers"]
+__all__ = [
+    "ROLE_TEXT",
+    "Section",
+    "report_sections",
+    "read_sections",
+    "sections_markdown",
+    "write_csv",
+    "write_report",
+    "write_comparison",
+    "heatmap_figure",
+    "pattern_figure",
+    "role_layers",
+]
 
 STATS_TEXT = (
     "Each (head, role, direction) is tested with a paired one-sided t-test of the per-sentence score "
@@ -69,6 +84,34 @@ MAP_TEXT = (
     "threshold without margin, uses 0.05), which puts accuracy roles (margin 0.05) and mass roles "
     "(margin 0.1) on one scale. Secondary roles follow, in the same order."
 )
+
+
+# What each role means, in a sentence a page can show beside the map (the full table: the module
+# docstring of analyses.heads.probe and docs/head-roles.md).
+ROLE_TEXT = {
+    "local": "attention on the token itself and its two neighbours (offsets -1, 0, +1).",
+    "subject_verb": "from a verb to its subject (or back): the row word's largest weight lands on the gold "
+    "partner, against the best fixed offset and the first word.",
+    "anaphora": "from a pronoun to its antecedent (or back), on items where the antecedent is neither the "
+    "subject nor the nearest noun.",
+    "delimiter": "attention on punctuation, special tokens and the first token, and (where the norm lens ran) "
+    "what it reads from them has weight: ||a v W_O|| confirms it.",
+    "previous_token": "attention on the token just before.",
+    "next_token": "attention on the token just after (bidirectional models).",
+    "self_token": "attention on the token itself.",
+    "attention_sink": "attention on the first token ([CLS], BOS or token 0): where the weight goes, whatever it moves.",
+    "sep_eos": "attention on trailing special tokens ([SEP], EOS), else on the sentence-final punctuation.",
+    "punctuation": "attention on punctuation words.",
+    "broad": "attention spread out: row entropy over log(visible keys) above 0.9.",
+    "induction": "attention on the token after an earlier copy of the current token (A B ... A -> B).",
+    "duplicate_token": "attention on earlier copies of the current token.",
+    "rhyme": "from a line's last word to its rhyme partner's (sonnets).",
+    "line_structure": "from a line's first word to the previous line's first word.",
+    "noop_sink": "a boundary head by attention weight only: it attends to delimiters, but the norm lens "
+    "(||a v W_O||) shows it moves almost nothing from them (Kobayashi et al. 2020), so it is not counted "
+    "as a delimiter head.",
+    "unclassified": "no role passed its test for this head.",
+}
 
 
 def write_csv(df: pd.DataFrame, path: str | Path) -> Path:
@@ -179,7 +222,8 @@ def role_map_figure(heads_map: pd.DataFrame, title: str = "") -> bytes:
     for r in heads_map.itertuples():
         codes[r.layer, r.head] = present.index(r.primary)
         annot[r.layer, r.head] = "" if not np.isfinite(r.standardised) else f"{r.standardised:.0f}"
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * H + 3.2), max(2.5, 0.3 * L + 1.2)))
+    width, height = max(4.0, 0.45 * H + 3.2), max(2.5, 0.3 * L + 1.2)
+    fig, ax = plt.subplots(figsize=(width, height))
     sns.heatmap(
         codes,
         ax=ax,
@@ -205,7 +249,9 @@ def role_map_figure(heads_map: pd.DataFrame, title: str = "") -> bytes:
     )
     if title:
         ax.set_title(title, fontsize=9)
-    fig.subplots_adjust(left=0.1, right=0.72, bottom=0.12, top=0.9)
+    # margins in inches, not fractions: a fraction of a tall map (SmolLM2: 30 layers) left a blank
+    # band above and below it on the index page
+    fig.subplots_adjust(left=0.6 / width, right=0.72, bottom=0.55 / height, top=1 - 0.35 / height)
     return png_bytes(fig)
 
 
@@ -321,7 +367,7 @@ def pattern_figure(example: dict) -> bytes:
 
     plt = _plt()
     p = np.asarray(example["pattern"])
-    toks = [t.replace("Ġ", "_") for t in example["tokens"]]
+    toks = [figure_label(t) for t in example["tokens"]]
     n = len(toks)
     fig, ax = plt.subplots(figsize=(0.45 * n + 2.0, 0.4 * n + 1.2))
     sns.heatmap(
@@ -341,7 +387,8 @@ def pattern_figure(example: dict) -> bytes:
         ax.add_patch(Rectangle((example["col"], 0), 1, n, fill=False, edgecolor="lime", lw=1.5, ls="--"))
     ax.set_xlabel("key")
     ax.set_ylabel("query")
-    ax.set_title(f"{example['title']}\n{example['sentence']!r}: row of {example.get('query_word')!r}", fontsize=9)
+    where = figure_label(f"{example['sentence']!r}: row of {example.get('query_word')!r}")
+    ax.set_title(f"{figure_label(example['title'])}\n{where}", fontsize=9)
     ax.tick_params(labelsize=7)
     fig.subplots_adjust(left=0.18, bottom=0.18, right=0.98, top=0.88)
     return png_bytes(fig)
@@ -425,111 +472,103 @@ def _data_text(attrs: dict) -> str:
     return " ".join(parts)
 
 
-def write_report(
-    df: pd.DataFrame,
-    out_dir: str | Path,
-    examples: Sequence[dict] = (),
-    title: str | None = None,
-    command: str | None = None,
-) -> dict:
-    """Write ``heads.csv``, ``report.md`` and PNG figures into ``out_dir`` (``analyses.report.page``
-    renders ``report.html`` from them). ``examples`` come from ``analyses.heads.example_patterns``.
-    Returns {name: path}."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    attrs = dict(df.attrs)
-    model = attrs.get("model", str(df["model"].iloc[0]) if len(df) else "model")
-    title = title or f"Head roles of {model}"
-    paths = {"csv": write_csv(df, out / "heads.csv")}
-    heads_map = role_map(df)
+METHOD_TEXT = (
+    "Word-level attention (Clark et al., 2019): attention *to* a word sums over its tokens, *from* "
+    "a word averages over them. `subject_verb` and `anaphora` score accuracy (the row word's largest "
+    "weight, self excluded, lands on the gold word) against the best of a fixed word offset, the first "
+    "word and (anaphora) the nearest preceding candidate noun, each computed on the test's own items; "
+    "the other roles score attention mass against a head attending uniformly to what it may see. "
+    "Bidirectional models are scored in both directions (`direction` column); causal models only "
+    "looking back."
+)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of report.md, as data: a stable ``id`` (what a page places by), its heading
+    (``None``: it continues the section before it, under no heading of its own) and its markdown."""
+
+    id: str
+    title: str | None
+    markdown: str
+    level: int = 2
+
+
+_MARK = re.compile(r"(?m)^<!-- section: ([\w-]+) -->\n")
+
+
+def sections_markdown(sections: Sequence[Section]) -> str:
+    """report.md's text: each section behind a marker naming its id (an HTML comment, which no
+    markdown viewer shows), so that ``read_sections`` gives the same sections back."""
+    out = []
+    for s in sections:
+        head = f"{'#' * s.level} {s.title}\n\n" if s.title is not None else ""
+        out.append(f"<!-- section: {s.id} -->\n{head}{s.markdown.strip()}\n")
+    return "\n".join(out)
+
+
+def read_sections(md: str) -> list[Section]:
+    """The sections of a report.md that ``write_report`` wrote (the inverse of ``sections_markdown``).
+    A report.md without markers (an older version's) comes back as one untitled ``method`` section."""
+    parts = _MARK.split(md)
+    if len(parts) == 1:
+        return [Section("method", None, re.sub(r"(?m)^# .+$", "", md).strip())] if md.strip() else []
+    out = []
+    for sid, body in zip(parts[1::2], parts[2::2]):
+        m = re.match(r"(#{1,6}) (.+)\n", body)
+        title, level = (m.group(2).strip(), len(m.group(1))) if m else (None, 2)
+        out.append(Section(sid, title, (body[m.end() :] if m else body).strip(), level))
+    return out
+
+
+def _write_figures(df: pd.DataFrame, heads_map: pd.DataFrame, out: Path, model: str, examples) -> dict:
+    """role_map.png, heatmaps.png, lens.png (with norm rows) and one pattern_<role>.png per example."""
     figs = {
         "role_map.png": role_map_figure(
             heads_map, title=f"{model}: primary role per head (number: standardised effect)"
         ),
         "heatmaps.png": heatmap_figure(headline(df), title=f"{model}: best score per head (red dot: labelled)"),
     }
-    has_norm = "weighting" in df and (df["weighting"] == "norm").any()
-    if has_norm:
+    if _has_norm(df):
         figs["lens.png"] = lens_figure(df)
     for ex in examples:
         figs[f"pattern_{ex['role']}.png"] = pattern_figure(ex)
-    for name, png in figs.items():
-        paths[name] = atomic_write(out / name, png)
+    return {name: atomic_write(out / name, png) for name, png in figs.items()}
 
+
+def _has_norm(df: pd.DataFrame) -> bool:
+    return "weighting" in df and bool((df["weighting"] == "norm").any())
+
+
+def _method_markdown(df: pd.DataFrame, attrs: dict) -> str:
     n_tests = int((df["family"] != "").sum()) if "family" in df else int(df["p_value"].notna().sum())
+    alpha = attrs.get("alpha", 0.05)
     stats_text = STATS_TEXT.format(
         margin=attrs.get("margin", "?"),
         mass_margin=attrs.get("mass_margin", "?"),
         broad=0.9,
         n_tests=n_tests,
-        alpha=attrs.get("alpha", 0.05),
+        alpha=alpha,
         n_boot=attrs.get("n_boot", "?"),
-    )
-    lab = _labelled_table(df)
-    layers = role_layers(df)
-    alpha = attrs.get("alpha", 0.05)
-    by_source = source_table(df)
-    power = power_table(df, alpha)
-    the_map = map_table(heads_map)
-    L, H = attrs.get("n_layers", df["layer"].max() + 1), attrs.get("n_heads", df["head"].max() + 1)
-    kind = "causal (a token sees only earlier tokens)" if attrs.get("causal") else "bidirectional"
-    intro = f"Model `{model}`: {L} layers x {H} heads, {kind}. Seed {attrs.get('seed', '?')}." + (
-        f" Command: `{command}`." if command else ""
     )
     null_note = (
         ""
         if attrs.get("null_model")
         else " No randomly initialised null model was run for this model, so `null_score` is empty."
     )
-    layer_tbl = layers.assign(mean_depth=layers["mean_depth"].map(fmt3))
-
-    method = (
-        "Word-level attention (Clark et al., 2019): attention *to* a word sums over its tokens, *from* "
-        "a word averages over them. `subject_verb` and `anaphora` score accuracy (the row word's largest "
-        "weight, self excluded, lands on the gold word) against the best of a fixed word offset, the first "
-        "word and (anaphora) the nearest preceding candidate noun, each computed on the test's own items; "
-        "the other roles score attention mass against a head attending uniformly to what it may see. "
-        "Bidirectional models are scored in both directions (`direction` column); causal models only "
-        "looking back."
+    return "\n".join(
+        [
+            METHOD_TEXT + "\n",
+            stats_text + null_note + "\n",
+            CONVENTIONS_TEXT + "\n",
+            POWER_TEXT + "\n",
+            md_table(power_table(df, alpha)),
+        ]
     )
-    md = [
-        f"# {title}\n",
-        intro + "\n",
-        "## The map: every head and its primary role\n",
-        MAP_TEXT + "\n",
-        "![role map](role_map.png)\n",
-        md_table(the_map[the_map["primary"] != "unclassified"]),
-        f"{int((the_map['primary'] == 'unclassified').sum())} of {len(the_map)} heads earned no label.\n",
-        *(
-            [
-                "## What heads move: attention weight against norm\n",
-                LENS_TEXT + "\n",
-                "![lens](lens.png)\n",
-                md_table(lens_table(df)),
-            ]
-            if has_norm
-            else []
-        ),
-        "## Word relations by source\n",
-        "Each head labelled `subject_verb` or `anaphora`, on every source and subset (`label`: yes / no for "
-        "the label-carrying rows, - for descriptive ones).\n",
-        md_table(by_source),
-        "## Data\n",
-        _data_text(attrs) + "\n",
-        "## Method\n",
-        method + "\n",
-        stats_text + null_note + "\n",
-        CONVENTIONS_TEXT + "\n",
-        POWER_TEXT + "\n",
-        md_table(power),
-        "## Where the roles live\n",
-        md_table(layer_tbl),
-        "## Heatmaps\n",
-        "![heatmaps](heatmaps.png)\n",
-        f"## Labelled heads ({len(lab)} labels)\n",
-        md_table(lab),
-        "## Example patterns\n",
-    ]
+
+
+def _example_markdown(examples) -> str:
+    md = []
     for ex in examples:
         r, c = ex.get("row"), ex.get("col")
         w = float(np.asarray(ex["pattern"])[r, c]) if r is not None and c is not None else float("nan")
@@ -540,11 +579,84 @@ def write_report(
             + "\n"
         )
         md.append(f"![{ex['role']}](pattern_{ex['role']}.png)\n")
-    md.append(
-        "## Files\n`heads.csv` holds one row per (layer, head, role, direction, source, subset, specials, "
-        "weighting) with columns " + ", ".join(f"`{c}`" for c in COLUMNS) + ".\n"
+    return "\n".join(md)
+
+
+def report_sections(
+    df: pd.DataFrame, examples: Sequence[dict] = (), title: str | None = None, command: str | None = None
+) -> list[Section]:
+    """report.md as data: the sections ``write_report`` writes and the report page places by id
+    (``intro``, ``map``, ``map-detail``, ``labelled``; the rest are data and method)."""
+    attrs = dict(df.attrs)
+    model = attrs.get("model", str(df["model"].iloc[0]) if len(df) else "model")
+    the_map = map_table(role_map(df))
+    L, H = attrs.get("n_layers", df["layer"].max() + 1), attrs.get("n_heads", df["head"].max() + 1)
+    kind = "causal (a token sees only earlier tokens)" if attrs.get("causal") else "bidirectional"
+    intro = f"Model `{model}`: {L} layers x {H} heads, {kind}. Seed {attrs.get('seed', '?')}." + (
+        f" Command: `{command}`." if command else ""
     )
-    paths["report.md"] = atomic_write(out / "report.md", "\n".join(md))
+    layers = role_layers(df)
+    lab = _labelled_table(df)
+    n_unclassified = int((the_map["primary"] == "unclassified").sum())
+    out = [
+        Section("intro", title or f"Head roles of {model}", intro, level=1),
+        Section("map", "The map: every head and its primary role", MAP_TEXT),
+        Section(
+            "map-detail",
+            None,
+            "![role map](role_map.png)\n\n"
+            + md_table(the_map[the_map["primary"] != "unclassified"])
+            + f"\n{n_unclassified} of {len(the_map)} heads earned no label.",
+        ),
+    ]
+    if _has_norm(df):
+        out.append(
+            Section(
+                "lens",
+                "What heads move: attention weight against norm",
+                LENS_TEXT + "\n\n![lens](lens.png)\n\n" + md_table(lens_table(df)),
+            )
+        )
+    out += [
+        Section(
+            "sources",
+            "Word relations by source",
+            "Each head labelled `subject_verb` or `anaphora`, on every source and subset (`label`: yes / no "
+            "for the label-carrying rows, - for descriptive ones).\n\n" + md_table(source_table(df)),
+        ),
+        Section("data", "Data", _data_text(attrs)),
+        Section("method", "Method", _method_markdown(df, attrs)),
+        Section("layers", "Where the roles live", md_table(layers.assign(mean_depth=layers["mean_depth"].map(fmt3)))),
+        Section("heatmaps", "Heatmaps", "![heatmaps](heatmaps.png)"),
+        Section("labelled", f"Labelled heads ({len(lab)} labels)", md_table(lab)),
+        Section("examples", "Example patterns", _example_markdown(examples)),
+        Section(
+            "files",
+            "Files",
+            "`heads.csv` holds one row per (layer, head, role, direction, source, subset, specials, "
+            "weighting) with columns " + ", ".join(f"`{c}`" for c in COLUMNS) + ".",
+        ),
+    ]
+    return out
+
+
+def write_report(
+    df: pd.DataFrame,
+    out_dir: str | Path,
+    examples: Sequence[dict] = (),
+    title: str | None = None,
+    command: str | None = None,
+) -> dict:
+    """Write ``heads.csv``, ``report.md`` (``report_sections``) and PNG figures into ``out_dir``
+    (``analyses.report.page`` renders ``report.html`` from them). ``examples``: the figure examples
+    of ``analyses.heads.example_patterns``. Returns {name: path}."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model = df.attrs.get("model", str(df["model"].iloc[0]) if len(df) else "model")
+    paths = {"csv": write_csv(df, out / "heads.csv")}
+    paths.update(_write_figures(df, role_map(df), out, model, examples))
+    text = sections_markdown(report_sections(df, examples, title=title, command=command))
+    paths["report.md"] = atomic_write(out / "report.md", text)
     return paths
 
 

@@ -4,7 +4,6 @@ self-contained ``invariance.html`` and the per-analysis CSVs and figures."""
 from __future__ import annotations
 
 import base64
-import html
 from pathlib import Path
 
 import pandas as pd
@@ -155,23 +154,22 @@ def write_report(result: InvarianceResult, out_dir, figures_too: bool = True) ->
 
 
 def _html(md_text: str, result: InvarianceResult, figs: dict[str, bytes]) -> str:
-    """Self-contained HTML: the tables as HTML, figures inlined."""
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>Invariance report</title>",
-        "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:12px}"
-        "td,th{border:1px solid #ccc;padding:2px 6px}.fail{background:#fdd}</style></head><body>",
-        f"<h1>Invariance report: {html.escape(', '.join(result.table.model.unique()))}</h1>",
-        f"<p>{html.escape(SECTION_INTRO)}</p>",
+    """Self-contained HTML through the pages' base template and stylesheet (``analyses.html``): the
+    tables as HTML (pandas escapes every cell), figures inlined."""
+    from analyses.html import render
+
+    def table(df: pd.DataFrame) -> str:
+        return df.to_html(index=False, float_format=lambda x: f"{x:.3g}", classes="t")
+
+    tables = [
+        (str(check), table(sub.drop(columns=["check"]))) for check, sub in result.table.groupby("check", sort=False)
     ]
-    t = result.table.copy()
-    for check, sub in t.groupby("check", sort=False):
-        parts.append(f"<h2>{html.escape(check)}</h2>")
-        parts.append(sub.drop(columns=["check"]).to_html(index=False, float_format=lambda x: f"{x:.3g}", classes="t"))
-    parts.append("<h2>What can be interpreted</h2>")
-    parts.append(result.interpretation.to_html(index=False, float_format=lambda x: f"{x:.3g}"))
-    parts.append("<h2>Conditioning</h2>")
-    parts.append(result.conditioning.to_html(index=False, float_format=lambda x: f"{x:.3g}"))
-    for name, png in figs.items():
-        parts.append(f"<h3>{html.escape(name)}</h3><img src='data:image/png;base64,{base64.b64encode(png).decode()}'/>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    tables += [("What can be interpreted", table(result.interpretation)), ("Conditioning", table(result.conditioning))]
+    return render(
+        "invariance.html",
+        title=f"Invariance report: {', '.join(result.table.model.unique())}",
+        script=False,
+        intro=SECTION_INTRO,
+        tables=tables,
+        figures=[(name, f"data:image/png;base64,{base64.b64encode(png).decode()}") for name, png in figs.items()],
+    )

@@ -1,19 +1,24 @@
 """The report a person opens: one self-contained, offline HTML page per model, and ``index.html``.
 
 A model's page (``out/<model>/report.html``) has five sections: the head explorer over the
-primary-role map, the labelled heads (a sortable table, filterable by role, layer and verdict), the
-invariances, the causal validation, and the data and method. Everything is inline (styles, the
-script in ``assets/``, the data as JSON, figures as base64 PNG): no CDN, no network, and it works
-from ``file://``. Without JavaScript the grid, the tables and the figures still render; the script
-adds the head detail (scores per role with baselines and intervals, validation verdicts, attention
-on a few example sentences as a token matrix, by attention weight and by the norm lens), the
-colour choice, sorting and filtering. Markdown (the probe's ``report.md``, the invariance and
-validation sections) is rendered with markdown-it-py, never shown as source.
+primary-role map (with what each role means), the labelled heads (a sortable table, filterable by
+role, layer and verdict), the invariances, the causal validation, and the data and method.
+Everything is inline (styles, the script in ``assets/``, the data as JSON, figures as base64 PNG):
+no CDN, no network, and it works from ``file://``. Without JavaScript the grid, the tables and the
+figures still render; the script adds the head detail (scores per role with baselines and
+intervals, validation verdicts, attention on a few example sentences as a token matrix, by
+attention weight and by the norm lens), the colour choice, sorting and filtering.
 
-The page is a view of a model folder: ``page_from_folder(dir)`` reads ``heads.csv``, ``report.md``
-and its figures, ``examples.json`` (the probe's example patterns), ``invariance/invariance.csv`` and
-``validation/validation.md`` + ``.csv`` where present, so ``interp probe`` (which has the first
-three) and ``interp summary`` (which runs after invariance and validation) render the same page.
+The HTML comes from jinja2 templates (``templates/``, autoescape on, through ``analyses.html``);
+the data block is JSON through ``tojson``, which escapes ``<``, ``>`` and ``&``. The page is handed
+data: the probe's report sections (``analyses.heads.report.read_sections``: placed by their ids,
+not by heading text), the example patterns (``analyses.heads.example_patterns``: the page runs no
+model), the tables. Markdown is rendered with markdown-it-py, never shown as source.
+
+``page_from_folder(dir)`` reads ``heads.csv``, ``report.md`` and its figures, ``examples.json``,
+``invariance/invariance.csv`` and ``validation/validation.md`` + ``.csv`` where present, so
+``interp probe`` (which has the first three) and ``interp summary`` (which runs after invariance
+and validation) render the same page.
 
 Size: example patterns are stored for every head as uint8 (weight x 255, base64), 3-5 short
 sentences, so SmolLM2's 270 heads x 4 sentences x 2 weightings take about 0.5 MB; scores are
@@ -22,24 +27,23 @@ rounded to 4 decimals. ``tests/analyses/report/test_page.py`` holds each page to
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import html
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from analyses.heads.report import ROLE_TEXT, Section, read_sections
+from analyses.heads.roles import COLUMNS
+from analyses.html import inline_images, render, render_markdown
+
 __all__ = [
-    "EXAMPLE_SENTENCES",
     "SIZE_BUDGET",
     "HeadExplorer",
-    "head_examples",
     "page_data",
     "render_page",
     "page_from_folder",
@@ -47,141 +51,11 @@ __all__ = [
     "render_index",
     "render_markdown",
     "read_page_data",
+    "read_heads",
+    "label_counts",
 ]
 
 SIZE_BUDGET = 5 * 1024 * 1024  # bytes per page (SmolLM2: 270 heads)
-
-# Short sentences that exercise the roles: a subject-verb agreement across an attractor, a pronoun
-# whose antecedent is not the nearest noun, boundaries and punctuation, and a repeated sequence
-# (duplicate-token and induction heads). Words, so that every tokenizer aligns them.
-EXAMPLE_SENTENCES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("subject-verb", ("the", "keys", "to", "the", "old", "cabinet", "are", "on", "the", "table", ".")),
-    ("anaphora", ("the", "doctor", "called", "the", "nurse", "because", "he", "was", "late", ".")),
-    ("delimiters", ("the", "cat", "sleeps", ",", "and", "the", "dog", "barks", ".")),
-    ("repeated", ("green", "river", "stones", "fall", "slowly", ";", "green", "river", "stones", "fall", "slowly")),
-)
-
-_MD = None
-
-
-def render_markdown(text: str, heading_shift: int = 0) -> str:
-    """Markdown (CommonMark with GitHub tables) to HTML with markdown-it-py; raw HTML in the text is
-    escaped, not passed through. ``heading_shift`` demotes headings (## -> ### for 1)."""
-    global _MD
-    if _MD is None:
-        from markdown_it import MarkdownIt
-
-        _MD = MarkdownIt("commonmark", {"html": False}).enable("table")
-    if heading_shift:
-        text = re.sub(r"(?m)^(#{1,6}) ", lambda m: "#" * min(6, len(m.group(1)) + heading_shift) + " ", text)
-    return _MD.render(text)
-
-
-def _inline_images(page: str, base: Path | Mapping[str, bytes]) -> str:
-    """Replace ``src="x.png"`` by a data URI of the PNG, read from ``base`` (a folder, or a mapping
-    name -> bytes). An image that cannot be found keeps its (relative) src and its alt text."""
-
-    def data(name: str) -> bytes | None:
-        if isinstance(base, Mapping):
-            return base.get(name)
-        p = Path(base) / name
-        return p.read_bytes() if p.is_file() else None
-
-    def swap(m: re.Match) -> str:
-        png = data(html.unescape(m.group(1)))
-        return m.group(0) if png is None else f'src="data:image/png;base64,{base64.b64encode(png).decode()}"'
-
-    return re.sub(r'src="([^":]+\.png)"', swap, page)
-
-
-def _asset(name: str) -> str:
-    return resources.files("analyses.report").joinpath("assets", name).read_text(encoding="utf-8")
-
-
-# --------------------------------------------------------------------------------------------------
-# Example patterns (from the model)
-
-
-def _quantise(p: np.ndarray) -> str:
-    """Weights in [0, 1] as base64 uint8 (255 = 1): a quarter of float32's size, and 1/255 is finer
-    than a colour scale shows."""
-    q = np.clip(np.rint(np.asarray(p, dtype=np.float64) * 255.0), 0, 255).astype(np.uint8)
-    return base64.b64encode(q.tobytes()).decode("ascii")
-
-
-def dequantise(b64: str, n: int) -> np.ndarray:
-    """The [n, n] weights of ``_quantise`` (to within 1/510)."""
-    return np.frombuffer(base64.b64decode(b64), dtype=np.uint8).reshape(n, n).astype(np.float64) / 255.0
-
-
-def head_examples(
-    model,
-    sentences: Sequence[tuple[str, Sequence[str]]] = EXAMPLE_SENTENCES,
-    heads: Sequence[tuple[int, int]] | None = None,
-    tokenizer=None,
-) -> dict:
-    """Every head's attention on a few example sentences (one forward each), by attention weight and,
-    where the model exposes ``attn.hook_v`` and ``W_O``, by the norm lens (Kobayashi et al. 2020:
-    a_ij ||v_j W_O||, renormalised per row, as the probe's ``weighting = norm``).
-
-    Returns a JSON-ready dict: ``sentences`` [{name, text, tokens}] and ``patterns``
-    {"layer,head": {"attention": [base64 uint8 [n, n] per sentence], "norm": [...]}} for ``heads``
-    (default: all)."""
-    import torch
-
-    from analyses.heads.probe import adapt
-    from analyses.heads.scoring import norm_weighted, value_norms
-    from interp.names import act_name
-
-    if not sentences:
-        raise ValueError("head_examples needs at least one sentence, e.g. EXAMPLE_SENTENCES")
-    adapter = adapt(model, tokenizer)
-    L, H = adapter.n_layers, adapter.n_heads
-    wanted = [(l, h) for l in range(L) for h in range(H)] if heads is None else [(int(l), int(h)) for l, h in heads]
-    bad = [(l, h) for l, h in wanted if not (0 <= l < L and 0 <= h < H)]
-    if bad:
-        raise ValueError(f"heads {bad[:3]} are outside the model's {L} layers x {H} heads")
-    w_o = {l: adapter.output_weights(l) for l in range(L)}
-    if any(w is None for w in w_o.values()):
-        w_o = None  # no output weights: attention weight only
-    hook_names = set(getattr(adapter.model, "hook_dict", {}) or {})
-    if w_o is not None and any(act_name(l, "attn.hook_v") not in hook_names for l in range(L)):
-        w_o = None
-    out_sent, patterns = [], {f"{l},{h}": {"attention": []} for l, h in wanted}
-    if w_o is not None:
-        for v in patterns.values():
-            v["norm"] = []
-    for name, words in sentences:
-        batch = adapter.tokenizer.words([list(words)])
-        if adapter.n_ctx and batch.input_ids.shape[1] > adapter.n_ctx:
-            continue  # longer than the model's context: not an example for it
-        got: dict[str, torch.Tensor] = {}
-
-        def keep(t, hook):
-            got[hook.name] = t.detach().float().cpu()
-
-        hooks = [(adapter.hook_name(l), keep) for l in range(L)]
-        if w_o is not None:
-            hooks += [(act_name(l, "attn.hook_v"), keep) for l in range(L)]
-        with torch.inference_mode():
-            adapter.forward(batch, hooks)
-        n = int(batch.attention_mask[0].sum())
-        out_sent.append(
-            {"name": name, "text": " ".join(words), "tokens": [str(t).replace("Ġ", "_") for t in batch.tokens[0][:n]]}
-        )
-        for l in sorted({l for l, _ in wanted}):
-            p = got[adapter.hook_name(l)][:, :, :n, :n]  # [1, head, query, key]
-            normed = None
-            if w_o is not None:
-                v = got[act_name(l, "attn.hook_v")][:, :n]
-                normed = norm_weighted(p, value_norms(v, w_o[l]))[0].numpy()
-            for ll, h in wanted:
-                if ll != l:
-                    continue
-                patterns[f"{l},{h}"]["attention"].append(_quantise(p[0, h].numpy()))
-                if normed is not None:
-                    patterns[f"{l},{h}"]["norm"].append(_quantise(normed[h]))
-    return {"sentences": out_sent, "patterns": patterns}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -196,6 +70,11 @@ def _num(x, digits: int = 4):
     except (TypeError, ValueError):
         return None
     return None if not np.isfinite(v) else round(v, digits)
+
+
+def _p3(x):
+    """3 significant digits: a p of 1.5e-8 must not read 0."""
+    return None if _num(x) is None else float(f"{float(x):.3g}")
 
 
 def role_colours(roles: Sequence[str]) -> dict[str, str]:
@@ -229,25 +108,21 @@ def _verdicts(validation: pd.DataFrame | None) -> dict[str, list[dict]]:
 
 SCORE_FIELDS = ("role", "direction", "score", "ci_low", "ci_high", "baseline", "baseline_kind", "null_score")
 TEXT_FIELDS = ("role", "direction", "baseline_kind")
+_ROW_KEY = ("layer", "head", "role", "direction", "source", "subset", "specials", "weighting")
 
 
-def page_data(
-    df: pd.DataFrame, examples: dict | None = None, validation: pd.DataFrame | None = None, model: str | None = None
-) -> dict:
-    """What the explorer embeds (JSON-ready): the model's shape, the role colours, one record per
-    head (primary role, standardised effect, secondary roles, its scores: the headline row per role
-    and direction, plus the norm-lens row of the boundary roles where there is one), the per-role
-    score grids, the validation verdicts per head, and the example patterns."""
-    from analyses.heads.probe import headline, role_map
-    from analyses.heads.roles import MAP_ROLES, NORM_LABEL_ROLES
+def _score_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows a head's detail lists: the headline row per role and direction, the norm-lens rows
+    of the boundary roles, and the source or subset rows that carry a label (e.g. spaCy-silver arcs,
+    antecedent=other: their p-value is the one that labelled the head). Each row's ``label`` is its
+    own in heads.csv (a pooled row is descriptive: not labelled, no p) and ``map_role`` the name
+    under which the map counts its label (``noop_sink`` for a boundary label by weight only)."""
+    from analyses.heads.probe import headline, labelled_roles
+    from analyses.heads.roles import NORM_LABEL_ROLES
 
-    if df.empty:
-        raise ValueError("page_data: the heads table is empty; pass the probe's table (heads.csv)")
-    model = model or str(df.attrs.get("model") or df["model"].iloc[0])
-    rmap = role_map(df)
-    L, H = int(rmap["layer"].max()) + 1, int(rmap["head"].max()) + 1
-    head = headline(df)
-    rows = [head.assign(_w="attention")]
+    key = [c for c in _ROW_KEY if c in df]
+    own = set(map(tuple, df.loc[df["label"].astype(bool), key].itertuples(index=False)))
+    rows = [headline(df).assign(_w="attention")]
     if "weighting" in df and (df["weighting"] == "norm").any():
         norm = df[
             (df["weighting"] == "norm")
@@ -255,58 +130,92 @@ def page_data(
             & (df["subset"] == "all")
             & df["role"].isin([*NORM_LABEL_ROLES, "attention_sink"])
         ]
-        rows.append(norm.assign(role=norm["role"] + " (norm)", _w="norm"))
-    # the labelled rows behind a headline label that are not the pooled row themselves (a source or a
-    # subset, e.g. spaCy-silver arcs, antecedent=other): their p-value is the one that labelled the head
+        rows.append(norm.assign(_w="norm"))
     strata = df[df["label"].astype(bool) & ((df["source"] != "all") | (df["subset"] != "all"))]
     if "weighting" in df:
         strata = strata[strata["weighting"] == "attention"]
     if len(strata):
-        where = " [" + strata["source"].astype(str) + " / " + strata["subset"].astype(str) + "]"
-        rows.append(strata.assign(role=strata["role"] + where, _w="stratum"))
+        rows.append(strata.assign(_w="stratum"))
     scores = pd.concat(rows, ignore_index=True)
+    scores["label"] = [t in own for t in map(tuple, scores[key].itertuples(index=False))]
+    lab = labelled_roles(df) if "family" in df else df[df["label"].astype(bool)]
+    orig = lab.assign(role=df.loc[lab.index, "role"].to_numpy())  # labelled_roles renames, keeps the index
+    mapped = dict(zip(map(tuple, orig[key].itertuples(index=False)), lab["role"]))
+    scores["map_role"] = [mapped.get(t) for t in map(tuple, scores[key].itertuples(index=False))]
+    where = " [" + scores["source"].astype(str) + " / " + scores["subset"].astype(str) + "]"
+    scores["role"] = np.where(scores["_w"] == "norm", scores["role"] + " (norm)", scores["role"])
+    scores["role"] = np.where(scores["_w"] == "stratum", scores["role"] + where, scores["role"])
     scores = scores[scores["score"].notna()]  # roles without data (no items of that relation) say nothing
-    scores = scores.sort_values(["label", "score"], ascending=[False, False], kind="stable")  # labels first
-    by_head = {k: g for k, g in scores.groupby(["layer", "head"], sort=False)}
-    pats = (examples or {}).get("patterns", {})
-    records = []
-    for r in rmap.itertuples():
-        g = by_head.get((r.layer, r.head), scores.iloc[:0])
-        records.append(
-            {
-                "layer": int(r.layer),
-                "head": int(r.head),
-                "primary": str(r.primary),
-                "standardised": _num(r.standardised, 2),
-                "secondary": str(r.secondary or ""),
-                "scores": [
-                    {
-                        **{k: (str(getattr(s, k)) if k in TEXT_FIELDS else _num(getattr(s, k))) for k in SCORE_FIELDS},
-                        # 3 significant digits: a p of 1.5e-8 must not read 0
-                        "p_adjusted": None if _num(s.p_adjusted) is None else float(f"{float(s.p_adjusted):.3g}"),
-                        "label": bool(s.label),
-                    }
-                    for s in g.itertuples()
-                ],
-                "examples": pats.get(f"{int(r.layer)},{int(r.head)}"),
-            }
-        )
+    return scores.sort_values(["label", "score"], ascending=[False, False], kind="stable")  # labels first
+
+
+def _score_record(s) -> dict:
+    return {
+        **{k: (str(getattr(s, k)) if k in TEXT_FIELDS else _num(getattr(s, k))) for k in SCORE_FIELDS},
+        "p_adjusted": _p3(s.p_adjusted),
+        "label": bool(s.label),
+        "map_role": None if s.map_role is None or pd.isna(s.map_role) else str(s.map_role),
+    }
+
+
+def _role_grids(df: pd.DataFrame, L: int, H: int) -> dict[str, list[list[float | None]]]:
+    """Per role: the [layer][head] best headline score (3 decimals), what the colour choice shows."""
+    from analyses.heads.probe import headline
+
     grids = {}
-    for role, g in head.groupby("role", sort=False):
+    for role, g in headline(df).groupby("role", sort=False):
         best = g.groupby(["layer", "head"])["score"].max()
         grid = [[None] * H for _ in range(L)]
         for (l, h), v in best.items():
             grid[int(l)][int(h)] = _num(v, 3)
         grids[str(role)] = grid
+    return grids
+
+
+def page_data(
+    df: pd.DataFrame, examples: dict | None = None, validation: pd.DataFrame | None = None, model: str | None = None
+) -> dict:
+    """What the explorer embeds (JSON-ready): the model's shape, the role colours and what each role
+    means, one record per head (primary role, standardised effect, secondary roles, its scores:
+    ``_score_rows``), the per-role score grids, the validation verdicts per head, and the example
+    patterns (``ExamplePatterns.page()``, or the ``examples.json`` the probe wrote)."""
+    from analyses.heads.probe import role_map
+    from analyses.heads.roles import MAP_ROLES
+
+    if df.empty:
+        raise ValueError("page_data: the heads table is empty; pass the probe's table (heads.csv)")
+    if examples is not None and hasattr(examples, "page"):
+        examples = examples.page()
+    model = model or str(df.attrs.get("model") or df["model"].iloc[0])
+    rmap = role_map(df)
+    L, H = int(rmap["layer"].max()) + 1, int(rmap["head"].max()) + 1
+    by_head = {k: g for k, g in _score_rows(df).groupby(["layer", "head"], sort=False)}
+    pats = (examples or {}).get("patterns", {})
+    records = [
+        {
+            "layer": int(r.layer),
+            "head": int(r.head),
+            "primary": str(r.primary),
+            "standardised": _num(r.standardised, 2),
+            "secondary": str(r.secondary or ""),
+            "scores": [_score_record(s) for s in by_head[(r.layer, r.head)].itertuples()]
+            if (r.layer, r.head) in by_head
+            else [],
+            "examples": pats.get(f"{int(r.layer)},{int(r.head)}"),
+        }
+        for r in rmap.itertuples()
+    ]
+    roles = [r for r in MAP_ROLES if r in set(rmap["primary"].astype(str))]
     return {
         "model": model,
         "n_layers": L,
         "n_heads": H,
         "causal": bool(df.attrs.get("causal", not (df["direction"] == "subject->verb").any())),
-        "roles": [r for r in MAP_ROLES if r in set(rmap["primary"].astype(str))],
+        "roles": roles,
         "colours": role_colours([*MAP_ROLES]),
+        "role_text": {r: ROLE_TEXT.get(r, "") for r in [*MAP_ROLES, "unclassified"]},
         "heads": records,
-        "role_scores": grids,
+        "role_scores": _role_grids(df, L, H),
         "verdicts": _verdicts(validation),
         "has_validation": validation is not None,
         "examples": (examples or {}).get("sentences", []),
@@ -318,62 +227,49 @@ def read_page_data(page: str) -> dict:
     m = re.search(r'<script type="application/json" class="hx-data"[^>]*>(.*?)</script>', page, re.S)
     if not m:
         raise ValueError("no explorer data in this page (expected <script type='application/json' class='hx-data'>)")
-    return json.loads(m.group(1).replace("<\\/", "</"))
-
-
-def _json_script(data: dict) -> str:
-    text = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
-    return f'<script type="application/json" class="hx-data">{text}</script>'
+    return json.loads(m.group(1))
 
 
 # --------------------------------------------------------------------------------------------------
-# HTML pieces
+# HTML pieces (values for the templates; the templates escape every one of them)
 
 
-def _e(x) -> str:
-    return html.escape(str(x), quote=True)
-
-
-def explorer_html(data: dict) -> str:
-    """The head explorer: a layer x head grid coloured by primary role (plain HTML: readable without
-    JavaScript), the colour choice and the detail panel (shown by the script)."""
+def _explorer_view(data: dict) -> dict:
+    """The explorer template's values: the grid's cells (None where a head has no record), the
+    legend and an id unique to the model and its shape."""
     L, H = data["n_layers"], data["n_heads"]
     by = {(h["layer"], h["head"]): h for h in data["heads"]}
-    uid = "hx-" + hashlib.sha1(json.dumps([data["model"], L, H]).encode()).hexdigest()[:8]
-    opts = "".join(f'<option value="{_e(r)}">{_e(r)} score</option>' for r in data["role_scores"])
-    rows = ["<tr><th></th>" + "".join(f"<th>{h}</th>" for h in range(H)) + "</tr>"]
+    grid = []
     for l in range(L):
-        cells = []
+        row = []
         for h in range(H):
             rec = by.get((l, h))
             if rec is None:
-                cells.append("<td></td>")
+                row.append(None)
                 continue
-            colour = data["colours"].get(rec["primary"], "#ededed")
-            num = "" if rec["standardised"] is None else f"{rec['standardised']:.0f}"
-            title = f"L{l}H{h}: {rec['primary']}" + (f" (also {rec['secondary']})" if rec["secondary"] else "")
-            cells.append(
-                f'<td class="hx-cell" data-layer="{l}" data-head="{h}" title="{_e(title)}" '
-                f'style="background:{colour}">{num}</td>'
+            also = f" (also {rec['secondary']})" if rec["secondary"] else ""
+            row.append(
+                {
+                    "layer": l,
+                    "head": h,
+                    "title": f"L{l}H{h}: {rec['primary']}{also}",
+                    "colour": data["colours"].get(rec["primary"], "#ededed"),
+                    "num": "" if rec["standardised"] is None else f"{rec['standardised']:.0f}",
+                }
             )
-        rows.append(f"<tr><th>{l}</th>" + "".join(cells) + "</tr>")
-    legend = "".join(
-        f'<span><i style="background:{data["colours"][r]}"></i>{_e(r)}</span>' for r in [*data["roles"], "unclassified"]
-    )
-    return (
-        f'<div class="hx-root" id="{uid}">'
-        + _json_script(data)
-        + '<div class="hx-controls" hidden><label>colour: <select class="hx-colour">'
-        + f'<option value="primary">primary role</option>{opts}</select></label>'
-        + '<span class="hx-note">click a head for its detail</span></div>'
-        + '<div class="hx-layout"><div><table class="hx-grid"><caption class="hx-note">rows: layer, columns: head; '
-        + "number: standardised effect of the primary role</caption>"
-        + "".join(rows)
-        + f'</table><div class="hx-legend">{legend}</div></div>'
-        + '<div class="hx-detail" hidden><p class="hx-note">Click a head in the grid.</p></div></div>'
-        + "<noscript><p class='hx-note'>JavaScript is off: the grid and the tables are complete; turn it on to "
-        + "open a head's detail (its scores, verdicts and attention patterns).</p></noscript></div>"
-    )
+        grid.append(row)
+    uid = "hx-" + hashlib.sha1(json.dumps([data["model"], L, H]).encode()).hexdigest()[:8]
+    return {"uid": uid, "data": data, "grid": grid, "legend": [*data["roles"], "unclassified"]}
+
+
+def label_counts(df: pd.DataFrame) -> tuple[int, int]:
+    """(labels, head-roles): the rows of the labelled heads table (one per role, direction and
+    source that carries a label, the map's role names) and the distinct (layer, head, role) among
+    them. The one count the page and index.html both state."""
+    from analyses.heads.probe import labelled_roles
+
+    lab = labelled_roles(df) if "family" in df else df[df["label"].astype(bool)]
+    return len(lab), len(lab.drop_duplicates(["layer", "head", "role"]))
 
 
 def _labelled_rows(df: pd.DataFrame, validation: pd.DataFrame | None) -> pd.DataFrame:
@@ -397,101 +293,110 @@ def _labelled_rows(df: pd.DataFrame, validation: pd.DataFrame | None) -> pd.Data
     return lab.reset_index(drop=True)
 
 
-def heads_table_html(lab: pd.DataFrame, uid: str) -> str:
-    """The labelled heads as a plain HTML table (complete without JavaScript) with the filter form the
-    script shows and wires (role, layer, verdict) and sortable columns."""
+HEADS_COLUMNS = ("layer", "head", "role", "direction", "source", "metric", "score", "95% CI", "baseline", "null")
+HEADS_COLUMNS += ("p (Holm)", "n", "verdict")
+
+
+def _heads_table_view(lab: pd.DataFrame, uid: str) -> dict:
+    """The heads table template's values: per row its cells as (text, sort value or None)."""
     from interp.io import fmt
 
     def f3(x) -> str:
         return fmt(x, 3, fixed=True)
 
-    cols = ["layer", "head", "role", "direction", "source", "metric", "score", "95% CI", "baseline", "null"]
-    cols += ["p (Holm)", "n", "verdict"]
-    body = []
+    def sort(v):
+        return f"{float(v):.6g}" if _num(v) is not None else None
+
+    rows = []
     for r in lab.itertuples():
         src = r.source + (f" / {r.subset}" if r.subset != "all" else "")
         cells = [
-            (r.layer, r.layer),
-            (r.head, r.head),
+            (r.layer, sort(r.layer)),
+            (r.head, sort(r.head)),
             (r.role, None),
             (r.direction, None),
             (src, None),
             (r.metric, None),
-            (f3(r.score), r.score),
-            (f"[{f3(r.ci_low)}, {f3(r.ci_high)}]", r.ci_low),
-            (f"{f3(r.baseline)} ({r.baseline_kind})", r.baseline),
-            (f3(r.null_score), r.null_score),
-            (f"{r.p_adjusted:.1e}", r.p_adjusted),
-            (r.n, r.n),
+            (f3(r.score), sort(r.score)),
+            (f"[{f3(r.ci_low)}, {f3(r.ci_high)}]", sort(r.ci_low)),
+            (f"{f3(r.baseline)} ({r.baseline_kind})", sort(r.baseline)),
+            (f3(r.null_score), sort(r.null_score)),
+            (f"{r.p_adjusted:.1e}", sort(r.p_adjusted)),
+            (r.n, sort(r.n)),
             (r.verdict, None),
         ]
-        tds = "".join(
-            f'<td data-v="{float(v):.6g}">{_e(t)}</td>' if _num(v) is not None else f"<td>{_e(t)}</td>"
-            for t, v in cells
-        )
-        body.append(
-            f'<tr data-role="{_e(r.role)}" data-layer="{int(r.layer)}" data-verdict="{_e(r.verdict)}">{tds}</tr>'
-        )
-
-    def select(name: str, values) -> str:
-        opts = "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
-        return f'<label>{name}: <select name="{name}"><option value="">all</option>{opts}</select></label> '
-
-    form = (
-        f'<form class="hx-filters" id="{uid}-filters" hidden onsubmit="return false">'
-        + select("role", list(dict.fromkeys(lab["role"])))
-        + select("layer", sorted({int(x) for x in lab["layer"]}))
-        + select("verdict", sorted(set(lab["verdict"])))
-        + '<span class="hx-count hx-note"></span></form>'
-    )
-    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
-    return (
-        form
-        + f'<div class="hx-scroll"><table class="hx-sortable hx-heads" data-filters="{uid}-filters">'
-        + f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
-        + ("" if body else "<p><i>(no labelled heads)</i></p>")
-    )
-
-
-def _split_sections(md: str) -> dict[str, str]:
-    """report.md's '## ' sections by title (the text before the first one under '')."""
-    out: dict[str, str] = {}
-    title, buf = "", []
-    for line in md.splitlines():
-        if line.startswith("## "):
-            out[title] = "\n".join(buf)
-            title, buf = line[3:].strip(), []
-        else:
-            buf.append(line)
-    out[title] = "\n".join(buf)
-    return out
+        rows.append({"role": r.role, "layer": int(r.layer), "verdict": r.verdict, "cells": cells})
+    filters = [
+        ("role", list(dict.fromkeys(lab["role"]))),
+        ("layer", sorted({int(x) for x in lab["layer"]})),
+        ("verdict", sorted(set(lab["verdict"]))),
+    ]
+    return {"uid": uid, "columns": HEADS_COLUMNS, "rows": rows, "filters": filters}
 
 
 @dataclass
 class HeadExplorer:
-    """The head explorer of one probed model, for a notebook: ``HeadExplorer.build(df, model)`` and
-    display it (``_repr_html_``: the grid, the head detail and its attention patterns, inline; the
-    styles and the script travel with it, so it works in an exported notebook too)."""
+    """The head explorer of one probed model, for a notebook: build it and display it
+    (``_repr_html_``: the grid, the head detail and its attention patterns, inline; the styles and
+    the script travel with it, so it works in an exported notebook too).
+
+    >>> import models
+    >>> from analyses import heads
+    >>> from analyses.report.page import HeadExplorer
+    >>> m = models.load("minilm")
+    >>> df = heads.probe_heads(m, n=50)
+    >>> HeadExplorer.build(df, m, sentences=["the keys to the cabinet are on the table .",
+    ...                                      "my own sentence , as words ."])   # doctest: +SKIP
+
+    A sentence is a string (split into words on whitespace), a ``heads.Sentence`` or a
+    (name, words) pair; without ``sentences`` the page's four built-in ones
+    (``heads.EXAMPLE_SENTENCES``) are used."""
 
     data: dict = field(repr=False)
 
     @classmethod
-    def build(cls, df: pd.DataFrame, model=None, validation: pd.DataFrame | None = None, **kwargs) -> HeadExplorer:
+    def build(
+        cls, df: pd.DataFrame, model=None, validation: pd.DataFrame | None = None, **kwargs: object
+    ) -> HeadExplorer:
         """From a heads table (``probe_items``) and, to show patterns, the model it was probed on
-        (``kwargs`` go to ``head_examples``: sentences, heads, tokenizer)."""
-        examples = head_examples(model, **kwargs) if model is not None else None
+        (``kwargs`` go to ``analyses.heads.example_patterns``: sentences, heads, tokenizer)."""
+        from analyses.heads.examples import example_patterns
+
+        examples = example_patterns(model, **kwargs) if model is not None else None
         return cls(page_data(df, examples=examples, validation=validation))
 
     def _repr_html_(self) -> str:
-        return f"<style>{_asset('page.css')}</style>{explorer_html(self.data)}<script>{_asset('explorer.js')}</script>"
+        return render("explorer_fragment.html", ex=_explorer_view(self.data))
 
     def __repr__(self) -> str:
         return f"HeadExplorer({self.data['model']}: {self.data['n_layers']} layers x {self.data['n_heads']} heads)"
 
 
+# the sections the page places itself; every other section of report.md goes under "Data and method"
+_PLACED = ("intro", "map", "map-detail", "labelled")
+
+
+def _method_html(sections: Sequence[Section], figures: Mapping[str, bytes]) -> list[str]:
+    return [
+        inline_images(render_markdown((f"### {s.title}\n\n" if s.title else "") + s.markdown), figures)
+        for s in sections
+        if s.id not in _PLACED
+    ]
+
+
+def _validation_html(validation: pd.DataFrame | None, validation_md: str | None) -> str:
+    if validation_md:
+        return render_markdown(re.sub(r"(?m)\A## .*\n", "", validation_md), heading_shift=1)
+    if validation is not None:
+        from interp.io import md_table
+
+        return render_markdown(md_table(validation))
+    return ""
+
+
 def render_page(
     df: pd.DataFrame,
-    report_md: str = "",
+    sections: Sequence[Section] = (),
     figures: Mapping[str, bytes] | None = None,
     examples: dict | None = None,
     invariance: pd.DataFrame | None = None,
@@ -500,73 +405,56 @@ def render_page(
     validation_warning: str | None = None,
     model: str | None = None,
 ) -> str:
-    """One model's page as a string (see the module docstring). ``report_md``: the probe's
-    report.md, whose figures (``![..](x.png)``) are inlined from ``figures`` (name -> PNG bytes)."""
+    """One model's page as a string (see the module docstring). ``sections``: the probe's report
+    (``analyses.heads.report.report_sections`` or ``read_sections`` of its report.md), whose
+    figures (``![..](x.png)``) are inlined from ``figures`` (name -> PNG bytes)."""
     from analyses.invariance.report import invariance_section
 
+    figures = figures or {}
     data = page_data(df, examples=examples, validation=validation, model=model)
-    name = data["model"]
-    uid = "hx-" + hashlib.sha1(name.encode()).hexdigest()[:8]
-    sections = _split_sections(report_md)
-    title_m = re.search(r"(?m)^# (.+)$", sections.get("", ""))
-    title = title_m.group(1) if title_m else f"Head roles of {name}"
-    intro = re.sub(r"(?m)^# .+$", "", sections.get("", "")).strip()
-    map_key = next((k for k in sections if k.startswith("The map")), None)
-    lab_key = next((k for k in sections if k.startswith("Labelled heads")), None)
+    by_id = {s.id: s for s in sections}
+    intro = by_id.get("intro")
+    title = intro.title if intro and intro.title else f"Head roles of {data['model']}"
     lab = _labelled_rows(df, validation)
+    uid = "hx-" + hashlib.sha1(data["model"].encode()).hexdigest()[:8]
 
-    parts = [f"<h1>{_e(title)}</h1>", render_markdown(intro)]
-    parts += ["<h2 id='map'>The map and the head explorer</h2>"]
-    if map_key:  # its text above the explorer; its figure and table (the same map, static) folded below
-        text, _, rest = sections[map_key].partition("![")
-        parts.append(render_markdown(text))
-    parts.append(explorer_html(data))
-    if map_key and rest:
-        parts.append(
-            "<details><summary>The map as a figure and a table</summary>" + render_markdown("![" + rest) + "</details>"
-        )
-    parts += [f"<h2 id='heads'>Labelled heads ({len(lab)} labels)</h2>", heads_table_html(lab, uid)]
-    parts.append("<h2 id='invariances'>Invariances</h2>")
+    def md(sid: str) -> str:
+        return inline_images(render_markdown(by_id[sid].markdown), figures) if sid in by_id else ""
+
+    inv = ""
     if invariance is not None and not invariance.empty:
-        parts.append(render_markdown(invariance_section(invariance, heading_level=3).split("\n", 1)[1]))
-    else:
-        parts.append(
-            "<p>Not run for this page: <code>interp invariance --out &lt;this folder&gt;/invariance</code>, "
-            "then <code>interp summary</code> on the parent folder, adds them.</p>"
-        )
-    parts.append("<h2 id='validation'>Causal validation</h2>")
-    if validation_warning:
-        parts.append("<blockquote>" + render_markdown(validation_warning) + "</blockquote>")
-    if validation_md:
-        body = re.sub(r"(?m)\A## .*\n", "", validation_md)
-        parts.append(render_markdown(body, heading_shift=1))
-    elif validation is not None:
-        from interp.io import md_table
-
-        parts.append(render_markdown(md_table(validation)))
-    else:
-        parts.append(
-            "<p>Not run for this page: <code>interp validate --labels &lt;this folder&gt;/heads.csv --out "
-            "&lt;this folder&gt;/validation</code>, then <code>interp summary</code> on the parent folder, "
-            "adds it.</p>"
-        )
-    parts.append("<h2 id='method'>Data and method</h2>")
-    for key, text in sections.items():
-        if key in ("", map_key, lab_key):
-            continue
-        parts.append(render_markdown(f"### {key}\n\n{text}"))
-    body = _inline_images("\n".join(parts), figures or {})
-    return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{_e(title)}</title><style>{_asset('page.css')}</style></head><body>{body}"
-        f"<script>{_asset('explorer.js')}</script></body></html>"
+        inv = render_markdown(invariance_section(invariance, heading_level=3).split("\n", 1)[1])
+    n_labels, n_head_roles = label_counts(df)
+    return render(
+        "page.html",
+        title=title,
+        script=True,
+        intro_html=md("intro"),
+        map_html=md("map"),
+        map_detail_html=md("map-detail"),
+        ex=_explorer_view(data),
+        roles=[(r, data["role_text"][r]) for r in [*data["roles"], "unclassified"]],
+        table=_heads_table_view(lab, uid),
+        n_labels=n_labels,
+        n_head_roles=n_head_roles,
+        invariance_html=inv,
+        warning_html=render_markdown(validation_warning) if validation_warning else "",
+        validation_html=_validation_html(validation, validation_md),
+        method_html=_method_html(sections, figures),
     )
 
 
-def _read_heads(path: Path) -> pd.DataFrame:
-    """A heads.csv as the probe wrote it: empty text cells stay empty strings, not NaN."""
+def read_heads(path: Path) -> pd.DataFrame:
+    """A heads.csv as the probe wrote it: empty text cells stay empty strings, not NaN. An older
+    schema (columns missing) is refused with the missing names and the command that writes a
+    current one."""
     df = pd.read_csv(path)
+    missing = [c for c in COLUMNS if c not in df]  # what write_csv writes
+    if missing:
+        raise ValueError(
+            f"{path} lacks the columns {missing} (an older version of the probe wrote it); "
+            f"rerun `interp probe --out {Path(path).parent}` to write a current heads.csv"
+        )
     for col in ("family", "specials", "source", "subset", "weighting", "baseline_kind", "direction"):
         if col in df:
             df[col] = df[col].fillna("").astype(str)
@@ -582,28 +470,27 @@ def page_from_folder(model_dir: str | Path, provenance: str | None = None) -> st
         raise FileNotFoundError(
             f"{d}/heads.csv not found: a model page needs the probe's output (interp probe --out {d})"
         )
-    df = _read_heads(d / "heads.csv")
-    name = str(df["model"].iloc[0]) if "model" in df and len(df) else d.name  # d may be a staging folder
+    df = read_heads(d / "heads.csv")
+    name = str(df["model"].iloc[0]) if len(df) else d.name  # d may be a staging folder
     df.attrs["model"] = name
     df.attrs["causal"] = not (df["direction"] == "subject->verb").any()
-    md = (d / "report.md").read_text(encoding="utf-8") if (d / "report.md").is_file() else ""
-    figures = {p.name: p.read_bytes() for p in d.glob("*.png")}
-    ex_path = d / "examples.json"
-    examples = json.loads(ex_path.read_text(encoding="utf-8")) if ex_path.is_file() else None
-    inv_path = d / "invariance" / "invariance.csv"
-    inv = pd.read_csv(inv_path) if inv_path.is_file() else None
-    val_path = d / "validation" / "validation.csv"
-    val = pd.read_csv(val_path) if val_path.is_file() else None
-    val_md_path = d / "validation" / "validation.md"
-    val_md = val_md_path.read_text(encoding="utf-8") if val_md_path.is_file() else None
+
+    def text(p: Path) -> str | None:
+        return p.read_text(encoding="utf-8") if p.is_file() else None
+
+    def table(p: Path) -> pd.DataFrame | None:
+        return pd.read_csv(p) if p.is_file() else None
+
+    ex = text(d / "examples.json")
+    val = table(d / "validation" / "validation.csv")
     return render_page(
         df,
-        report_md=md,
-        figures=figures,
-        examples=examples,
-        invariance=inv,
+        sections=read_sections(text(d / "report.md") or ""),
+        figures={p.name: p.read_bytes() for p in d.glob("*.png")},
+        examples=json.loads(ex) if ex is not None else None,
+        invariance=table(d / "invariance" / "invariance.csv"),
         validation=val,
-        validation_md=val_md,
+        validation_md=text(d / "validation" / "validation.md"),
         validation_warning=provenance if val is not None else None,
         model=name,
     )
@@ -620,9 +507,5 @@ def write_page(model_dir: str | Path, dest: str | Path | None = None, provenance
 def render_index(summary_md: str, base: str | Path, title: str = "Head-probing summary") -> str:
     """``out/index.html``: the summary (``summary.md``) rendered, its figures inlined from ``base``
     (links to each model's ``report.html`` stay relative, so the folder can move as a whole)."""
-    body = _inline_images(render_markdown(summary_md), Path(base))
-    return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{_e(title)}</title><style>{_asset('page.css')}</style></head><body>{body}</body></html>"
-    )
+    body = inline_images(render_markdown(summary_md), Path(base))
+    return render("index.html", title=title, script=False, body_html=body)

@@ -23,7 +23,7 @@ from analyses.heads.probe import detectable_effect, labelled_roles, role_map
 from analyses.heads.report import write_comparison
 from analyses.heads.roles import LINGUISTIC_ROLES
 from analyses.invariance.report import invariance_section
-from analyses.report.page import page_from_folder, render_index
+from analyses.report.page import label_counts, page_from_folder, read_heads, render_index
 from interp.io import atomic_write, md_table, sha256_file
 
 __all__ = ["summarise", "validation_provenance", "model_dirs", "model_pages", "OUTPUTS"]
@@ -59,14 +59,18 @@ def validation_provenance(model_dir: Path) -> str | None:
     return None
 
 
-def _read_heads(path: Path) -> pd.DataFrame:
-    """A heads.csv as the probe wrote it: empty text cells (a descriptive row's ``family``) stay
-    empty strings instead of becoming NaN."""
-    df = pd.read_csv(path)
-    for col in ("family", "specials", "source", "subset", "weighting", "baseline_kind"):
-        if col in df:
-            df[col] = df[col].fillna("").astype(str)
-    return df
+def _links(d: Path) -> str:
+    """Links to what the model folder holds: report.md where the probe wrote one (a folder holding
+    only heads.csv has none), and report.html, which ``interp summary`` renders for every folder."""
+    md = f"[report]({d.name}/report.md) " if (d / "report.md").is_file() else ""
+    return md + f"([html]({d.name}/report.html)), " if md else f"[html]({d.name}/report.html), "
+
+
+def _counts(df: pd.DataFrame) -> str:
+    """The counts the model's page states too (``page.label_counts``): one count in both places."""
+    n_labels, n_head_roles = label_counts(df)
+    n_heads = df[["layer", "head"]].drop_duplicates().shape[0]
+    return f"{n_labels} labels on {n_head_roles} head-roles over {n_heads} heads"
 
 
 def _maps_section(heads: dict[str, pd.DataFrame], dirs: list[Path]) -> str:
@@ -84,14 +88,10 @@ def _maps_section(heads: dict[str, pd.DataFrame], dirs: list[Path]) -> str:
         df = heads[d.name]
         rmap = role_map(df)
         counts = rmap["primary"].astype(str).value_counts()
-        lines += [
-            f"### {d.name}",
-            "",
-            f"![{d.name} role map]({d.name}/role_map.png)",
-            "",
-            "Primary roles: " + ", ".join(f"{r} {n}" for r, n in counts.items()) + ".",
-            "",
-        ]
+        lines += [f"### {d.name}", ""]
+        if (d / "role_map.png").is_file():  # only what exists: a folder may hold heads.csv alone
+            lines += [f"![{d.name} role map]({d.name}/role_map.png)", ""]
+        lines += ["Primary roles: " + ", ".join(f"{r} {n}" for r, n in counts.items()) + ".", ""]
         for role in LINGUISTIC_ROLES:
             lab = df[df["label"] & (df["role"] == role)]
             if lab.empty:
@@ -210,19 +210,14 @@ def summarise(out: Path, dest: Path | None = None) -> Path:
     dirs = model_dirs(out)
     if not dirs:
         raise FileNotFoundError(f"no <model>/heads.csv under {out}; run `interp probe --out {out}/<model>` first")
-    heads = {d.name: _read_heads(d / "heads.csv") for d in dirs}
+    heads = {d.name: read_heads(d / "heads.csv") for d in dirs}
     for name, df in heads.items():  # attrs do not survive the CSV: a bidirectional model has rows
         df.attrs["model"] = name  # scored in the subject->verb direction, a causal one never
         df.attrs["causal"] = not (df["direction"] == "subject->verb").any()
     comparison = write_comparison(heads, dest)
     lines = ["# Head-probing summary", ""]
     for d in dirs:
-        roles = labelled_roles(heads[d.name]).drop_duplicates(["layer", "head", "role"])
-        lines.append(
-            f"- **{d.name}**: [report]({d.name}/report.md) ([html]({d.name}/report.html)), "
-            f"{len(roles)} labelled head-roles over "
-            f"{heads[d.name][['layer', 'head']].drop_duplicates().shape[0]} heads"
-        )
+        lines.append(f"- **{d.name}**: {_links(d)}{_counts(heads[d.name])}")
     lines += ["", _maps_section(heads, dirs), ""]
     lines += ["", comparison.read_text().replace("# ", "## ", 1), ""]
     inv = [
@@ -239,6 +234,7 @@ def summarise(out: Path, dest: Path | None = None) -> Path:
         lines += [_validation_section(val), ""]
         lines += [_lens_validation_section(heads, val), ""]
     text = "\n".join(lines)
+    # a page that exists now or that `interp summary` renders next (every model folder gets one)
     links = "Interactive pages: " + ", ".join(f"[{d.name}]({d.name}/report.html)" for d in dirs) + ".\n\n"
     index = render_index(text.replace("\n", "\n\n" + links, 1) if "\n" in text else text, out)
     atomic_write(dest / "index.html", index)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+from interp.display import figure_label
 from interp.io import atomic_save
 from interp.names import act_name
 
@@ -40,7 +41,7 @@ def plot_pattern(model, text: str, layer: int, head: int, path: Path) -> Path:
     with torch.no_grad():
         _, cache = model.run_with_cache(batch.input_ids, attention_mask=batch.attention_mask, names_filter=name)
     pattern = cache[name][0, head].float().cpu().numpy()  # numpy has no bf16; a GPU tensor is copied
-    labels = [t.replace("Ġ", "_") for t in batch.tokens[0]]
+    labels = [figure_label(t) for t in batch.tokens[0]]
     fig, ax = plt.subplots(figsize=(1 + 0.45 * len(labels), 0.8 + 0.4 * len(labels)))
     sns.heatmap(
         pattern,
@@ -55,7 +56,7 @@ def plot_pattern(model, text: str, layer: int, head: int, path: Path) -> Path:
     )
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query")
-    ax.set_title(f"{model.cfg.name}: layer {layer} head {head}")
+    ax.set_title(figure_label(f"{model.cfg.name}: layer {layer} head {head}"))
     fig.tight_layout()
     try:
         return atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))

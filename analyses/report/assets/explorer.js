@@ -37,8 +37,11 @@
     data.heads.forEach(function (h) { byKey[h.layer + "," + h.head] = h; });
     var state = {sentence: 0, weighting: "attention", key: null};
 
+    var caption = root.querySelector(".hx-caption");
     function recolour() {
       var what = colourBy ? colourBy.value : "primary";
+      if (caption) caption.textContent = what === "primary" ? "number: standardised effect of the primary role" :
+        "colour, number: " + what + " score x 100";
       grid.querySelectorAll("td.hx-cell").forEach(function (td) {
         var h = byKey[td.getAttribute("data-layer") + "," + td.getAttribute("data-head")];
         if (what === "primary") {
@@ -77,6 +80,22 @@
       return t;
     }
 
+    function labelText(s) {  // the row's own label in heads.csv, named as the map counts it
+      if (!s.label) return "";
+      var base = s.role.split(" ")[0];
+      return s.map_role && s.map_role !== base ? "yes, as " + s.map_role : "yes";
+    }
+
+    function roleNotes(h) {  // what the head's roles mean (the page's role list, in one place)
+      var roles = [h.primary].concat(h.secondary ? h.secondary.split(", ") : []);
+      var dl = el("dl", {"class": "hx-roles"});
+      roles.forEach(function (r) {
+        dl.appendChild(el("dt", null, r));
+        dl.appendChild(el("dd", null, (data.role_text || {})[r] || ""));
+      });
+      return dl;
+    }
+
     function scoreTable(h) {
       var tbl = el("table", {"class": "hx-scores"}), hr = el("tr");
       ["role", "direction", "score", "95% CI", "baseline", "null", "p (Holm)", "label"].forEach(function (c) { hr.appendChild(el("th", null, c)); });
@@ -84,7 +103,7 @@
       h.scores.forEach(function (s) {
         var tr = el("tr", s.label ? {"class": "hx-lab"} : null);
         [s.role, s.direction, fmt(s.score), "[" + fmt(s.ci_low) + ", " + fmt(s.ci_high) + "]", fmt(s.baseline) + " (" + s.baseline_kind + ")",
-         fmt(s.null_score), s.p_adjusted === null ? "" : s.p_adjusted.toExponential(1), s.label ? "yes" : ""].forEach(function (c) { tr.appendChild(el("td", null, c)); });
+         fmt(s.null_score), s.p_adjusted === null ? "" : s.p_adjusted.toExponential(1), labelText(s)].forEach(function (c) { tr.appendChild(el("td", null, c)); });
         tbl.appendChild(tr);
       });
       return tbl;
@@ -100,7 +119,8 @@
       var title = el("h3", {"class": "hx-title", "data-layer": h.layer, "data-head": h.head},
         "L" + h.layer + "H" + h.head + " (layer " + h.layer + ", head " + h.head + "): " + h.primary);
       detail.appendChild(title);
-      if (h.secondary) detail.appendChild(el("p", null, "Also: " + h.secondary + "."));
+      if (h.secondary) detail.appendChild(el("p", {"class": "hx-also"}, "Also: " + h.secondary + "."));
+      detail.appendChild(roleNotes(h));
       var v = (data.verdicts[key] || []);
       detail.appendChild(el("p", {"class": "hx-verdicts"}, v.length ?
         "Causal validation: " + v.map(function (x) {
@@ -134,7 +154,7 @@
       var ex = exs[state.sentence], n = ex.tokens.length;
       detail.appendChild(el("p", {"class": "hx-note"}, "\u201c" + ex.text + "\u201d: row = query token, column = key token; hover a row to highlight it."));
       detail.appendChild(matrix(ex, decode(h.examples[state.weighting][state.sentence], n * n)));
-      detail.appendChild(el("h4", null, "Scores per role (labelled rows in bold)"));
+      detail.appendChild(el("h4", null, "Scores per role (labelled rows in bold; label: this row\u2019s own, as heads.csv has it)"));
       detail.appendChild(scoreTable(h));
     }
 

@@ -13,6 +13,12 @@ from analyses import heads
 from analyses.heads import report
 from tests.factories import planted_items, planted_model
 
+# the planted vocabulary's sentences for the figures (the built-in ones have words it lacks)
+PLANTED = (
+    heads.Sentence("sv", ("the", "cat", "sleeps", "."), {"subject_verb": (2, 1)}),
+    heads.Sentence("dot", ("the", "dog", "barks", "."), {"delimiter": (1, 3)}),
+)
+
 
 @pytest.fixture(scope="module")
 def probed():
@@ -28,7 +34,7 @@ def probed():
 @pytest.fixture(scope="module")
 def written(probed, tmp_path_factory):
     m, df = probed["bidirectional"]
-    examples = heads.example_patterns(m, df, roles=["subject_verb", "delimiter"])
+    examples = heads.example_patterns(m, df, PLANTED, roles=["subject_verb", "delimiter"])
     out = tmp_path_factory.mktemp("report")
     return out, report.write_report(df, out, examples=examples), examples
 
@@ -64,7 +70,7 @@ def test_md_lists_labels(probed, written):
 
 def test_causal_example_has_an_empty_upper_triangle(probed):
     m, df = probed["causal"]
-    ex = heads.example_patterns(m, df, roles=["subject_verb"])[0]
+    ex = heads.example_patterns(m, df, PLANTED, roles=["subject_verb"])[0]
     p = np.asarray(ex["pattern"])
     assert ex["causal"] and np.all(np.triu(p, k=1) == 0) and p[ex["row"], ex["col"]] > 0.99
 
@@ -103,3 +109,26 @@ def test_comparison_counts_the_planted_heads(probed, tmp_path):
     for model in ("bidirectional", "causal"):
         assert rows["anaphora"][f"{model} heads"] == "0" and rows["anaphora"][f"{model} layers"] == "-"
     assert rows["delimiter"]["causal heads"] == "0"
+
+
+def test_a_tall_role_map_has_no_blank_band_above_or_below():
+    """Issue 23: a blank gap above the SmolLM2 map on index.html (margins were fractions of the
+    figure's height, so 30 layers left about an inch of white above and below)."""
+    import io
+
+    import matplotlib.image as mpimg
+
+    L, H = 30, 9
+    roles = list(heads.MAP_ROLES[:6]) + ["unclassified"]
+    heads_map = pd.DataFrame(
+        [
+            {"layer": l, "head": h, "primary": roles[(l * H + h) % len(roles)], "standardised": 3.0}
+            for l in range(L)
+            for h in range(H)
+        ]
+    )
+    heads_map["primary"] = pd.Categorical(heads_map["primary"], [*heads.MAP_ROLES, "unclassified"])
+    img = mpimg.imread(io.BytesIO(report.role_map_figure(heads_map, title="smollm2: primary role per head")))
+    inked = np.nonzero((img[..., :3] < 0.95).any(axis=(1, 2)))[0]  # pixel rows with anything drawn
+    dpi = 90  # interp.io.png_bytes
+    assert inked[0] < 0.2 * dpi and img.shape[0] - inked[-1] < 0.2 * dpi, (inked[0], img.shape[0] - inked[-1])

@@ -9,6 +9,7 @@ A missing browser skips these tests, except under ``CI=true``, where it fails th
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -56,7 +57,6 @@ def browser():
 @pytest.fixture(scope="module")
 def page_file(tmp_path_factory) -> Path:
     """The planted encoder's page, written as `interp probe` writes it (report, examples, page)."""
-    import json
 
     m = planted_model("bidirectional", values=True)
     df = heads.probe_items(
@@ -66,7 +66,7 @@ def page_file(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("page")
     report.write_report(df, out)
     sentences = (("near", ("the", "cat", "near", "the", "old", "box", "sleeps", ".")),)
-    (out / "examples.json").write_text(json.dumps(page.head_examples(m, sentences=sentences)))
+    (out / "examples.json").write_text(json.dumps(heads.example_patterns(m, sentences=sentences).page()))
     return page.write_page(out)
 
 
@@ -163,6 +163,104 @@ def test_page_reads_with_javascript_off(browser, page_file, tmp_path):
         assert tab.locator("h2", has_text="Data and method").is_visible()
         assert tab.locator("img").count() >= 2 and tab.locator("strong").count() > 0
         tab.screenshot(path=str(_shots(tmp_path) / "report_planted_nojs.png"), full_page=True)
+        assert errors == []
+    finally:
+        ctx.close()
+
+
+HOSTILE = "<!--<script>"  # opens the script data's "double-escaped" state if `<` and `!` reach it raw
+
+
+def _crafted(df):
+    """The planted table with a hostile model name and a hostile role cell on a descriptive row."""
+    df = df.copy()
+    df["model"] = f"planted{HOSTILE}"
+    row = df.index[(df["role"] == "broad") & ~df["label"].astype(bool)][0]
+    df.loc[row, "role"] = f"broad{HOSTILE}"
+    df.attrs["model"] = f"planted{HOSTILE}"
+    return df
+
+
+def _page_is_whole(browser, path: Path, n_cells: int = 4) -> None:
+    """The grid, the heads table and the method section all render, the script ran (the detail
+    opens) and the data block reads back as JSON with the hostile text in it, as text."""
+    ctx, tab, errors = _open(browser, path)
+    try:
+        assert tab.locator("table.hx-grid td.hx-cell").count() == n_cells
+        assert tab.locator("table.hx-heads tbody tr").first.is_visible()
+        assert tab.locator("h2", has_text="Data and method").is_visible()
+        tab.click('td.hx-cell[data-layer="0"][data-head="2"]')
+        assert "L0H2" in tab.locator(".hx-detail h3.hx-title").inner_text()
+        data = tab.evaluate("() => JSON.parse(document.querySelector('script.hx-data').textContent)")
+        assert data["model"].endswith(HOSTILE)
+        assert errors == []
+    finally:
+        ctx.close()
+    raw = path.read_text()
+    block = raw.split('class="hx-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in block and ">" not in block and "&" not in block  # written as \u003c etc.
+
+
+def test_a_hostile_model_name_and_role_cell_leave_the_page_whole(browser, page_file, tmp_path):
+    """Issue 24 item 3: `<!--<script` in the model name or a role cell blanked the page."""
+    src = page_file.parent
+    df = _crafted(page.read_heads(src / "heads.csv"))
+    html = page.render_page(
+        df,
+        sections=report.read_sections((src / "report.md").read_text()),
+        figures={p.name: p.read_bytes() for p in src.glob("*.png")},
+        examples=json.loads((src / "examples.json").read_text()),
+    )
+    out = tmp_path / "hostile.html"
+    out.write_text(html)
+    _page_is_whole(browser, out)
+
+
+def test_summary_re_renders_a_crafted_heads_csv_whole(browser, page_file, tmp_path):
+    """The same through `interp summary` re-rendering a heads.csv someone edited, and index.html."""
+    from analyses.cli import main
+
+    out = tmp_path / "out"
+    shutil.copytree(page_file.parent, out / "planted")
+    csv = out / "planted" / "heads.csv"
+    _crafted(page.read_heads(csv)).to_csv(csv, index=False)
+    assert main(["summary", "--out", str(out)]) == 0
+    _page_is_whole(browser, out / "planted" / "report.html")
+    ctx, tab, errors = _open(browser, out / "index.html")
+    try:
+        assert tab.locator("h1", has_text="Head-probing summary").is_visible()
+        assert tab.locator("a[href='planted/report.html']").count() >= 1
+        assert errors == []
+    finally:
+        ctx.close()
+
+
+def test_the_detail_and_its_table_name_the_same_roles_and_the_caption_follows_the_colour(browser, page_file):
+    """Issue 23: the detail said "Also: ..., noop_sink" while its table bolded delimiter; the grid's
+    caption kept describing the primary-role colours after a switch to a role's score."""
+    data = page.read_page_data(page_file.read_text())
+    ctx, tab, errors = _open(browser, page_file)
+    try:
+        assert "noop_sink" in {h["primary"] for h in data["heads"]} | {
+            r for h in data["heads"] for r in h["secondary"].split(", ") if r
+        }
+        for h in data["heads"]:
+            tab.click(f'td.hx-cell[data-layer="{h["layer"]}"][data-head="{h["head"]}"]')
+            bold = tab.eval_on_selector_all(
+                ".hx-detail table.hx-scores tr.hx-lab",
+                "rs => rs.map(r => [r.cells[0].textContent, r.cells[7].textContent])",
+            )
+            named = {lab.split("as ", 1)[1] if "as " in lab else role.split(" ")[0] for role, lab in bold}
+            roles = {h["primary"], *[r for r in h["secondary"].split(", ") if r]} - {"unclassified"}
+            assert named == roles, (h["layer"], h["head"], bold, roles)
+            notes = tab.eval_on_selector_all(".hx-detail dl.hx-roles dt", "es => es.map(e => e.textContent)")
+            assert set(notes) == roles | ({"unclassified"} if not roles else set())
+        caption = tab.locator("table.hx-grid caption")
+        assert "primary role" in caption.inner_text()
+        tab.select_option("select.hx-colour", "previous_token")
+        assert "previous_token score" in caption.inner_text() and "primary role" not in caption.inner_text()
+        tab.select_option("select.hx-colour", "primary")
+        assert "standardised effect of the primary role" in caption.inner_text()
         assert errors == []
     finally:
         ctx.close()
