@@ -78,8 +78,10 @@ def atomic_save(path: PathLike, save: Callable[[Path], Any]) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
     os.close(fd)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; an output is an ordinary file
         save(Path(tmp))
+        # mkstemp makes 0600 (and some writers, safetensors', recreate the file 0600): an output is
+        # an ordinary file, with the mode a plain open would give it under the umask
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
@@ -438,13 +440,13 @@ def _commit(path: Path, tmp: Path, new: Sequence[str], owned: Sequence[str], com
     atomic_write(tmp / MANIFEST, json.dumps(manifest, indent=1) + "\n")
     moving_old = ([MANIFEST] if _lexists(path / MANIFEST) else []) + sorted(previous)
     moving_new = [*new, MANIFEST]  # the manifest last: the commit is done when path holds this one
-    old = Path(tempfile.mkdtemp(prefix=_OLD, dir=path))
     journal = {"commit": stamp, "new_dir": tmp.name, "old": moving_old, "new": moving_new}
-    atomic_write(old / _JOURNAL, json.dumps(journal))
     with _signals_held():
+        old = Path(tempfile.mkdtemp(prefix=_OLD, dir=path))
         moved_old: list[str] = []
         moved_new: list[str] = []
         try:
+            atomic_write(old / _JOURNAL, json.dumps(journal))  # before any rename: a kill is undone from it
             for name in moving_old:
                 moved_old.append(name)  # before the rename: a signal right after it cannot lose the file
                 os.replace(path / name, old / name)
