@@ -357,7 +357,7 @@ def test_train_config_messages(tmp_path, capsys, no_work, case):
 
 
 def test_train_config_with_a_byte_order_mark_is_read(tmp_path):
-    from analyses.cli.train import read_config
+    from models.training import read_config
 
     plain = _config(tmp_path, "plain.json")
     bom = tmp_path / "bom.json"
