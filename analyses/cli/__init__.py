@@ -106,7 +106,9 @@ def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="interp", description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser = argparse.ArgumentParser(
+        prog="interp", description=" ".join(__doc__.split("\n\n")[0].replace("``", "").split())
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module, help_) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
