@@ -51,6 +51,7 @@ __all__ = [
     "staged_dir",
     "output_dir",
     "committed_sets",
+    "check_recorded",
     "MANIFEST",
     "sha256_file",
     "read_csv_rows",
@@ -284,6 +285,19 @@ def _unrecorded_claims(path: Path, owned: Sequence[str]) -> list[str]:
     return sorted(n for n in os.listdir(path) if not _toolkit_name(n) and _owned(n, owned))
 
 
+def check_recorded(
+    path: str | os.PathLike, owned: Sequence[str], command: str = "this command", force: bool = False
+) -> None:
+    """Refuse (``OutputError``, one line) a folder without a manifest that holds entries of this
+    command's names or patterns (a user's ``report.md``, an older version's output), unless
+    ``force``. ``staged_dir`` calls it; a command that stages later (``interp train``: its first
+    checkpoint) calls it before the work."""
+    path = Path(os.path.realpath(path))
+    claims = _unrecorded_claims(path, owned)
+    if claims and not force:
+        raise _refuse_unrecorded(path, claims, command)
+
+
 def _refuse_unrecorded(path: Path, names: Sequence[str], command: str) -> OutputError:
     shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     return OutputError(
@@ -488,9 +502,7 @@ def staged_dir(
     (an interrupt included) the staging folder is removed and ``path`` is left as it was."""
     path = Path(os.path.realpath(path))
     path.mkdir(parents=True, exist_ok=True)
-    claims = _unrecorded_claims(path, owned)
-    if claims and not force:
-        raise _refuse_unrecorded(path, claims, command)
+    check_recorded(path, owned, command, force)
     tmp = Path(tempfile.mkdtemp(prefix=_NEW, dir=path))
     try:
         os.chmod(tmp, 0o777 & ~_umask())
