@@ -393,10 +393,13 @@ def test_sigterm_mid_run_keeps_the_previous_output_and_frees_the_folder(tmp_path
     import textwrap
     from pathlib import Path
 
+    from interp.io import output_dir
+
     out = tmp_path / "out"
+    with output_dir(out, owned=["summary.md", "comparison.md"], command="interp summary") as tmp:
+        (tmp / "summary.md").write_text("previous summary")  # a previous run's set, with its manifest
+        (tmp / "comparison.md").write_text("previous comparison")
     (out / "m").mkdir(parents=True)
-    (out / "summary.md").write_text("previous summary")
-    (out / "comparison.md").write_text("previous comparison")
     code = textwrap.dedent(
         f"""
         import sys, time
@@ -428,3 +431,45 @@ def test_sigterm_mid_run_keeps_the_previous_output_and_frees_the_folder(tmp_path
     assert (out / "summary.md").read_text() == "previous summary"
     assert (out / "comparison.md").read_text() == "previous comparison"
     assert sorted(os.listdir(tmp_path)) == ["out"]
+    assert not [n for n in os.listdir(out) if n.startswith(".interp-") and n != ".interp-manifest.json"]
+
+
+# ---- second round (issue 24): links, a user's files, a signal after the commit --------------------
+
+
+def test_a_planted_link_at_the_lock_clobbers_nothing(tmp_path, capsys, no_work):
+    victim = tmp_path / "v.txt"
+    victim.write_text("mine")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / ".t.interp-lock").symlink_to(victim)
+    assert main(["tour", "--model", "minilm", "--out", str(tmp_path / "d" / "t")]) == 2
+    assert "symbolic link" in _one_line_error(capsys, "tour")
+    assert victim.read_text() == "mine"
+
+
+def test_a_users_own_report_in_out_is_refused_before_the_work(tmp_path, capsys, no_work):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "heads.csv").write_text("my own table")
+    assert main(["probe", "--model", "minilm", "--out", str(mine)]) == 2
+    err = _one_line_error(capsys, "probe")
+    assert "heads.csv" in err and "no toolkit run recorded" in err and "--force" in err
+    assert (mine / "heads.csv").read_text() == "my own table"
+
+
+def test_a_sigterm_after_the_commit_says_the_set_was_written(tmp_path, capsys, monkeypatch):
+    import signal
+
+    import analyses.cli.summary as cli_summary
+    import analyses.report.summary as S
+
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setattr(S, "summarise", lambda out, dest=None: (dest / "summary.md").write_text("new"))
+    monkeypatch.setattr(S, "model_pages", lambda out: {})
+    # the signal arrives after the commit, while the command prints its last line
+    monkeypatch.setattr(cli_summary, "print", lambda *a, **k: signal.raise_signal(signal.SIGTERM), raising=False)
+    assert main(["summary", "--out", str(out)]) == 143
+    err = capsys.readouterr().err
+    assert "terminated" in err and f"{out.resolve()} holds the complete new set" in err
+    assert (out / "summary.md").read_text() == "new"
