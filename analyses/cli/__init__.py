@@ -54,7 +54,7 @@ def _what_was_written(before: int) -> str:
     if not done:
         return "its output folder was left as it was"
     where = ", ".join(dict.fromkeys(str(p) for p in done))
-    return f"the signal came after its output was written: {where} holds the complete new set"
+    return f"it had written a complete new output set to {where} before the signal came"
 
 
 def _one_line(e: BaseException) -> str:

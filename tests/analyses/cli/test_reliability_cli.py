@@ -471,5 +471,5 @@ def test_a_sigterm_after_the_commit_says_the_set_was_written(tmp_path, capsys, m
     monkeypatch.setattr(cli_summary, "print", lambda *a, **k: signal.raise_signal(signal.SIGTERM), raising=False)
     assert main(["summary", "--out", str(out)]) == 143
     err = capsys.readouterr().err
-    assert "terminated" in err and f"{out.resolve()} holds the complete new set" in err
+    assert "terminated" in err and f"a complete new output set to {out.resolve()} before the signal" in err
     assert (out / "summary.md").read_text() == "new"
