@@ -316,8 +316,10 @@ def _leftovers(path: Path) -> list[Path]:
 def _undo(path: Path, tmp: Path, old: Path, moved_old: Sequence[str], moved_new: Sequence[str]) -> None:
     """Put a commit's renames back: the new entries into ``tmp``, the previous ones into ``path``.
     A name is recorded before its rename, so each is checked where it actually is."""
+    if moved_new:
+        tmp.mkdir(exist_ok=True)  # after a kill it may be gone: the new entries still leave path
     for name in reversed(moved_new):
-        if _lexists(path / name) and not _lexists(tmp / name) and tmp.is_dir():
+        if _lexists(path / name) and not _lexists(tmp / name):
             os.replace(path / name, tmp / name)
     for name in reversed(moved_old):
         if _lexists(old / name):
@@ -337,13 +339,13 @@ def _recover(path: Path) -> None:
         if not stat.S_ISDIR(os.lstat(old).st_mode):
             continue  # not a folder the toolkit made: leave it
         journal = _read_json(old / _JOURNAL, "commit journal")
-        if not isinstance(journal, dict):
-            if os.listdir(old):
+        if not isinstance(journal, dict):  # killed before its journal was in place: nothing was moved yet
+            if any(not n.startswith(f".{_JOURNAL}.") for n in os.listdir(old)):
                 raise OutputError(
                     f"{old} holds a backup of an interrupted commit without its journal; move its files back "
                     f"into {path} by hand and remove it"
                 )
-            os.rmdir(old)
+            shutil.rmtree(old, ignore_errors=True)
             continue
         tmp = path / str(journal.get("new_dir", ""))
         done = isinstance(manifest, dict) and manifest.get("commit") == journal.get("commit")
@@ -351,7 +353,8 @@ def _recover(path: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
         else:
             names = [n for n in journal.get("old", []) + journal.get("new", []) if not _plain_name(str(n))]
-            if names or not str(journal.get("new_dir", "")).startswith(_NEW):
+            new_dir = str(journal.get("new_dir", ""))
+            if names or not (new_dir.startswith(_NEW) and _plain_name(new_dir)):
                 raise OutputError(f"commit journal {old / _JOURNAL} names files outside {path}; remove it")
             _undo(path, tmp, old, journal["old"], journal["new"])
     for name in os.listdir(path):
