@@ -57,6 +57,17 @@ def word_planted(monkeypatch):
 
 
 @pytest.fixture
+def cheap_figures(monkeypatch):
+    """The probe report's figures as a few fixed bytes: what these tests check is which files a
+    command writes, keeps and flags, not the pictures (tests/analyses/heads/test_report.py draws
+    them); drawing them was most of these tests' time."""
+    import analyses.heads.report as report
+
+    for name in ("heatmap_figure", "role_map_figure", "lens_figure", "pattern_figure"):
+        monkeypatch.setattr(report, name, lambda *a, _name=name, **k: f"png of {_name}".encode())
+
+
+@pytest.fixture
 def causal_planted(monkeypatch):
     """`interp validate --model planted`: the hand-set causal model and its prompts."""
     import analyses.validation.run as run
@@ -175,7 +186,7 @@ def test_model_tokens_refuses_empty_text():
 
 
 def test_probe_interrupted_keeps_the_previous_set_and_rerun_keeps_other_commands_files(
-    tmp_path, capsys, word_planted, monkeypatch
+    tmp_path, capsys, word_planted, cheap_figures, monkeypatch
 ):
     out = tmp_path / "planted"
     assert _probe(out, seed=0) == 0
@@ -221,7 +232,7 @@ def test_a_second_writer_of_the_same_out_is_refused(tmp_path, capsys, no_work):
     assert "being written by another run" in err and f"pid {os.getpid()}" in err and "interp invariance" in err
 
 
-def test_summary_flags_a_validation_of_an_older_heads_csv(tmp_path, capsys, word_planted, monkeypatch):
+def test_summary_flags_a_validation_of_an_older_heads_csv(tmp_path, capsys, word_planted, cheap_figures, monkeypatch):
     out = tmp_path / "out"
     assert _probe(out / "planted", seed=0) == 0
     word = word_planted
