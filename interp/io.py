@@ -286,23 +286,27 @@ def _unrecorded_claims(path: Path, owned: Sequence[str]) -> list[str]:
 
 
 def check_recorded(
-    path: str | os.PathLike, owned: Sequence[str], command: str = "this command", force: bool = False
+    path: str | os.PathLike,
+    owned: Sequence[str],
+    command: str = "this command",
+    force: bool = False,
+    hint: str = "pass --force",
 ) -> None:
     """Refuse (``OutputError``, one line) a folder without a manifest that holds entries of this
     command's names or patterns (a user's ``report.md``, an older version's output), unless
     ``force``. ``staged_dir`` calls it; a command that stages later (``interp train``: its first
-    checkpoint) calls it before the work."""
+    checkpoint) calls it before the work. ``hint``: how the caller's user says "replace them"."""
     path = Path(os.path.realpath(path))
     claims = _unrecorded_claims(path, owned)
     if claims and not force:
-        raise _refuse_unrecorded(path, claims, command)
+        raise _refuse_unrecorded(path, claims, command, hint)
 
 
-def _refuse_unrecorded(path: Path, names: Sequence[str], command: str) -> OutputError:
+def _refuse_unrecorded(path: Path, names: Sequence[str], command: str, hint: str = "pass --force") -> OutputError:
     shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     return OutputError(
         f"{path} holds {shown}, which {command} would replace, but no toolkit run recorded writing them "
-        f"(no {MANIFEST} lists them); move them away, choose another folder, or pass --force to replace them"
+        f"(no {MANIFEST} lists them); move them away, choose another folder, or {hint} to replace them"
     )
 
 

@@ -236,7 +236,7 @@ class Trainer:
         out_dir: str | Path | None = None,
         progress: bool = True,
         desc: str = "train",
-        force: bool = False,
+        force: bool = True,
     ) -> list[dict]:
         """Run until ``steps`` (default ``tc.steps``) optimiser steps in total have been taken.
         Evaluates every ``eval_every`` steps and after the last step (``tc.steps``; not when
@@ -280,13 +280,15 @@ class Trainer:
     # -- checkpoints -------------------------------------------------------------------------------
 
     def save(
-        self, folder: str | Path, optimizer_state: bool = True, extra: dict | None = None, force: bool = False
+        self, folder: str | Path, optimizer_state: bool = True, extra: dict | None = None, force: bool = True
     ) -> Path:
         """Weights, config and tokenizer via ``models.save_checkpoint`` (``extra`` records the
         training config, step and history); with ``optimizer_state`` also ``trainer_state.pt``
         (AdamW moments, schedule, batch RNG: tensors and plain data only) so ``Trainer.resume``
-        continues bit-identically. A folder holding checkpoint-named files that no toolkit run wrote
-        (an older version's checkpoint, a user's ``vocab.txt``) is refused unless ``force``."""
+        continues bit-identically. Replaces the checkpoint's files in ``folder``
+        (``CHECKPOINT_FILES``); ``force=False`` refuses a folder holding files of those names that no
+        toolkit run recorded writing (a user's ``vocab.txt``), as ``interp train`` does. (The default
+        adopts them: the committed study checkpoints predate the manifest.)"""
         folder = Path(folder)
         info = {"training": self.tc.to_dict(), "step": self.step, "history": self.history, **(extra or {})}
         # one checkpoint is one set (weights, config, tokenizer, optimizer state of the same step):

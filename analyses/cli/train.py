@@ -86,7 +86,7 @@ def run(args) -> int:
         from models.training import CHECKPOINT_FILES
 
         # a user's vocab.txt or an older version's checkpoint: refused now, not at the first checkpoint
-        check_recorded(out, CHECKPOINT_FILES, "interp train", force=args.resume or args.overwrite)
+        check_recorded(out, CHECKPOINT_FILES, "interp train", args.resume or args.overwrite, "pass --overwrite")
         if args.resume:
             saved = json.loads((out / "interp_config.json").read_text(encoding="utf-8"))
             diff = _model_differences(conf["model"], saved["config"])

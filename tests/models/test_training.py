@@ -258,7 +258,7 @@ def test_a_users_file_of_a_checkpoint_name_is_refused_before_training(corpus, tm
     (folder / "vocab.txt").write_text("my word list")  # matches the tokenizer's `vocab.*`
     t = Trainer(_model(tok), train_ids, heldout_ids, TC)
     with pytest.raises(OutputError, match=r"vocab\.txt.*no toolkit run recorded"):
-        t.train(out_dir=folder, progress=False)
+        t.train(out_dir=folder, progress=False, force=False)
     assert t.step == 0 and (folder / "vocab.txt").read_text() == "my word list"
 
 

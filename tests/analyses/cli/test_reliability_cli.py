@@ -468,6 +468,16 @@ def test_a_users_own_report_in_out_is_refused_before_the_work(tmp_path, capsys, 
     assert (mine / "heads.csv").read_text() == "my own table"
 
 
+def test_train_refuses_a_users_file_of_a_checkpoint_name_before_the_work(tmp_path, capsys, no_work):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "vocab.txt").write_text("my word list")  # the tokenizer's `vocab.*`
+    assert main(["train", "--config", str(_config(tmp_path)), "--out", str(run), "--no-progress"]) == 2
+    err = _one_line_error(capsys, "train")
+    assert "vocab.txt" in err and "no toolkit run recorded" in err and "--overwrite" in err
+    assert (run / "vocab.txt").read_text() == "my word list"
+
+
 def test_a_sigterm_after_the_commit_says_the_set_was_written(tmp_path, capsys, monkeypatch):
     import signal
 
