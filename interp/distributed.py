@@ -26,10 +26,13 @@ The rules the analyses follow (``World``):
 from __future__ import annotations
 
 import datetime
+import hashlib
+import hmac
 import json
 import os
 import pickle
 import re
+import secrets
 import socket
 import tempfile
 import time
@@ -218,12 +221,53 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+RESULT_FILE = "result.bin"  # rank 0's result in the run's private folder: HMAC-SHA256 tag, then the pickle
+
+
+def _write_result(folder: str, key: bytes, out: Any) -> None:
+    """Rank 0's result for the parent, signed with the run's key (which never touches the disk).
+    Written into the existing folder only (never recreated: a parent that stopped removed it)."""
+    payload = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+    tag = hmac.new(key, payload, hashlib.sha256).digest()
+    part = os.path.join(folder, RESULT_FILE + ".part")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(tag + payload)
+    os.replace(part, os.path.join(folder, RESULT_FILE))
+
+
+def _read_result(folder: str, key: bytes, size: int) -> Any:
+    """The result rank 0 wrote, unpickled only once its tag proves that a worker of this run (the
+    holder of the key) wrote these very bytes: a file another process planted there is refused
+    before a byte of it is unpickled."""
+    path = os.path.join(folder, RESULT_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as e:
+        raise WorkerError(0, size, f"left no result ({e.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
+    tag, payload = data[:32], data[32:]
+    if not hmac.compare_digest(tag, hmac.new(key, payload, hashlib.sha256).digest()):
+        raise WorkerError(0, size, f"its result {path} was not written by this run's worker (bad signature)")
+    return pickle.loads(payload)  # authenticated: bytes our own worker pickled
+
+
 def _entry(
-    rank: int, fn: Callable, args: tuple, size: int, port: int, backend: str, timeout: float, threads: int, folder: str
+    rank: int,
+    fn: Callable,
+    args: tuple,
+    size: int,
+    port: int,
+    backend: str,
+    timeout: float,
+    threads: int,
+    folder: str,
+    key: bytes,
 ) -> None:
-    """One spawned worker: join the group, run ``fn(world, *args)``, rank 0 pickles the result. On an
-    error, leave a note for the parent (``error.<rank>``): whether this worker failed on its own or
-    only lost the group because another one stopped."""
+    """One spawned worker: join the group, run ``fn(world, *args)``, rank 0 writes the signed result.
+    On an error, leave a note for the parent (``error.<rank>``): whether this worker failed on its
+    own or only lost the group because another one stopped."""
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank)
     )
@@ -232,9 +276,7 @@ def _entry(
         world = _init(rank, size, backend, timeout)
         out = fn(world, *args)
         if rank == 0:
-            from interp.io import atomic_write
-
-            atomic_write(Path(folder) / "result.pkl", pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+            _write_result(folder, key, out)
     except BaseException as e:
         victim = isinstance(e, WorkerError)
         blames = e.rank if victim and e.rank != rank else None
@@ -319,16 +361,35 @@ def launch(
     from torch.multiprocessing.spawn import ProcessException
 
     threads = max(1, torch.get_num_threads() // workers)
+    key = secrets.token_bytes(32)  # goes to the workers through spawn's pipe, never to a file
+    # the folder is private (mkdtemp: 0700) and removed however the parent stops: the workers are
+    # stopped first, so none writes into it afterwards
     with tempfile.TemporaryDirectory(prefix="interp-workers-") as tmp:
-        spawn_args = (fn, args, workers, _free_port(), _backend(device), float(timeout), threads, tmp)
+        spawn_args = (fn, args, workers, _free_port(), _backend(device), float(timeout), threads, tmp, key)
         # torch's spawn writes each failed worker's traceback to a pytorch-errorfile-*.pickle in the
         # temp dir and leaves it there: point the temp dir at ours, which is removed afterwards
         saved, tempfile.tempdir = tempfile.tempdir, tmp
         try:
-            mp.start_processes(_entry, args=spawn_args, nprocs=workers, join=True, start_method="spawn")
-        except ProcessException as e:
-            raise _spawn_error(e, tmp, workers) from None
+            context = mp.start_processes(_entry, args=spawn_args, nprocs=workers, join=False, start_method="spawn")
+            try:
+                while not context.join():
+                    pass
+            except ProcessException as e:
+                raise _spawn_error(e, tmp, workers) from None
+            finally:
+                _stop(context.processes)
         finally:
             tempfile.tempdir = saved
-        with open(Path(tmp) / "result.pkl", "rb") as f:
-            return pickle.load(f)
+        return _read_result(tmp, key, workers)
+
+
+def _stop(processes: Sequence) -> None:
+    """Stop the workers still running (the parent was interrupted, or another worker failed)."""
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    for p in processes:
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+            p.join()

@@ -7,8 +7,9 @@ format numbers and markdown tables.
   ``safetensors.save_file``, ``DataFrame.to_csv``).
 - ``atomic_dir(path)``: a whole folder built in a temporary sibling and swapped in at the end.
 - ``output_dir(path, owned)``: a command's output set: ``--out`` checked first (``check_out``),
-  one writer at a time (``output_lock``), files built in a temporary sibling and swapped in as a
-  set, replacing only the entries the command owns (``staged_dir``).
+  one writer at a time (``output_lock``), files built in a staging folder inside it and swapped in
+  as a set, replacing only entries that a toolkit run wrote there, as its manifest
+  (``.interp-manifest.json``) records (``staged_dir``).
 - ``read_csv_rows(path)``: a user's CSV file, strictly (UTF-8, a header, no ragged rows), with
   one-line errors naming the file and line.
 - ``fmt(x)`` and ``md_table(df)``: numbers and tables for the markdown reports.
@@ -27,7 +28,10 @@ import numbers
 import os
 import re
 import shutil
+import signal
+import stat
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -46,6 +50,9 @@ __all__ = [
     "output_lock",
     "staged_dir",
     "output_dir",
+    "committed_sets",
+    "check_recorded",
+    "MANIFEST",
     "sha256_file",
     "read_csv_rows",
     "decode_text",
@@ -72,12 +79,16 @@ def atomic_save(path: PathLike, save: Callable[[Path], Any]) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
     os.close(fd)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; an output is an ordinary file
         save(Path(tmp))
+        # mkstemp makes 0600 (and some writers, safetensors', recreate the file 0600): an output is
+        # an ordinary file, with the mode a plain open would give it under the umask
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno is not None and not e.filename:  # a full disk: say where
+            raise OSError(e.errno, f"{e.strerror or os.strerror(e.errno)} (writing {path})") from None
         raise
     return path
 
@@ -130,8 +141,20 @@ def atomic_dir(path: PathLike, replace: bool = True) -> Iterator[Path]:
 
 
 class OutputError(Exception):
-    """An output folder that cannot be used: a file, unwritable, a name too long, or being written
-    by another run. The message is one line and names the folder."""
+    """An output folder that cannot be used: a file, unwritable, a name too long, being written by
+    another run, or holding files no toolkit run wrote. The message is one line and names the folder."""
+
+
+MANIFEST = ".interp-manifest.json"  # inside an output folder: the names toolkit runs wrote there
+_NEW, _OLD = ".interp-new.", ".interp-old."  # staging and backup folders, inside the output folder
+_JOURNAL = ".interp-journal.json"  # inside a backup folder: what the commit moves, to undo it after a kill
+_COMMITTED: list[Path] = []  # output folders whose new set this process has committed, in order
+
+
+def committed_sets() -> list[Path]:
+    """The output folders whose new set this process has committed so far (oldest first): the CLI
+    says which were written when a signal stops a command after a commit."""
+    return list(_COMMITTED)
 
 
 def _side_name(path: Path, tag: str) -> str:
@@ -150,13 +173,22 @@ def _stat(path: Path) -> os.stat_result | None:
         return None
 
 
+def _lexists(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
 def check_out(path: str | os.PathLike, what: str = "output folder", must_exist: bool = False) -> Path:
     """Make sure ``path`` can be an output folder, before any work: not a file (nor under one),
-    names and the whole path within the system's limits, and writable. Creates it (and its
-    parents) if missing, unless ``must_exist`` (a folder that is read too). Raises ``OutputError``
-    with a one-line message naming ``what`` and the path; returns the path."""
+    not a dangling link, names and the whole path within the system's limits, and writable.
+    Creates it (and its parents) if missing, unless ``must_exist`` (a folder that is read too).
+    Raises ``OutputError`` with a one-line message naming ``what`` and the path; returns the path."""
     path = Path(path)
     label = f"{what} {path}"
+    if os.path.islink(path) and not path.exists():
+        raise OutputError(
+            f"{label}: is a symbolic link to {os.readlink(path)}, which does not exist; "
+            "create the folder it points to, or choose another folder"
+        )
     full = os.fsencode(os.path.abspath(path))
     anchor = path.absolute()
     while _stat(anchor) is None and anchor != anchor.parent:  # the nearest existing ancestor
@@ -189,19 +221,160 @@ def check_out(path: str | os.PathLike, what: str = "output folder", must_exist: 
     return path
 
 
+def _open_regular(path: Path, flags: int, what: str) -> int:
+    """``os.open`` that never follows a symbolic link and refuses anything but a regular file (a
+    FIFO, a device, a folder planted under one of the toolkit's own names)."""
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise OutputError(
+                f"{what} {path} is a symbolic link; the toolkit never follows one there: remove it"
+            ) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OutputError(f"{what} {path} is not a regular file; remove it")
+    return fd
+
+
+def _read_json(path: Path, what: str) -> Any:
+    """A JSON file the toolkit wrote (a manifest, a journal), or None if there is none."""
+    import json
+
+    try:
+        fd = _open_regular(path, os.O_RDONLY, what)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read()
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise OutputError(
+            f"{what} {path} is not valid JSON; the toolkit wrote it, so it was damaged: remove it"
+        ) from None
+
+
+def _recorded(path: Path) -> dict[str, str] | None:
+    """{name: command} of what toolkit runs wrote in ``path`` (its manifest); None: no manifest."""
+    data = _read_json(path / MANIFEST, "manifest")
+    if data is None:
+        return None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict):
+        raise OutputError(f"manifest {path / MANIFEST} lists no files; remove it")
+    return {str(k): str(v) for k, v in files.items() if _plain_name(str(k))}
+
+
+def _plain_name(name: str) -> bool:
+    return name not in ("", ".", "..") and "/" not in name and "\0" not in name
+
+
+def _toolkit_name(name: str) -> bool:
+    return name == MANIFEST or name.startswith((_NEW, _OLD))
+
+
+def _unrecorded_claims(path: Path, owned: Sequence[str]) -> list[str]:
+    """Entries of ``path`` that this command would replace although no manifest records a toolkit
+    run writing them: a folder without a manifest (a user's, or an older version's output) holding
+    entries of this command's names or patterns."""
+    if not path.is_dir() or _recorded(path) is not None:
+        return []
+    return sorted(n for n in os.listdir(path) if not _toolkit_name(n) and _owned(n, owned))
+
+
+def check_recorded(
+    path: str | os.PathLike,
+    owned: Sequence[str],
+    command: str = "this command",
+    force: bool = False,
+    hint: str = "pass --force",
+) -> None:
+    """Refuse (``OutputError``, one line) a folder without a manifest that holds entries of this
+    command's names or patterns (a user's ``report.md``, an older version's output), unless
+    ``force``. ``staged_dir`` calls it; a command that stages later (``interp train``: its first
+    checkpoint) calls it before the work. ``hint``: how the caller's user says "replace them"."""
+    path = Path(os.path.realpath(path))
+    claims = _unrecorded_claims(path, owned)
+    if claims and not force:
+        raise _refuse_unrecorded(path, claims, command, hint)
+
+
+def _refuse_unrecorded(path: Path, names: Sequence[str], command: str, hint: str = "pass --force") -> OutputError:
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return OutputError(
+        f"{path} holds {shown}, which {command} would replace, but no toolkit run recorded writing them "
+        f"(no {MANIFEST} lists them); move them away, choose another folder, or {hint} to replace them"
+    )
+
+
 def _leftovers(path: Path) -> list[Path]:
-    # mkdtemp's 8 random characters between the prefix and the suffix: not another folder's leftovers
-    own = re.compile(re.escape(_side_name(path, "")) + r"[a-z0-9_]{8}\.interp-(new|old)")
+    # staging folders of older versions, beside the folder; mkdtemp's 8 random characters between
+    # the prefix and the suffix: not another folder's leftovers. (Their backups, `-old`, are kept.)
+    own = re.compile(re.escape(_side_name(path, "")) + r"[a-z0-9_]{8}\.interp-new")
     return [path.parent / name for name in os.listdir(path.parent) if own.fullmatch(name)]
+
+
+def _undo(path: Path, tmp: Path, old: Path, moved_old: Sequence[str], moved_new: Sequence[str]) -> None:
+    """Put a commit's renames back: the new entries into ``tmp``, the previous ones into ``path``.
+    A name is recorded before its rename, so each is checked where it actually is."""
+    if moved_new:
+        tmp.mkdir(exist_ok=True)  # after a kill it may be gone: the new entries still leave path
+    for name in reversed(moved_new):
+        if _lexists(path / name) and not _lexists(tmp / name):
+            os.replace(path / name, tmp / name)
+    for name in reversed(moved_old):
+        if _lexists(old / name):
+            os.replace(old / name, path / name)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _recover(path: Path) -> None:
+    """Finish or undo a commit that a kill (SIGKILL, power loss) stopped, before anything is
+    removed: a backup whose commit did not finish is moved back, so ``path`` holds the whole
+    previous set again; then staging folders of killed runs are removed."""
+    if not path.is_dir():
+        return
+    manifest = _read_json(path / MANIFEST, "manifest") if _lexists(path / MANIFEST) else None
+    for name in sorted(n for n in os.listdir(path) if n.startswith(_OLD)):
+        old = path / name
+        if not stat.S_ISDIR(os.lstat(old).st_mode):
+            continue  # not a folder the toolkit made: leave it
+        journal = _read_json(old / _JOURNAL, "commit journal")
+        if not isinstance(journal, dict):  # killed before its journal was in place: nothing was moved yet
+            if any(not n.startswith(f".{_JOURNAL}.") for n in os.listdir(old)):
+                raise OutputError(
+                    f"{old} holds a backup of an interrupted commit without its journal; move its files back "
+                    f"into {path} by hand and remove it"
+                )
+            shutil.rmtree(old, ignore_errors=True)
+            continue
+        tmp = path / str(journal.get("new_dir", ""))
+        done = isinstance(manifest, dict) and manifest.get("commit") == journal.get("commit")
+        if done:
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            names = [n for n in journal.get("old", []) + journal.get("new", []) if not _plain_name(str(n))]
+            new_dir = str(journal.get("new_dir", ""))
+            if names or not (new_dir.startswith(_NEW) and _plain_name(new_dir)):
+                raise OutputError(f"commit journal {old / _JOURNAL} names files outside {path}; remove it")
+            _undo(path, tmp, old, journal["old"], journal["new"])
+    for name in os.listdir(path):
+        if name.startswith(_NEW) and stat.S_ISDIR(os.lstat(path / name).st_mode):
+            shutil.rmtree(path / name, ignore_errors=True)  # no live writer can own these: we hold the lock
 
 
 @contextlib.contextmanager
 def output_lock(path: str | os.PathLike, command: str = "interp") -> Iterator[Path]:
     """Hold the one-writer lock of output folder ``path`` for the block: ``fcntl.flock`` on a
-    hidden sibling ``.NAME.interp-lock`` that records who holds it. The kernel drops the lock
-    when its holder exits, however it exits, so a crashed or killed run never leaves it stuck.
-    A second writer gets ``OutputError`` at once (no waiting). Staging folders that a killed run
-    left beside ``path`` are removed once the lock is held. The lock file is removed on exit."""
+    hidden sibling ``.NAME.interp-lock`` that records who holds it (opened without following a
+    link; anything but a regular file there is refused). The kernel drops the lock when its holder
+    exits, however it exits, so a crashed or killed run never leaves it stuck. A second writer gets
+    ``OutputError`` at once (no waiting). Once the lock is held, a commit that a killed run left
+    half done is undone (the previous set restored) and staging folders of killed runs are removed.
+    The lock file is removed on exit."""
     import fcntl
 
     shown, path = Path(path), Path(os.path.realpath(path))  # "out/", ".", a link: one folder, one lock
@@ -209,7 +382,7 @@ def output_lock(path: str | os.PathLike, command: str = "interp") -> Iterator[Pa
     lock = path.parent / _side_name(path, "interp-lock")
     while True:
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = _open_regular(lock, os.O_RDWR | os.O_CREAT, f"output folder {shown}: its lock file")
         except OSError as e:
             raise OutputError(f"output folder {shown}: cannot create its lock file {lock} ({e.strerror})") from None
         try:
@@ -223,7 +396,7 @@ def output_lock(path: str | os.PathLike, command: str = "interp") -> Iterator[Pa
                 f"{shown} is being written by another run ({holder}); wait for it to end or choose another folder"
             ) from None
         try:  # the holder before us may have removed the file between our open and our lock
-            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+            same = os.fstat(fd).st_ino == os.lstat(lock).st_ino
         except FileNotFoundError:
             same = False
         if same:
@@ -233,8 +406,10 @@ def output_lock(path: str | os.PathLike, command: str = "interp") -> Iterator[Pa
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}, {command}, since {stamp}\n".encode(), 0)
-        for p in _leftovers(path):  # no live writer can own these: we hold the lock
-            shutil.rmtree(p, ignore_errors=True)
+        _recover(path)  # first: restore a backup before anything is removed
+        for p in _leftovers(path):
+            if stat.S_ISDIR(os.lstat(p).st_mode):
+                shutil.rmtree(p, ignore_errors=True)
         yield shown
     finally:
         with contextlib.suppress(OSError):
@@ -247,55 +422,105 @@ def _owned(name: str, owned: Sequence[str]) -> bool:
 
 
 @contextlib.contextmanager
-def staged_dir(
-    path: str | os.PathLike, owned: Sequence[str], command: str = "this command", strict: bool = True
-) -> Iterator[Path]:
-    """Build an output set in a temporary sibling folder and commit it into ``path`` when the
-    block ends without an exception. ``owned``: names or glob patterns (``pattern_*.png``) of the
-    entries in ``path`` that belong to this output set; every entry written must match one
-    (``strict=False``: an entry written that matches none is owned too, for writers such as a
-    tokenizer's ``save_pretrained`` whose file names are not all known in advance).
+def _signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP wait until the block ends: a signal during a commit's renames is
+    acted on once the renames (or their undoing) are done, never between two of them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers run in the main thread only; a commit elsewhere keeps its undo journal
+        return
+    caught: list[int] = []
+    saved = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) is not None:
+            saved[sig] = signal.signal(sig, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        if caught:
+            signal.raise_signal(caught[0])  # now, with its usual handler
 
-    The commit moves the previous owned entries aside, moves the new ones in (renames, within one
-    file system), then deletes the previous ones; if a rename fails, the ones done are undone, so
-    ``path`` holds the whole previous set or the whole new one. Entries that are not owned (other
-    commands' files and folders, a user's notes) are never touched. On an exception in the block
+
+def _commit(path: Path, tmp: Path, new: Sequence[str], owned: Sequence[str], command: str, force: bool) -> None:
+    """Swap ``tmp``'s entries into ``path`` as one set and record them in the manifest."""
+    import json
+    import secrets
+
+    recorded = _recorded(path)
+    previous = [n for n in (recorded or {}) if _owned(n, owned) and _lexists(path / n)]
+    if force or recorded is None:  # told to, or a folder checked empty of our names at the start
+        previous += [n for n in os.listdir(path) if _owned(n, owned) and n not in previous and not _toolkit_name(n)]
+    collide = [n for n in new if _lexists(path / n) and n not in previous]
+    if collide:  # a user's file of a name we write (a glob matched it): never replaced unasked
+        raise _refuse_unrecorded(path, collide, command)
+    files = {n: c for n, c in (recorded or {}).items() if n not in previous and _lexists(path / n)}
+    files.update({n: command for n in new})
+    stamp = secrets.token_hex(8)
+    manifest = {"written_by": "interp", "commit": stamp, "files": dict(sorted(files.items()))}
+    atomic_write(tmp / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    moving_old = ([MANIFEST] if _lexists(path / MANIFEST) else []) + sorted(previous)
+    moving_new = [*new, MANIFEST]  # the manifest last: the commit is done when path holds this one
+    journal = {"commit": stamp, "new_dir": tmp.name, "old": moving_old, "new": moving_new}
+    with _signals_held():
+        old = Path(tempfile.mkdtemp(prefix=_OLD, dir=path))
+        moved_old: list[str] = []
+        moved_new: list[str] = []
+        try:
+            atomic_write(old / _JOURNAL, json.dumps(journal))  # before any rename: a kill is undone from it
+            for name in moving_old:
+                moved_old.append(name)  # before the rename: a signal right after it cannot lose the file
+                os.replace(path / name, old / name)
+            for name in moving_new:
+                moved_new.append(name)
+                os.replace(tmp / name, path / name)
+        except BaseException:
+            _undo(path, tmp, old, moved_old, moved_new)
+            raise
+        _COMMITTED.append(path)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_dir(
+    path: str | os.PathLike,
+    owned: Sequence[str],
+    command: str = "this command",
+    strict: bool = True,
+    force: bool = False,
+) -> Iterator[Path]:
+    """Build an output set in a hidden staging folder inside ``path`` (so on its file system, a
+    mount point included) and commit it into ``path`` when the block ends without an exception.
+    ``owned``: names or glob patterns (``pattern_*.png``) of this output set's entries; every entry
+    written must match one (``strict=False``: an entry that matches none is owned too, for writers
+    such as a tokenizer's ``save_pretrained`` whose file names are not all known in advance).
+
+    Only what a toolkit run wrote is ever replaced or removed: ``path/.interp-manifest.json``
+    (written with each set) records the names; an entry matching a pattern that no manifest
+    records (a user's ``pattern_my_plot.png``) stays, and writing a name that a user's file holds
+    raises ``OutputError``. A folder without a manifest that holds entries of this command's names or
+    patterns (a user's ``report.md``, or an older version's output) is refused before the block
+    runs, unless ``force`` (then they are replaced as the previous set).
+
+    The commit moves the previous entries aside, moves the new ones in (renames, within one file
+    system), then deletes the previous ones; a failed rename or a signal undoes the ones done, so
+    ``path`` holds the whole previous set or the whole new one; a kill in between is undone by the
+    next run (``output_lock``). Entries not owned are never touched. On an exception in the block
     (an interrupt included) the staging folder is removed and ``path`` is left as it was."""
-    path = Path(os.path.realpath(path))  # the staging folder is a sibling of the real folder
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stem = _side_name(path, "")
-    tmp = Path(tempfile.mkdtemp(prefix=stem, suffix=".interp-new", dir=path.parent))
+    path = Path(os.path.realpath(path))
+    path.mkdir(parents=True, exist_ok=True)
+    check_recorded(path, owned, command, force)
+    tmp = Path(tempfile.mkdtemp(prefix=_NEW, dir=path))
     try:
         os.chmod(tmp, 0o777 & ~_umask())
         yield tmp
         new = sorted(p.name for p in tmp.iterdir())
-        foreign = [n for n in new if not _owned(n, owned)]
+        foreign = [n for n in new if not _owned(n, owned) or _toolkit_name(n)]
         if not strict:
-            owned, foreign = [*owned, *foreign], []
+            owned, foreign = [*owned, *foreign], [n for n in foreign if _toolkit_name(n)]
         if foreign:
             raise ValueError(f"{command} wrote {foreign}, not among the files it owns in {path} ({list(owned)})")
-        path.mkdir(parents=True, exist_ok=True)
-        old = Path(tempfile.mkdtemp(prefix=stem, suffix=".interp-old", dir=path.parent))
-        previous = sorted(p.name for p in path.iterdir() if _owned(p.name, owned))
-        moved_old: list[str] = []
-        moved_new: list[str] = []
-        try:
-            for name in previous:
-                os.replace(path / name, old / name)
-                moved_old.append(name)
-            for name in new:
-                os.replace(tmp / name, path / name)
-                moved_new.append(name)
-        except BaseException:
-            for name in reversed(moved_new):
-                with contextlib.suppress(OSError):
-                    os.replace(path / name, tmp / name)
-            for name in reversed(moved_old):
-                with contextlib.suppress(OSError):
-                    os.replace(old / name, path / name)
-            shutil.rmtree(old, ignore_errors=True)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
+        _commit(path, tmp, new, owned, command, force)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -307,17 +532,20 @@ def output_dir(
     command: str = "interp",
     what: str = "output folder",
     must_exist: bool = False,
+    force: bool = False,
 ) -> Iterator[Path]:
     """A command's output folder: ``check_out`` (fails at once on a file, an unwritable place, a
-    name too long), then ``output_lock`` (one writer at a time), then ``staged_dir`` (the block
-    writes into a temporary sibling; the owned entries of ``path`` are replaced as a set when it
-    ends). Enter it before the work, so a bad folder fails in the first second.
+    name too long), then ``output_lock`` (one writer at a time; a commit a killed run left half
+    done is undone), then ``staged_dir`` (refuses a folder holding files of this command's names
+    that no toolkit run wrote, unless ``force``; the block writes into a staging folder; the
+    owned entries of ``path`` are replaced as a set when it ends). Enter it before the work, so a
+    bad folder fails in the first second.
 
     >>> with output_dir("out/minilm", owned=["heads.csv", "report.md", "pattern_*.png"]) as tmp:
     ...     (tmp / "heads.csv").write_text(...)
     """
     path = check_out(path, what, must_exist)
-    with output_lock(path, command), staged_dir(path, owned, command) as tmp:
+    with output_lock(path, command), staged_dir(path, owned, command, force=force) as tmp:
         yield tmp
 
 

@@ -231,12 +231,22 @@ class Trainer:
     # -- the loop ----------------------------------------------------------------------------------
 
     def train(
-        self, steps: int | None = None, out_dir: str | Path | None = None, progress: bool = True, desc: str = "train"
+        self,
+        steps: int | None = None,
+        out_dir: str | Path | None = None,
+        progress: bool = True,
+        desc: str = "train",
+        force: bool = True,
     ) -> list[dict]:
         """Run until ``steps`` (default ``tc.steps``) optimiser steps in total have been taken.
         Evaluates every ``eval_every`` steps and after the last step (``tc.steps``; not when
         stopping early, so a stopped-and-resumed run logs exactly what a straight run logs); saves to ``out_dir`` every
-        ``checkpoint_every`` steps and at the end. Returns the history."""
+        ``checkpoint_every`` steps and at the end (``force``: as in ``save``, checked before the
+        first step). Returns the history."""
+        from interp.io import check_recorded
+
+        if out_dir is not None:
+            check_recorded(out_dir, CHECKPOINT_FILES, "Trainer.save", force)
         from tqdm.auto import tqdm
 
         until = self.tc.steps if steps is None else min(steps, self.tc.steps)
@@ -259,25 +269,31 @@ class Trainer:
                     **({"heldout": f"{entry['heldout_loss']:.3f}"} if "heldout_loss" in entry else {}),
                 )
                 if out_dir is not None and self.tc.checkpoint_every and self.step % self.tc.checkpoint_every == 0:
-                    self.save(out_dir)
+                    self.save(out_dir, force=force)
             bar.close()
         finally:
             torch.set_num_threads(threads)
         if out_dir is not None:
-            self.save(out_dir)
+            self.save(out_dir, force=force)
         return self.history
 
     # -- checkpoints -------------------------------------------------------------------------------
 
-    def save(self, folder: str | Path, optimizer_state: bool = True, extra: dict | None = None) -> Path:
+    def save(
+        self, folder: str | Path, optimizer_state: bool = True, extra: dict | None = None, force: bool = True
+    ) -> Path:
         """Weights, config and tokenizer via ``models.save_checkpoint`` (``extra`` records the
         training config, step and history); with ``optimizer_state`` also ``trainer_state.pt``
-        (AdamW moments, schedule, batch RNG) so ``Trainer.resume`` continues bit-identically."""
+        (AdamW moments, schedule, batch RNG: tensors and plain data only) so ``Trainer.resume``
+        continues bit-identically. Replaces the checkpoint's files in ``folder``
+        (``CHECKPOINT_FILES``); ``force=False`` refuses a folder holding files of those names that no
+        toolkit run recorded writing (a user's ``vocab.txt``), as ``interp train`` does. (The default
+        adopts them: the committed study checkpoints predate the manifest.)"""
         folder = Path(folder)
         info = {"training": self.tc.to_dict(), "step": self.step, "history": self.history, **(extra or {})}
         # one checkpoint is one set (weights, config, tokenizer, optimizer state of the same step):
         # built beside the folder and swapped in; other files in it (a model card) stay
-        with staged_dir(folder, CHECKPOINT_FILES, "Trainer.save", strict=False) as tmp:
+        with staged_dir(folder, CHECKPOINT_FILES, "Trainer.save", strict=False, force=force) as tmp:
             save_checkpoint(self.model, tmp, extra=info)
             if optimizer_state:  # without it, a stale state of the previous set would resume the wrong step
                 state = {
@@ -308,7 +324,7 @@ class Trainer:
         tc = tc or TrainConfig.from_dict(meta["training"])
         model = load_checkpoint(folder).train()
         trainer = cls(model, train_ids, heldout_ids, tc)
-        state = torch.load(state_path, weights_only=False)
+        state = _load_state(state_path)
         trainer.optimizer.load_state_dict(state["optimizer"])
         trainer.scheduler.load_state_dict(state["scheduler"])
         trainer.batch_gen.set_state(state["batch_gen"])
@@ -316,6 +332,78 @@ class Trainer:
         trainer.step = state["step"]
         trainer.history = list(meta.get("history", []))
         return trainer
+
+
+STATE_KEYS = ("optimizer", "scheduler", "batch_gen", "torch_rng", "step")
+
+
+def _load_state(path: Path) -> dict:
+    """``trainer_state.pt`` read as tensors and plain data only (``weights_only=True``: a pickle
+    that would build any other object, code included, is refused, never run)."""
+    import pickle
+
+    try:
+        state = torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__
+        raise ValueError(
+            f"{path}: holds more than tensors and plain data ({first}), so it is not loaded: a trainer state "
+            "the toolkit wrote never does; remove the file to use the weights without resuming"
+        ) from None
+    except (RuntimeError, EOFError) as e:
+        raise ValueError(f"{path}: not a readable trainer state ({' '.join(str(e).split())[:200]})") from None
+    if not isinstance(state, dict) or sorted(state) != sorted(STATE_KEYS) or not isinstance(state["step"], int):
+        raise ValueError(f"{path}: not a trainer state (expected the keys {', '.join(STATE_KEYS)})")
+    return state
+
+
+def read_config(path: str | Path) -> dict:
+    """A training config file as a dict with a [model] table and optional [training] and [data]:
+    JSON, or TOML when the name ends in .toml; a pipe (``--config <(...)``) is read once, as JSON if
+    it starts with ``{`` and TOML otherwise. Errors are one line naming the file (and line):
+    missing, not UTF-8, a JSON or TOML syntax error, not a table of tables. A UTF-8 byte-order mark
+    is accepted."""
+    import json
+    import re
+
+    path = Path(path)
+    if not path.exists() or path.is_dir():
+        raise FileNotFoundError(
+            f"config file {path} does not exist" if not path.exists() else f"config {path} is a folder"
+        )
+    regular = path.is_file()
+    if regular and path.suffix not in (".toml", ".json"):
+        raise ValueError(f"config {path}: use a .json or .toml file")
+    from interp.io import decode_text
+
+    text = decode_text(path.read_bytes(), path)
+    toml = path.suffix == ".toml" if path.suffix in (".toml", ".json") else not text.lstrip().startswith("{")
+    if toml:
+        import tomllib
+
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            msg = str(e)
+            at = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+            where = f"{path}:{at[1]}:{at[2]}" if at else str(path)
+            msg = msg.replace(at[0], "").strip() if at else msg
+            raise ValueError(f"{where}: TOML syntax error: {msg}") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{e.lineno}:{e.colno}: JSON syntax error: {e.msg}") from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"{path}: expected an object with [model], [training] and [data] tables, got a {type(data).__name__}"
+        )
+    unknown = sorted(set(data) - {"model", "training", "data"})
+    if unknown or "model" not in data:
+        raise ValueError(
+            f"config {path}: needs a [model] table and may have [training] and [data]; unexpected {unknown}"
+        )
+    return data
 
 
 def train(

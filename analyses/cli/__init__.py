@@ -1,12 +1,17 @@
-"""The ``interp`` command. Each subcommand lives in its own module, which provides
-``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when used.
+"""The ``interp`` command line: one subcommand per analysis (tour, probe, invariance, validate,
+train, summary), each parsing its arguments and calling the library.
+
+Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and ``run(args)
+-> int``; modules are imported only when used. The work itself lives outside ``cli/``: the worker
+launcher in ``analyses.workers``, the training config reader in ``models.training``.
 
 Errors a user can fix (a bad argument, a missing or malformed file, a model that does not exist, an
 unusable ``--out``: ``ValueError``, ``OSError`` and ``interp.io.OutputError``, which the library
 raises with a one-line message naming the file) are printed as ``interp <command>: message`` with
 exit status 2; anything else is a bug and keeps its traceback (``INTERP_TRACEBACK=1`` shows the
 traceback for every error). An interrupt (Ctrl-C, or SIGTERM) exits with status 130 (143) after the
-command's cleanup: its output folder is left as it was before the run."""
+command's cleanup: its output folder is left as it was before the run, or, when the signal came
+after an output set was committed, the message names the folders that hold the new set."""
 
 from __future__ import annotations
 
@@ -16,7 +21,6 @@ import os
 import signal
 import sys
 import threading
-import time
 
 SUBCOMMANDS = {
     "tour": ("analyses.cli.tour", "the model, its hooks and shapes, one attention pattern as a PNG"),
@@ -40,6 +44,17 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from interp.io import OutputError  # light: no torch, no pandas
 
     return (ValueError, OSError, OutputError)
+
+
+def _what_was_written(before: int) -> str:
+    """After a signal: which output sets this command had committed (complete) before it came."""
+    from interp.io import committed_sets
+
+    done = committed_sets()[before:]
+    if not done:
+        return "its output folder was left as it was"
+    where = ", ".join(dict.fromkeys(str(p) for p in done))
+    return f"it had written a complete new output set to {where} before the signal came"
 
 
 def _one_line(e: BaseException) -> str:
@@ -77,41 +92,6 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_with_workers(args, command: str, owns, compute, write, *extra) -> str | None:
-    """``compute(world, args, *extra)`` on every worker (``interp.distributed.launch``: spawned, or this
-    process's share under torchrun), then ``write(args, tmp, result, t0, *extra)`` with rank 0's result, in
-    the one process that writes (the spawning process, or torchrun's rank 0), inside
-    ``output_dir``. A failed worker fails the run with a message naming it; nothing is written."""
-    from interp import distributed
-    from interp.io import output_dir
-
-    workers, timeout = getattr(args, "workers", None), getattr(args, "worker_timeout", 300.0)
-    if workers is not None and workers < 1:
-        raise ValueError(f"--workers must be a positive integer, got {workers}")
-    if timeout <= 0:
-        raise ValueError(f"--worker-timeout must be a positive number of seconds, got {timeout}")
-    kw = dict(workers=workers, timeout=timeout, device=getattr(args, "device", None))
-    t0 = time.perf_counter()
-    if not distributed.is_main_process():  # torchrun's other ranks: their share, no output
-        distributed.launch(_quietly, compute, args, *extra, **kw)
-        return None
-    with output_dir(args.out, owns, command=command, what="--out") as tmp:
-        try:
-            result = distributed.launch(_quietly, compute, args, *extra, **kw)
-        except distributed.WorkerError as e:
-            raise SystemExit(f"{command}: {e}") from None
-        return write(args, tmp, result, t0, *extra)
-
-
-def _quietly(world, compute, args, *extra):
-    """``compute`` on one worker; only rank 0 shows progress bars (Hugging Face's included)."""
-    if not world.is_main:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-    return compute(world, args, *extra)
-
-
 def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
     """``--dtype`` for every command that loads a model: the name goes to ``models.load(...,
     dtype=)``; analyses accumulate in fp32/fp64 whatever it is. (No torch import: ``interp --help``
@@ -126,7 +106,9 @@ def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="interp", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="interp", description=" ".join(__doc__.split("\n\n")[0].replace("``", "").split())
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module, help_) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
@@ -144,13 +126,16 @@ def main(argv=None) -> int:
         parser.error(f"'{args.command}' is not available in this build ({args._missing} is missing)")
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    from interp.io import committed_sets  # light: no torch, no pandas
+
+    before = len(committed_sets())
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
-        sys.stderr.write(f"interp {args.command}: interrupted; its output folder was left as it was\n")
+        sys.stderr.write(f"interp {args.command}: interrupted; {_what_was_written(before)}\n")
         return 130
     except Terminated:
-        sys.stderr.write(f"interp {args.command}: terminated; its output folder was left as it was\n")
+        sys.stderr.write(f"interp {args.command}: terminated; {_what_was_written(before)}\n")
         return 143
     except _user_errors() as e:
         if os.environ.get("INTERP_TRACEBACK"):

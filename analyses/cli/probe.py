@@ -20,7 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from analyses.cli import add_dtype_argument, add_worker_arguments, run_with_workers
+from analyses.cli import add_dtype_argument, add_worker_arguments
+from analyses.workers import run_with_workers
 
 # pattern_<role>.png, lowercase: a tour's pattern_L3H0.png in the same folder is not the probe's
 OWNS = (

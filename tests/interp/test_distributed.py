@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -113,6 +114,78 @@ def test_a_hanging_worker_is_named_after_the_timeout():
     with pytest.raises(WorkerError, match="worker 1 of 2 failed") as info:
         launch(_fail, 1, "hang", workers=2, timeout=3)
     assert "did not reach the end of the run (it stopped, or hung past the 3 s timeout)" in str(info.value)
+
+
+class _Planted:
+    """Unpickling it runs code: what another process could put where the parent reads a result."""
+
+    def __reduce__(self):
+        return (os.system, (f"touch {os.environ['INTERP_TEST_MARKER']}",))
+
+
+def _plant_over_the_result(world: World) -> int:
+    """Rank 1 waits for rank 0's result file, then replaces it with a planted pickle (another
+    process of the same user could do the same in the run's folder)."""
+    import glob
+    import pickle
+
+    if world.rank == 1:
+        folder = glob.glob(os.path.join(os.environ["TMPDIR"], "interp-workers-*"))[0]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = [n for n in os.listdir(folder) if n.startswith("result.") and not n.endswith(".part")]
+            if found:
+                planted = os.path.join(folder, "planted")
+                with open(planted, "wb") as f:
+                    f.write(pickle.dumps(_Planted()))
+                os.replace(planted, os.path.join(folder, found[0]))
+                break
+            time.sleep(0.05)
+    return world.rank
+
+
+def test_a_planted_result_is_never_unpickled(tmp_path, monkeypatch):
+    marker = tmp_path / "ran"
+    monkeypatch.setenv("INTERP_TEST_MARKER", str(marker))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the workers' folder, where rank 1 finds it
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    with pytest.raises(WorkerError, match="not written by this run's worker"):
+        launch(_plant_over_the_result, workers=2, timeout=60)
+    assert not marker.exists()
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("interp-workers-")]  # removed
+
+
+def _sleep_then_return(world: World) -> bytes:
+    time.sleep(30)
+    return b"x" * 1_000_000
+
+
+def test_a_stopped_parent_stops_its_workers_and_leaves_no_folder(tmp_path, monkeypatch):
+    """SIGTERM (or Ctrl-C) in the parent while the workers run: the workers are stopped and the
+    run's folder removed; none writes its result there afterwards."""
+    import signal
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+
+    class Stopped(BaseException):
+        pass
+
+    def stop(signum, frame):
+        raise Stopped
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)  # while the workers start or sleep
+        with pytest.raises(Stopped):
+            launch(_sleep_then_return, workers=2, timeout=60)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    import multiprocessing
+
+    assert multiprocessing.active_children() == []  # none left to write its result afterwards
+    assert os.listdir(tmp_path) == []
 
 
 def test_bad_arguments_are_refused():

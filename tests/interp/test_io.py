@@ -111,19 +111,33 @@ def test_md_table_formats_escapes_and_handles_empty():
 
 
 def _tree(root):
-    """{relative path: bytes} of every file under root (hidden ones included)."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    """{relative path: bytes} of every file under root (hidden ones, the manifest included), but
+    not a run's staging or backup folder (see _no_staging)."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not any(part.startswith((".interp-new.", ".interp-old.")) for part in p.parts)
+    }
+
+
+def _no_staging(root):
+    """No staging or backup folder left anywhere under root."""
+    left = [p for p in root.rglob(".interp-*") if p.is_dir()]
+    assert not left, left
 
 
 @pytest.fixture
 def previous(tmp_path):
     """out/ as a probe run left it, next to other commands' folders and a user's note."""
+    from interp.io import output_dir
+
     out = tmp_path / "out"
+    with output_dir(out, owned=OWNED, command="interp probe") as tmp:  # a toolkit run: its manifest
+        (tmp / "heads.csv").write_text("seed 0 table")
+        (tmp / "report.md").write_text("Seed 0 report")
+        (tmp / "pattern_anaphora.png").write_bytes(b"old png")
     (out / "invariance").mkdir(parents=True)
     (out / "validation").mkdir()
-    (out / "heads.csv").write_text("seed 0 table")
-    (out / "report.md").write_text("Seed 0 report")
-    (out / "pattern_anaphora.png").write_bytes(b"old png")
     (out / "invariance" / "invariance.csv").write_text("inv")
     (out / "validation" / "validation.csv").write_text("val")
     (out / "notes.txt").write_text("mine")
@@ -138,7 +152,7 @@ def test_output_dir_commits_the_owned_set_and_leaves_the_rest(previous):
 
     before = _tree(previous)
     with output_dir(previous, owned=OWNED, command="interp probe") as tmp:
-        assert tmp.parent == previous.parent and tmp.name.startswith(".")  # a hidden sibling
+        assert tmp.parent == previous and tmp.name.startswith(".")  # hidden, inside: on its file system
         (tmp / "heads.csv").write_text("seed 1 table")
         (tmp / "report.md").write_text("Seed 1 report")
         (tmp / "pattern_local.png").write_bytes(b"new png")
@@ -149,7 +163,8 @@ def test_output_dir_commits_the_owned_set_and_leaves_the_rest(previous):
     assert after["pattern_local.png"] == b"new png"
     for other in ("invariance/invariance.csv", "validation/validation.csv", "notes.txt"):
         assert after[other] == before[other], other  # other commands' files are not this one's
-    assert sorted(os.listdir(previous.parent)) == ["out"]  # no temporary sibling, no lock left
+    assert sorted(os.listdir(previous.parent)) == ["out"]  # no lock left
+    _no_staging(previous)
 
 
 def test_output_dir_keeps_the_previous_set_on_an_interrupt(previous):
@@ -162,6 +177,7 @@ def test_output_dir_keeps_the_previous_set_on_an_interrupt(previous):
             raise KeyboardInterrupt  # after the table, before the report
     assert _tree(previous) == before
     assert sorted(os.listdir(previous.parent)) == ["out"]
+    _no_staging(previous)
 
 
 def test_output_dir_rolls_back_a_swap_that_fails_half_way(previous, monkeypatch):
@@ -185,6 +201,7 @@ def test_output_dir_rolls_back_a_swap_that_fails_half_way(previous, monkeypatch)
     monkeypatch.undo()
     assert _tree(previous) == before
     assert sorted(os.listdir(previous.parent)) == ["out"]
+    _no_staging(previous)
 
 
 def test_output_dir_refuses_files_it_does_not_own(previous):
@@ -244,7 +261,8 @@ def test_a_killed_writer_leaves_no_lock_and_its_leftovers_are_cleared(previous):
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=root)
     try:
         assert proc.stdout.readline().strip() == "ready"
-        assert len(os.listdir(previous.parent)) == 3  # out, its lock, the killed run's staging folder
+        assert len(os.listdir(previous.parent)) == 2  # out, its lock
+        assert len([n for n in os.listdir(previous) if n.startswith(".interp-new.")]) == 1  # the run's staging
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -254,6 +272,7 @@ def test_a_killed_writer_leaves_no_lock_and_its_leftovers_are_cleared(previous):
         (tmp / "heads.csv").write_text("next run")
     assert (previous / "heads.csv").read_text() == "next run"
     assert sorted(os.listdir(previous.parent)) == ["out"]
+    _no_staging(previous)
 
 
 def _unwritable(tmp_path):
@@ -315,3 +334,278 @@ def test_leftover_cleanup_spares_a_neighbours_staging_folder(tmp_path):
     with output_dir(tmp_path / "out", owned=["a"]) as tmp:
         (tmp / "a").write_text("1")
     assert neighbour.is_dir() and not stale.exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# Second round (issue 24): links, signals at every rename, kills in the commit window, a user's
+# files, a mount point, a full disk
+
+
+def test_a_planted_link_at_the_lock_is_refused_and_its_target_untouched(tmp_path):
+    from interp.io import OutputError, output_dir
+
+    victim = tmp_path / "v.txt"
+    victim.write_text("mine")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / ".t.interp-lock").symlink_to(victim)
+    with pytest.raises(OutputError, match="symbolic link"):
+        with output_dir(tmp_path / "d" / "t", owned=["a"]) as tmp:
+            (tmp / "a").write_text("1")
+    assert victim.read_text() == "mine"
+    os.mkfifo(tmp_path / "d" / ".u.interp-lock")  # not a regular file: refused, not waited on
+    with pytest.raises(OutputError, match="not a regular file"):
+        with output_dir(tmp_path / "d" / "u", owned=["a"]):
+            pass
+
+
+def _new_set(tmp):
+    (tmp / "heads.csv").write_text("seed 1 table")
+    (tmp / "report.md").write_text("Seed 1 report")
+    (tmp / "pattern_local.png").write_bytes(b"new png")
+
+
+def _of_the_commit(folder, src, dst):
+    """Whether a rename is one of the commit's: an entry moved out of `folder` or into it (not a
+    file written into the staging or backup folder)."""
+    return folder in (os.path.dirname(os.path.realpath(src)), os.path.dirname(os.path.realpath(dst)))
+
+
+def _renames_of_a_commit(previous):
+    """How many os.replace calls a commit of _new_set over `previous` makes (run on a copy)."""
+    import shutil
+
+    from interp import io
+
+    copy = previous.parent / "copy"
+    shutil.copytree(previous, copy)
+    real, n = os.replace, [0]
+
+    def counting(src, dst):
+        n[0] += _of_the_commit(str(copy.resolve()), src, dst)
+        return real(src, dst)
+
+    io.os.replace = counting
+    try:
+        with io.output_dir(copy, owned=OWNED) as tmp:
+            _new_set(tmp)
+            n[0] = 0  # the writes into the staging folder above are not the commit's
+    finally:
+        io.os.replace = real
+    shutil.rmtree(copy)
+    return n[0]
+
+
+@pytest.mark.parametrize("how", ["raise", "signal"])
+def test_a_signal_at_any_rename_of_the_commit_loses_no_file(previous, monkeypatch, how):
+    """An interrupt acted on right after any one of the commit's renames (`raise`: as Python
+    raises it just after os.replace returns; `signal`: a real SIGINT delivered there) leaves the
+    whole previous set or the whole new one, never a folder missing a file."""
+    import signal
+
+    from interp import io
+
+    before = _tree(previous)
+    total = _renames_of_a_commit(previous)
+    assert total >= 6
+    real = os.replace
+    for k in range(total):
+        calls = [0]
+
+        def replace_then_interrupt(src, dst, k=k, calls=calls):
+            real(src, dst)
+            calls[0] += _of_the_commit(str(previous.resolve()), src, dst)
+            if calls[0] == k + 1 and _of_the_commit(str(previous.resolve()), src, dst):  # the k-th
+                if how == "raise":
+                    raise KeyboardInterrupt
+                signal.raise_signal(signal.SIGINT)
+
+        def write(tmp, calls=calls):
+            _new_set(tmp)
+            calls[0] = 0
+
+        monkeypatch.setattr(io.os, "replace", replace_then_interrupt)
+        try:
+            with io.output_dir(previous, owned=OWNED) as tmp:
+                write(tmp)
+        except KeyboardInterrupt:
+            pass
+        monkeypatch.undo()
+        after = _tree(previous)
+        _no_staging(previous)
+        if after.get("heads.csv") == b"seed 1 table":  # the signal waited for the commit to end
+            assert how == "signal"
+            assert after["report.md"] == b"Seed 1 report" and after["pattern_local.png"] == b"new png"
+            assert "pattern_anaphora.png" not in after
+            with io.output_dir(previous, owned=OWNED) as tmp:  # back to the previous set for the next k
+                for name in ("heads.csv", "report.md", "pattern_anaphora.png"):
+                    (tmp / name).write_bytes(before[name])
+            after = {n: b for n, b in _tree(previous).items() if n != ".interp-manifest.json"}
+            assert after == {n: b for n, b in before.items() if n != ".interp-manifest.json"}, k
+        else:
+            assert after == before, f"interrupted after rename {k + 1} of {total}"
+
+
+def _killed_in_the_commit(previous, k):
+    """A child process commits _new_set over `previous` and is killed (os._exit: no cleanup, as
+    SIGKILL) right after the commit's k-th rename."""
+    from interp import io
+
+    pid = os.fork()
+    if pid == 0:  # the child: never returns to pytest
+        try:
+            real, calls = os.replace, [0]
+
+            def replace_then_die(src, dst):
+                real(src, dst)
+                if _of_the_commit(str(previous.resolve()), src, dst):
+                    calls[0] += 1
+                    if calls[0] == k + 1:
+                        os._exit(9)
+
+            io.os.replace = replace_then_die
+            with io.output_dir(previous, owned=OWNED) as tmp:
+                _new_set(tmp)
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def test_a_kill_in_the_commit_window_is_undone_by_the_next_run_even_if_it_fails(previous):
+    """After a kill between two renames of a commit, the next run on the folder first restores the
+    previous set (or keeps the whole new one, if the commit had finished): even a run that then
+    fails on its input leaves a complete set, not a folder without heads.csv."""
+    from interp import io
+
+    before = _tree(previous)
+    total = _renames_of_a_commit(previous)
+    for k in range(total):
+        assert _killed_in_the_commit(previous, k) == 9
+        with pytest.raises(ValueError, match="bad input"):
+            with io.output_dir(previous, owned=OWNED):
+                raise ValueError("bad input")
+        after = _tree(previous)
+        _no_staging(previous)
+        if k + 1 < total:
+            assert after == before, f"killed after rename {k + 1} of {total}"
+        else:  # the last rename (the manifest) done: the new set is whole
+            assert after["heads.csv"] == b"seed 1 table" and after["pattern_local.png"] == b"new png"
+            assert "pattern_anaphora.png" not in after
+            return
+    pytest.fail("the commit never finished")
+
+
+def test_a_users_file_matching_a_pattern_is_never_removed(previous):
+    from interp.io import output_dir
+
+    (previous / "pattern_my_plot.png").write_bytes(b"user's plot")
+    with output_dir(previous, owned=OWNED) as tmp:
+        (tmp / "heads.csv").write_text("seed 1 table")
+    after = _tree(previous)
+    assert after["pattern_my_plot.png"] == b"user's plot"
+    assert "pattern_anaphora.png" not in after and "report.md" not in after  # the previous set's
+
+
+def test_a_folder_no_toolkit_run_wrote_is_refused_unless_forced(tmp_path):
+    from interp.io import OutputError, output_dir
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.md").write_text("my own report")
+    (mine / "notes.txt").write_text("notes")
+    ran = []
+    with pytest.raises(OutputError, match=r"mine holds report\.md.*no toolkit run recorded.*--force"):
+        with output_dir(mine, owned=OWNED, command="interp probe"):
+            ran.append(1)  # refused before the work
+    assert not ran and (mine / "report.md").read_text() == "my own report"
+    with output_dir(mine, owned=OWNED, command="interp probe", force=True) as tmp:
+        (tmp / "heads.csv").write_text("t")
+    assert not (mine / "report.md").exists() and (mine / "notes.txt").read_text() == "notes"
+    # a folder holding only other things (another command's folder, notes) needs no force
+    other = tmp_path / "other"
+    (other / "invariance").mkdir(parents=True)
+    (other / "notes.txt").write_text("notes")
+    with output_dir(other, owned=OWNED) as tmp:
+        (tmp / "heads.csv").write_text("t")
+    assert (other / "heads.csv").read_text() == "t" and (other / "notes.txt").read_text() == "notes"
+
+
+def test_a_users_file_of_a_name_we_write_is_refused_at_the_commit(previous):
+    from interp.io import OutputError, output_dir
+
+    (previous / "pattern_syntax.png").write_bytes(b"user's")  # matches the pattern, not recorded
+    before = _tree(previous)
+    with pytest.raises(OutputError, match="pattern_syntax.png"):
+        with output_dir(previous, owned=OWNED) as tmp:
+            (tmp / "heads.csv").write_text("t")
+            (tmp / "pattern_syntax.png").write_bytes(b"ours")
+    assert _tree(previous) == before
+
+
+def _as_a_mount_point(monkeypatch, root):
+    """os.replace as if `root` were a mount point: a rename across its boundary fails with EXDEV."""
+    import errno
+
+    from interp import io
+
+    real = os.replace
+
+    def inside(p):
+        p = os.path.realpath(p)
+        return p == str(root) or p.startswith(str(root) + os.sep)
+
+    def replace(src, dst):
+        if inside(src) != inside(dst):
+            raise OSError(errno.EXDEV, "Invalid cross-device link", str(src))
+        return real(src, dst)
+
+    monkeypatch.setattr(io.os, "replace", replace)
+
+
+def test_an_out_on_a_mount_point_commits(previous, monkeypatch):
+    from interp.io import output_dir
+
+    _as_a_mount_point(monkeypatch, previous.resolve())
+    with output_dir(previous, owned=OWNED) as tmp:
+        (tmp / "heads.csv").write_text("seed 1 table")
+    assert (previous / "heads.csv").read_text() == "seed 1 table"
+
+
+def test_a_dangling_link_out_is_named_as_one(tmp_path):
+    from interp.io import OutputError, check_out
+
+    (tmp_path / "out").symlink_to(tmp_path / "gone")
+    with pytest.raises(OutputError, match=r"symbolic link to .*gone, which does not exist"):
+        check_out(tmp_path / "out", "--out")
+
+
+def test_a_full_disk_names_the_file(tmp_path):
+    import errno
+
+    from interp.io import atomic_save
+
+    def full(tmp):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError, match=r"No space left on device \(writing .*model\.safetensors\)"):
+        atomic_save(tmp_path / "model.safetensors", full)
+    assert os.listdir(tmp_path) == []
+
+
+def test_files_are_written_with_the_umask_like_any_open(tmp_path):
+    from safetensors.torch import save_file
+
+    from interp.io import atomic_save, atomic_write
+
+    old = os.umask(0o022)
+    try:
+        atomic_write(tmp_path / "a.txt", "x")
+        import torch
+
+        atomic_save(tmp_path / "model.safetensors", lambda t: save_file({"w": torch.zeros(2)}, str(t)))
+    finally:
+        os.umask(old)
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {
+        "a.txt": "0o644",
+        "model.safetensors": "0o644",
+    }

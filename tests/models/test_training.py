@@ -199,3 +199,77 @@ def test_a_checkpoint_is_saved_as_a_set(corpus, tmp_path, monkeypatch):
     assert (folder / "MODEL_CARD.md").read_text() == "card"
     assert not (folder / STATE_FILE).exists()  # a stale state would resume the wrong step
     assert json.loads((folder / "interp_config.json").read_text())["extra"]["step"] == 4
+
+
+class _Planted:
+    """An object whose unpickling runs code: what an attacker puts into a trainer state."""
+
+    def __reduce__(self):
+        return (os.system, (f"touch {os.environ['INTERP_TEST_MARKER']}",))
+
+
+def test_resume_never_runs_code_planted_in_the_trainer_state(corpus, tmp_path, monkeypatch):
+    tok, train_ids, heldout_ids = corpus
+    t = Trainer(_model(tok), train_ids, heldout_ids, TC)
+    t.save(tmp_path / "ckpt")
+    state = torch.load(tmp_path / "ckpt" / STATE_FILE, weights_only=True)  # today's state: plain data
+    marker = tmp_path / "ran"
+    monkeypatch.setenv("INTERP_TEST_MARKER", str(marker))
+    state["step"] = _Planted()
+    torch.save(state, tmp_path / "ckpt" / STATE_FILE)
+    with pytest.raises(ValueError, match=r"trainer_state\.pt: holds more than tensors and plain data"):
+        Trainer.resume(tmp_path / "ckpt", train_ids, heldout_ids)
+    assert not marker.exists()
+
+
+def test_a_checkpoint_on_a_mount_point_saves(corpus, tmp_path, monkeypatch):
+    """A checkpoint folder on another file system than its parent (a Docker volume): every rename
+    stays inside it (forced here: a rename across its boundary fails with EXDEV)."""
+    import errno
+
+    tok, train_ids, heldout_ids = corpus
+    t = _train(tok, train_ids, heldout_ids, steps=2)
+    folder = (tmp_path / "vol").resolve()
+    folder.mkdir()
+    real = os.replace
+
+    def inside(p):
+        p = os.path.realpath(p)
+        return p == str(folder) or p.startswith(str(folder) + os.sep)
+
+    def replace(src, dst):
+        if inside(src) != inside(dst):
+            raise OSError(errno.EXDEV, "Invalid cross-device link", str(src))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    t.save(folder)
+    t.save(folder)  # and a second checkpoint over the first
+    monkeypatch.undo()
+    assert Trainer.resume(folder, train_ids, heldout_ids).step == 2
+
+
+def test_a_users_file_of_a_checkpoint_name_is_refused_before_training(corpus, tmp_path):
+    from interp.io import OutputError
+
+    tok, train_ids, heldout_ids = corpus
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "vocab.txt").write_text("my word list")  # matches the tokenizer's `vocab.*`
+    t = Trainer(_model(tok), train_ids, heldout_ids, TC)
+    with pytest.raises(OutputError, match=r"vocab\.txt.*no toolkit run recorded"):
+        t.train(out_dir=folder, progress=False, force=False)
+    assert t.step == 0 and (folder / "vocab.txt").read_text() == "my word list"
+
+
+def test_a_config_can_come_from_a_pipe(tmp_path):
+    from models.training import read_config
+
+    for text in ('{"model": {"d_model": 16}}', "[model]\nd_model = 16\n"):
+        r, w = os.pipe()
+        os.write(w, text.encode())
+        os.close(w)
+        try:
+            assert read_config(f"/dev/fd/{r}") == {"model": {"d_model": 16}}
+        finally:
+            os.close(r)

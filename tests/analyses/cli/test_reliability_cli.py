@@ -57,6 +57,17 @@ def word_planted(monkeypatch):
 
 
 @pytest.fixture
+def cheap_figures(monkeypatch):
+    """The probe report's figures as a few fixed bytes: what these tests check is which files a
+    command writes, keeps and flags, not the pictures (tests/analyses/heads/test_report.py draws
+    them); drawing them was most of these tests' time."""
+    import analyses.heads.report as report
+
+    for name in ("heatmap_figure", "role_map_figure", "lens_figure", "pattern_figure"):
+        monkeypatch.setattr(report, name, lambda *a, _name=name, **k: f"png of {_name}".encode())
+
+
+@pytest.fixture
 def causal_planted(monkeypatch):
     """`interp validate --model planted`: the hand-set causal model and its prompts."""
     import analyses.validation.run as run
@@ -175,7 +186,7 @@ def test_model_tokens_refuses_empty_text():
 
 
 def test_probe_interrupted_keeps_the_previous_set_and_rerun_keeps_other_commands_files(
-    tmp_path, capsys, word_planted, monkeypatch
+    tmp_path, capsys, word_planted, cheap_figures, monkeypatch
 ):
     out = tmp_path / "planted"
     assert _probe(out, seed=0) == 0
@@ -221,7 +232,7 @@ def test_a_second_writer_of_the_same_out_is_refused(tmp_path, capsys, no_work):
     assert "being written by another run" in err and f"pid {os.getpid()}" in err and "interp invariance" in err
 
 
-def test_summary_flags_a_validation_of_an_older_heads_csv(tmp_path, capsys, word_planted, monkeypatch):
+def test_summary_flags_a_validation_of_an_older_heads_csv(tmp_path, capsys, word_planted, cheap_figures, monkeypatch):
     out = tmp_path / "out"
     assert _probe(out / "planted", seed=0) == 0
     word = word_planted
@@ -357,7 +368,7 @@ def test_train_config_messages(tmp_path, capsys, no_work, case):
 
 
 def test_train_config_with_a_byte_order_mark_is_read(tmp_path):
-    from analyses.cli.train import read_config
+    from models.training import read_config
 
     plain = _config(tmp_path, "plain.json")
     bom = tmp_path / "bom.json"
@@ -393,10 +404,13 @@ def test_sigterm_mid_run_keeps_the_previous_output_and_frees_the_folder(tmp_path
     import textwrap
     from pathlib import Path
 
+    from interp.io import output_dir
+
     out = tmp_path / "out"
+    with output_dir(out, owned=["summary.md", "comparison.md"], command="interp summary") as tmp:
+        (tmp / "summary.md").write_text("previous summary")  # a previous run's set, with its manifest
+        (tmp / "comparison.md").write_text("previous comparison")
     (out / "m").mkdir(parents=True)
-    (out / "summary.md").write_text("previous summary")
-    (out / "comparison.md").write_text("previous comparison")
     code = textwrap.dedent(
         f"""
         import sys, time
@@ -428,3 +442,55 @@ def test_sigterm_mid_run_keeps_the_previous_output_and_frees_the_folder(tmp_path
     assert (out / "summary.md").read_text() == "previous summary"
     assert (out / "comparison.md").read_text() == "previous comparison"
     assert sorted(os.listdir(tmp_path)) == ["out"]
+    assert not [n for n in os.listdir(out) if n.startswith(".interp-") and n != ".interp-manifest.json"]
+
+
+# ---- second round (issue 24): links, a user's files, a signal after the commit --------------------
+
+
+def test_a_planted_link_at_the_lock_clobbers_nothing(tmp_path, capsys, no_work):
+    victim = tmp_path / "v.txt"
+    victim.write_text("mine")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / ".t.interp-lock").symlink_to(victim)
+    assert main(["tour", "--model", "minilm", "--out", str(tmp_path / "d" / "t")]) == 2
+    assert "symbolic link" in _one_line_error(capsys, "tour")
+    assert victim.read_text() == "mine"
+
+
+def test_a_users_own_report_in_out_is_refused_before_the_work(tmp_path, capsys, no_work):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "heads.csv").write_text("my own table")
+    assert main(["probe", "--model", "minilm", "--out", str(mine)]) == 2
+    err = _one_line_error(capsys, "probe")
+    assert "heads.csv" in err and "no toolkit run recorded" in err and "--force" in err
+    assert (mine / "heads.csv").read_text() == "my own table"
+
+
+def test_train_refuses_a_users_file_of_a_checkpoint_name_before_the_work(tmp_path, capsys, no_work):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "vocab.txt").write_text("my word list")  # the tokenizer's `vocab.*`
+    assert main(["train", "--config", str(_config(tmp_path)), "--out", str(run), "--no-progress"]) == 2
+    err = _one_line_error(capsys, "train")
+    assert "vocab.txt" in err and "no toolkit run recorded" in err and "--overwrite" in err
+    assert (run / "vocab.txt").read_text() == "my word list"
+
+
+def test_a_sigterm_after_the_commit_says_the_set_was_written(tmp_path, capsys, monkeypatch):
+    import signal
+
+    import analyses.cli.summary as cli_summary
+    import analyses.report.summary as S
+
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setattr(S, "summarise", lambda out, dest=None: (dest / "summary.md").write_text("new"))
+    monkeypatch.setattr(S, "model_pages", lambda out: {})
+    # the signal arrives after the commit, while the command prints its last line
+    monkeypatch.setattr(cli_summary, "print", lambda *a, **k: signal.raise_signal(signal.SIGTERM), raising=False)
+    assert main(["summary", "--out", str(out)]) == 143
+    err = capsys.readouterr().err
+    assert "terminated" in err and f"a complete new output set to {out.resolve()} before the signal" in err
+    assert (out / "summary.md").read_text() == "new"

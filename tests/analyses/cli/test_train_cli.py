@@ -8,7 +8,7 @@ import pytest
 
 import models
 from analyses.cli import main
-from analyses.cli.train import read_config
+from models.training import read_config
 from tests.factories import tiny_train_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is fastest on shared cores
