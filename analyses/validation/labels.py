@@ -8,6 +8,9 @@ model's range), ``role`` (a name: ``previous_token``, ``subject_verb``, ...), ``
 false: only rows with ``label`` true are validated; also 1/0) and optionally ``score`` (a number:
 with several rows of one head and role the best is kept). Other columns (``model``, ``direction``,
 the rest of ``heads.csv``) are ignored.
+
+``pattern_labels``: labels from attention patterns alone, for the two best-known roles (a fallback
+when no heads table exists).
 """
 
 from __future__ import annotations
@@ -20,10 +23,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
+from analyses.validation.prompts import PromptSet, repeated_tokens
 from interp.io import read_csv_rows
+from interp.names import act_name
+from interp.view import view
 
-__all__ = ["LABEL_COLUMNS", "read_labels", "check_labels"]
+__all__ = ["LABEL_COLUMNS", "read_labels", "check_labels", "pattern_labels"]
 
 LABEL_COLUMNS = ("layer", "head", "role", "label")
 _TRUE, _FALSE = ("true", "1", "1.0"), ("false", "0", "0.0")
@@ -159,3 +166,41 @@ def check_labels(labels: pd.DataFrame, n_layers: int | None = None, n_heads: int
     checked["score"] = pd.Series(out["score"], index=labels.index, dtype="float64")
     checked.attrs = dict(labels.attrs)
     return checked
+
+
+@torch.no_grad()
+def pattern_labels(
+    model, prompts: PromptSet | None = None, top: int = 4, threshold: float = 0.3, seed: int = 0
+) -> pd.DataFrame:
+    """previous_token and induction labels read off the attention patterns on repeated random token
+    sequences: previous-token score = mean weight from position p to p-1; induction score = mean
+    weight from a token of the second copy to the token after its first occurrence. A head is
+    labelled when its score is among the ``top`` of its role and above ``threshold``. Returns the
+    heads-table schema (model, layer, head, role, direction, score, label)."""
+    n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
+    if prompts is not None and "induction_loss" in prompts.tasks:
+        rows = prompts.tasks["induction_loss"].rows
+        tokens = prompts.tokens[torch.as_tensor(rows)]
+        half = int(prompts.attention_mask[rows[0]].sum()) // 2
+        tokens = tokens[:, : 2 * half]
+    else:
+        half = 6
+        tokens = repeated_tokens(model, 8, half, np.random.default_rng(seed))
+    names = [act_name(layer, "attn.hook_pattern") for layer in range(n_layers)]
+    _, cache = model.run_with_cache(tokens, names_filter=names)
+    q = torch.arange(1, 2 * half)
+    qi = torch.arange(half, 2 * half)
+    rows = []
+    for layer, name in enumerate(names):
+        pat = cache[name].float()  # [batch, head, query_pos, key_pos]; averaged in fp32 whatever the model's dtype
+        prev = pat[:, :, q, q - 1].mean((0, 2))
+        ind = pat[:, :, qi, qi - half + 1].mean((0, 2))
+        for head in range(n_heads):
+            rows.append(dict(layer=layer, head=head, role="previous_token", score=float(prev[head])))
+            rows.append(dict(layer=layer, head=head, role="induction", score=float(ind[head])))
+    df = pd.DataFrame(rows)
+    df["model"] = view(model).name
+    df["direction"] = "back"
+    rank = df.groupby("role")["score"].rank(ascending=False, method="first")
+    df["label"] = (rank <= top) & (df["score"] > threshold)
+    return df[["model", "layer", "head", "role", "direction", "score", "label"]]
