@@ -4,7 +4,7 @@ the decision rule) -> ``run`` (``validate``) -> ``report`` (validation.csv / .md
 and checks a labels table (or reads labels off attention patterns), ``planted`` is a hand-set model
 for tests. The public names are re-exported here."""
 
-from analyses.validation.labels import LABEL_COLUMNS, check_labels, pattern_labels, read_labels
+from analyses.validation.labels import LABEL_COLUMNS, check_labels, check_labels_model, pattern_labels, read_labels
 from analyses.validation.metrics import (
     OTHER_ROLE,
     REL_MIN_EFFECT,
@@ -42,4 +42,5 @@ __all__ = [
     "LABEL_COLUMNS",
     "read_labels",
     "check_labels",
+    "check_labels_model",
 ]

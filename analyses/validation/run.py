@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analyses.validation.labels import check_labels
+from analyses.validation.labels import check_labels, check_labels_model
 from analyses.validation.metrics import REL_MIN_EFFECT, metric_functions, role_metric
 from analyses.validation.prompts import PromptSet, build_prompts, is_lm
 from analyses.validation.verdicts import empirical_p, null_effects, verdict_table
@@ -99,10 +99,12 @@ def _sharded_sweep(
     return out, [idx for idx, _ in shares]
 
 
-def _labelled(model, labels: pd.DataFrame, max_heads_per_role: int | None) -> pd.DataFrame:
+def _labelled(model, labels: pd.DataFrame, max_heads_per_role: int | None, name: str) -> pd.DataFrame:
     """The labels to validate: one row per (head, role), its metric (``role_metric``), sorted by role
-    and best score first, at most ``max_heads_per_role`` per role; bad heads refused."""
+    and best score first, at most ``max_heads_per_role`` per role; bad heads, and labels written for
+    another model than ``model`` (``name``), refused."""
     v = view(model)
+    check_labels_model(labels, [v.name, name])
     lab = _labels_frame(labels, v.n_layers, v.n_heads)
     causal = is_lm(model)
     lab["metric"] = [role_metric(r, causal) for r in lab["role"]]
@@ -273,7 +275,7 @@ def validate(
         from analyses.heads import probe_heads  # lazily: heavy, and only needed without a table
 
         labels = probe_heads(model, n=probe_n, seed=seed)
-    lab = _labelled(model, labels, max_heads_per_role)
+    lab = _labelled(model, labels, max_heads_per_role, name)
     prompts = prompts or build_prompts(model, n=n, seed=seed)
     pools = _head_pools(model, lab, n_null, n_layer_null, seed)
     funcs, clean, scores, head_shards = _clean_and_sweep(model, prompts, pools.heads, ablation, seed, world)
