@@ -282,17 +282,9 @@ def validate(
     # a role whose metric these prompts do not measure has no behaviour to test
     lab["metric"] = pd.Series([m if m in funcs else None for m in lab["metric"]], index=lab.index, dtype=object)
     fx = _effects(name, prompts, clean, scores, pools, n_boot, seed)
-    table = verdict_table(
-        lab,
-        fx.eff,
-        clean,
-        fx.min_effect,
-        (pools.null, pools.layer),
-        _unreadable(prompts, clean),
-        dict(model=name, ablation=ablation),
-        alpha=alpha,
-        q_family=q_family,
-    )
+    unreadable, base = _unreadable(prompts, clean), dict(model=name, ablation=ablation)
+    nulls = (pools.null, pools.layer)
+    table = verdict_table(lab, fx.eff, clean, fx.min_effect, nulls, unreadable, base, alpha=alpha, q_family=q_family)
     unlabelled = _unlabelled(name, lab, fx, pools.null, alpha)
     run = dict(
         ablation=ablation, seed=seed, n_layer_null=n_layer_null, alpha=alpha, max_heads_per_role=max_heads_per_role
