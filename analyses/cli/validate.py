@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--labels",
         default=None,
-        help="heads.csv from `interp probe` of this model, a file or a pipe (default: probe now), or 'patterns': previous-token "
-        "and induction heads read off attention patterns (pattern_labels)",
+        help="heads.csv from `interp probe` of this model, a file or a pipe (default: probe now), or "
+        "'patterns': previous-token and induction heads read off attention patterns (pattern_labels)",
     )
     parser.add_argument(
         "--n", type=int, default=None, help="prompts per family (default: 8 causal, 32 encoder: probes need the data)"
