@@ -89,7 +89,7 @@ def check_labels_model(labels: pd.DataFrame, model_names) -> None:
             continue
         raise ValueError(
             f"{where(i)}: column 'model' is {str(v).strip()!r}, but the model being validated is {names[0]!r}: "
-            f"these labels were written for another model; use the heads.csv of `interp probe --model {names[0]}`"
+            f"these labels were written for another model; use the heads.csv `interp probe` wrote for {names[0]!r}"
         )
 
 
