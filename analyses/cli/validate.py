@@ -3,8 +3,9 @@
 Writes ``DIR/validation.csv`` (one row per labelled head and role), ``DIR/unlabelled.csv`` (heads
 with large effects and no label tied to the metric), ``DIR/validation.md`` (a report section) and
 ``DIR/validation.json`` (the labels file read and its SHA-256): the files in ``OWNS``, committed as
-a set when the run ends. ``--labels FILE`` is read and checked (columns layer, head, role, label
-true/false) before the model is loaded.
+a set when the run ends. ``--labels FILE`` (a file or a pipe, ``--labels <(...)``) is read and
+checked (columns layer, head, role, label true/false) before the model is loaded; a table whose
+``model`` column names another model than the one validated is refused (exit 2, naming both).
 
 Every model is swept completely: every head is ablated once (one forward pass over all prompts,
 started from the ablated layer's cached input where the model allows it, since nothing below that
@@ -31,8 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--labels",
         default=None,
-        help="heads.csv from `interp probe` (default: probe now), or 'patterns': previous-token "
-        "and induction heads read off attention patterns (pattern_labels)",
+        help="heads.csv from `interp probe` of this model, a file or a pipe (default: probe now), or "
+        "'patterns': previous-token and induction heads read off attention patterns (pattern_labels)",
     )
     parser.add_argument(
         "--n", type=int, default=None, help="prompts per family (default: 8 causal, 32 encoder: probes need the data)"

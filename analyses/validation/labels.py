@@ -7,7 +7,11 @@ The table: one row per (head, role) hypothesis, columns ``layer`` and ``head`` (
 model's range), ``role`` (a name: ``previous_token``, ``subject_verb``, ...), ``label`` (true or
 false: only rows with ``label`` true are validated; also 1/0) and optionally ``score`` (a number:
 with several rows of one head and role the best is kept). Other columns (``model``, ``direction``,
-the rest of ``heads.csv``) are ignored.
+the rest of ``heads.csv``) are ignored, except ``model``: a table written for another model is
+refused (``check_labels_model``).
+
+``pattern_labels``: labels from attention patterns alone, for the two best-known roles (a fallback
+when no heads table exists).
 """
 
 from __future__ import annotations
@@ -16,14 +20,19 @@ import hashlib
 import math
 import numbers
 import re
+import stat
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
+from analyses.validation.prompts import PromptSet, repeated_tokens
 from interp.io import read_csv_rows
+from interp.names import act_name
+from interp.view import view
 
-__all__ = ["LABEL_COLUMNS", "read_labels", "check_labels"]
+__all__ = ["LABEL_COLUMNS", "read_labels", "check_labels", "check_labels_model", "pattern_labels"]
 
 LABEL_COLUMNS = ("layer", "head", "role", "label")
 _TRUE, _FALSE = ("true", "1", "1.0"), ("false", "0", "0.0")
@@ -35,8 +44,7 @@ def read_labels(path) -> pd.DataFrame:
     the line and the column. The frame's index is the CSV line of each row; ``attrs`` hold ``path``
     and ``sha256`` (of the bytes read), so outputs can record which table they came from."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file (expected the heads.csv written by `interp probe`)")
+    _check_readable(path)
     data = path.read_bytes()
     header, rows = read_csv_rows(path, data)
     missing = [c for c in LABEL_COLUMNS if c not in header]
@@ -50,6 +58,39 @@ def read_labels(path) -> pd.DataFrame:
     df = pd.DataFrame([fields for _, fields in rows], columns=header, index=[line for line, _ in rows], dtype=object)
     df.attrs.update(path=str(path), sha256=hashlib.sha256(data).hexdigest())
     return check_labels(df)
+
+
+def _check_readable(path: Path) -> None:
+    """A regular file or a pipe (``--labels <(...)`` hands in /dev/fd/N): anything else is refused
+    with what it is, before a byte is read (a device such as /dev/zero would never end)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file (expected the heads.csv written by `interp probe`)") from None
+    if stat.S_ISDIR(mode):
+        raise ValueError(
+            f"{path}: is a folder; expected the heads.csv file written by `interp probe` (e.g. DIR/heads.csv)"
+        )
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+        raise ValueError(f"{path}: is not a regular file or a pipe; expected the heads.csv written by `interp probe`")
+
+
+def check_labels_model(labels: pd.DataFrame, model_names) -> None:
+    """Refuse labels written for another model: every non-empty value of the ``model`` column (as
+    ``interp probe`` writes it: the model's name, e.g. ``minilm``, the same whatever folder the
+    table is in) must be one of ``model_names`` (the model being validated). A table without the
+    column (written by hand) is not checked. Raises ValueError naming the row and both models."""
+    if "model" not in labels.columns:
+        return
+    names = [str(n) for n in model_names if n]
+    where = _where(labels)
+    for i, v in zip(labels.index, labels["model"]):
+        if _empty(v) or str(v).strip() in names:
+            continue
+        raise ValueError(
+            f"{where(i)}: column 'model' is {str(v).strip()!r}, but the model being validated is {names[0]!r}: "
+            f"these labels were written for another model; use the heads.csv `interp probe` wrote for {names[0]!r}"
+        )
 
 
 def _where(df: pd.DataFrame):
@@ -159,3 +200,41 @@ def check_labels(labels: pd.DataFrame, n_layers: int | None = None, n_heads: int
     checked["score"] = pd.Series(out["score"], index=labels.index, dtype="float64")
     checked.attrs = dict(labels.attrs)
     return checked
+
+
+@torch.no_grad()
+def pattern_labels(
+    model, prompts: PromptSet | None = None, top: int = 4, threshold: float = 0.3, seed: int = 0
+) -> pd.DataFrame:
+    """previous_token and induction labels read off the attention patterns on repeated random token
+    sequences: previous-token score = mean weight from position p to p-1; induction score = mean
+    weight from a token of the second copy to the token after its first occurrence. A head is
+    labelled when its score is among the ``top`` of its role and above ``threshold``. Returns the
+    heads-table schema (model, layer, head, role, direction, score, label)."""
+    n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
+    if prompts is not None and "induction_loss" in prompts.tasks:
+        rows = prompts.tasks["induction_loss"].rows
+        tokens = prompts.tokens[torch.as_tensor(rows)]
+        half = int(prompts.attention_mask[rows[0]].sum()) // 2
+        tokens = tokens[:, : 2 * half]
+    else:
+        half = 6
+        tokens = repeated_tokens(model, 8, half, np.random.default_rng(seed))
+    names = [act_name(layer, "attn.hook_pattern") for layer in range(n_layers)]
+    _, cache = model.run_with_cache(tokens, names_filter=names)
+    q = torch.arange(1, 2 * half)
+    qi = torch.arange(half, 2 * half)
+    rows = []
+    for layer, name in enumerate(names):
+        pat = cache[name].float()  # [batch, head, query_pos, key_pos]; averaged in fp32 whatever the model's dtype
+        prev = pat[:, :, q, q - 1].mean((0, 2))
+        ind = pat[:, :, qi, qi - half + 1].mean((0, 2))
+        for head in range(n_heads):
+            rows.append(dict(layer=layer, head=head, role="previous_token", score=float(prev[head])))
+            rows.append(dict(layer=layer, head=head, role="induction", score=float(ind[head])))
+    df = pd.DataFrame(rows)
+    df["model"] = view(model).name
+    df["direction"] = "back"
+    rank = df.groupby("role")["score"].rank(ascending=False, method="first")
+    df["label"] = (rank <= top) & (df["score"] > threshold)
+    return df[["model", "layer", "head", "role", "direction", "score", "label"]]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analyses.validation.run import VERDICTS
+from analyses.validation.verdicts import VERDICTS
 from interp.io import atomic_write, md_table
 
 __all__ = ["report_markdown", "write_outputs", "OUTPUTS", "RECORD"]

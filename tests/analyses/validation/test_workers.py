@@ -45,13 +45,15 @@ def test_two_workers_equal_one_on_the_planted_model():
 
 @pytest.mark.slow
 def test_minilm_cli_two_workers_write_the_same_validation(tmp_path):
-    """`interp validate --workers 2` on MiniLM (a hand-written labels file, a null of 12 heads) writes
-    the validation.csv and unlabelled.csv bytes `--workers 1` writes."""
+    """`interp validate --workers 2` on MiniLM (a hand-written labels file, a null of 12 heads and one
+    per labelled layer: at most 20 heads to share out, encoder probes trained on each worker) writes the
+    validation.csv and unlabelled.csv bytes `--workers 1` writes."""
     labels = tmp_path / "heads.csv"
     rows = [dict(layer=l, head=h, role=r, score=0.5, label=True) for l, h, r in
             [(0, 1, "previous_token"), (2, 3, "delimiter"), (4, 5, "subject_verb"), (5, 0, "anaphora")]]  # fmt: skip
     pd.DataFrame(rows).to_csv(labels, index=False)
-    args = ["validate", "--model", "minilm", "--labels", str(labels), "--n", "8", "--n-null", "12"]
+    args = ["validate", "--model", "minilm", "--labels", str(labels), "--n", "8"]
+    args += ["--n-null", "12", "--n-layer-null", "1"]
     assert main([*args, "--out", str(tmp_path / "one")]) == 0
     assert main([*args, "--out", str(tmp_path / "two"), "--workers", "2"]) == 0
     for name in ("validation.csv", "unlabelled.csv"):
