@@ -16,6 +16,7 @@ What it computes, and from which of the toolkit's definitions (imported, never c
 from __future__ import annotations
 
 import threading
+
 import numpy as np
 import pandas as pd
 import torch
@@ -101,7 +102,9 @@ class Session:
             raise InputError("text is empty: type a sentence")
         # a cheap bound first: no tokenizer yields fewer than one token per 64 characters here
         if len(text) > 64 * self.limit:
-            raise TextTooLong(f"text has {len(text)} characters, far more than {self.limit} tokens ({self.limit_reason})")
+            raise TextTooLong(
+                f"text has {len(text)} characters, far more than {self.limit} tokens ({self.limit_reason})"
+            )
         try:
             batch = self.adapter.tokenizer(text)
         except ValueError as e:
@@ -278,7 +281,9 @@ class Session:
             "position_token": batch.tokens[0][position],
         }
         if self.view.lm_head:
-            out.update(_logit_change(clean[0, position], ablated[0, position], self._target(target, clean[0, position])))
+            out.update(
+                _logit_change(clean[0, position], ablated[0, position], self._target(target, clean[0, position]))
+            )
             for row in out["top"]:
                 row["token"] = self._token(row["id"])
             out["target_token"] = self._token(out["target_id"])
@@ -366,4 +371,3 @@ def read_heads(path) -> pd.DataFrame:
     from analyses.report.page import _read_heads
 
     return _read_heads(path)
-
