@@ -74,28 +74,30 @@ def run(args: argparse.Namespace) -> int:
         )
     sock = _bind(args.host, args.port)
     try:
-        return _serve(args, sock)
+        _serve(args, sock)
+    except (KeyboardInterrupt, Terminated):  # Ctrl-C is how a server stops: uvicorn has shut down first
+        sys.stderr.write("interp explore: stopped\n")
     finally:
         sock.close()
+    return 0
 
 
-def _serve(args: argparse.Namespace, sock: socket.socket) -> int:
+def _serve(args: argparse.Namespace, sock: socket.socket) -> None:
     import uvicorn
 
     import models
     from analyses.explore.server import allowed_hosts, create_app
     from analyses.explore.session import Session, read_heads
 
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:  # the address is printed once the server answers on it
+                print(f"interp explore: {session.view.name} at http://{shown}:{port}/ (Ctrl-C stops it)", flush=True)
+
     heads = read_heads(args.heads) if args.heads else None
     session = Session(models.load(args.model, dtype=args.dtype).eval(), heads=heads, max_tokens=args.max_tokens)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host and not args.host.startswith("[") else args.host
     app = create_app(session, allowed_hosts(args.host, port))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
-    print(f"interp explore: {session.view.name} at http://{shown}:{port}/ (Ctrl-C stops it)", flush=True)
-    try:
-        server.run(sockets=[sock])
-    except (KeyboardInterrupt, Terminated):  # uvicorn shuts down first, then passes the signal on
-        sys.stderr.write("interp explore: stopped\n")
-        return 0
-    return 0
+    Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")).run(sockets=[sock])

@@ -184,14 +184,14 @@ class Session:
         batch = self.encode(text)
         with self._lock:
             pattern, norm = self._patterns(batch, layer)
-        out = {**self._tokens(batch), "layer": layer, "head": head}
-        align, n_words = batch.token_to_word[0], len(batch.words[0])
+        align, labels = _word_groups(batch.token_to_word[0], batch.words[0])
+        out = {**self._tokens(batch), "layer": layer, "head": head, "word_labels": labels}
         for key, value in (("pattern", pattern), ("norm", norm)):
             if value is None:
                 out[key] = out[f"{key}_words"] = None
                 continue
             out[key] = _floats(value[head])
-            out[f"{key}_words"] = _floats(word_attention(value[head].float().cpu(), align, n_words))
+            out[f"{key}_words"] = _floats(word_attention(value[head].float().cpu(), align, len(labels)))
         out["roles"] = (self.roles or {}).get(f"{layer}.{head}")
         return out
 
@@ -290,6 +290,23 @@ class Session:
         else:
             out.update(_hidden_change(clean[0], ablated[0], position))
         return out
+
+
+def _word_groups(align: list[int], words: list[str]) -> tuple[list[int], list[str]]:
+    """The token-to-word map and word labels for word-level rows. A word that owns no token (byte-level
+    BPE merged its characters into a neighbour's token, as in ``></``) joins the word before it, whose
+    token it shares; so every row stands for at least one token."""
+    owned = sorted({w for w in align if w >= 0})
+    if not owned:
+        return align, []
+    index = {w: i for i, w in enumerate(owned)}
+    labels = [words[w] for w in owned]
+    for w in range(len(words)):
+        if w not in index:
+            before = [o for o in owned if o < w]
+            i = index[before[-1]] if before else 0
+            labels[i] = labels[i] + words[w] if before else words[w] + labels[i]  # they share a token: no space
+    return [index[w] if w >= 0 else -1 for w in align], labels
 
 
 def _logit_change(clean: torch.Tensor, ablated: torch.Tensor, target: int) -> dict:

@@ -195,7 +195,7 @@
     const words = level() === "words";
     const key = lens() === "norm" && d.norm !== null ? "norm" : "pattern";
     const m = words ? d[key + "_words"] : d[key];
-    const labels = words ? d.words : d.tokens;
+    const labels = words ? d.word_labels : d.tokens;
     const table = $("pattern");
     clear(table);
     const thead = el("thead"), hr = el("tr");
