@@ -343,7 +343,19 @@ def _hidden_change(clean: torch.Tensor, ablated: torch.Tensor, position: int) ->
 def _head_roles(df: pd.DataFrame, n_layers: int, n_heads: int) -> dict[str, dict]:
     """``"layer.head"`` -> the head's primary role, other roles and the labelled rows behind them
     (the probe's ``role_map`` and ``labelled_roles``)."""
-    need = ("layer", "head", "role", "direction", "label", "score", "baseline", "margin", "source", "subset", "specials")
+    need = (
+        "layer",
+        "head",
+        "role",
+        "direction",
+        "label",
+        "score",
+        "baseline",
+        "margin",
+        "source",
+        "subset",
+        "specials",
+    )
     missing = [c for c in need if c not in df]
     if missing:
         raise ValueError(f"the heads table lacks columns {missing}; pass the heads.csv that `interp probe` wrote")

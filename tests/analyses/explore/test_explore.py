@@ -444,3 +444,24 @@ def test_a_word_without_a_token_joins_the_word_before():
 
     assert _word_groups([-1, 0, 1, 3, -1], ["a", "b", "c", "d"]) == ([-1, 0, 1, 2, -1], ["a", "bc", "d"])
     assert _word_groups([1, 1], ["x", "y"]) == ([0, 0], ["xy"])
+
+
+def test_cli_bad_flags_are_one_line_errors_before_the_model_loads(capsys):
+    from analyses.cli import main
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    try:
+        assert main(["explore", "--model", "no-such-model", "--port", str(port)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"interp explore: cannot listen on 127.0.0.1:{port}") and err.count("\n") == 1
+        assert main(["explore", "--model", "no-such-model", "--host", "0.0.0.0", "--port", str(port)]) == 2
+        assert "warning: --host 0.0.0.0 is not loopback" in capsys.readouterr().err
+    finally:
+        taken.close()
+    assert main(["explore", "--max-tokens", "0"]) == 2
+    assert capsys.readouterr().err == "interp explore: --max-tokens must be a positive integer, got 0\n"
+    assert main(["explore", "--port", "70000"]) == 2
+    assert "--port must be in 0..65535" in capsys.readouterr().err
