@@ -17,7 +17,7 @@ import socket
 import sys
 
 from analyses.cli import Terminated, add_dtype_argument
-from analyses.explore.session import DEFAULT_MAX_TOKENS
+from analyses.explore.limits import DEFAULT_MAX_TOKENS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -31,12 +31,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
+from analyses.explore.limits import MAX_BODY
 from analyses.explore.session import InputError, Session
 
 __all__ = ["create_app", "allowed_hosts", "MAX_BODY"]
 
 HERE = Path(__file__).parent
-MAX_BODY = 256 * 1024  # bytes: far above 512 tokens of text, far below anything that could hurt
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 

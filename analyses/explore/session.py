@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analyses.explore.limits import DEFAULT_MAX_TOKENS
 from analyses.heads.probe import adapt, labelled_roles, role_map
 from analyses.heads.roles import MAP_ROLES
 from analyses.heads.scoring import norm_weighted, value_norms
@@ -32,7 +33,6 @@ from interp.names import act_name
 __all__ = ["Session", "InputError", "TextTooLong", "MODES", "REFERENCE_NAME", "DEFAULT_MAX_TOKENS"]
 
 MODES = ("zero", "mean")
-DEFAULT_MAX_TOKENS = 512
 TOP_K = 10
 # the mean ablation's reference set: the report page's built-in example sentences (words)
 REFERENCE_NAME = "the report page's 4 built-in example sentences (analyses.report.page.EXAMPLE_SENTENCES)"

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -56,6 +57,23 @@ def client(tiny_lm):
     app = create_app(Session(tiny_lm), allowed_hosts("127.0.0.1", 8765))
     with TestClient(app, base_url="http://127.0.0.1:8765") as c:
         yield c
+
+
+def _heads_table() -> pd.DataFrame:
+    """A heads.csv for the tiny LM as `interp probe` writes it, by hand: L1H2 is a labelled
+    previous-token head, nothing else is labelled."""
+    rows = []
+    for layer in range(2):
+        for head in range(4):
+            for role, score in (("previous_token", 0.9 if (layer, head) == (1, 2) else 0.2), ("local", 0.3)):
+                labelled = (layer, head, role) == (1, 2, "previous_token")
+                rows.append(
+                    dict(model="tiny", layer=layer, head=head, role=role, direction="all", metric="accuracy",
+                         score=score, baseline=0.25, margin=0.05, n=40, p_value=1e-6 if labelled else 0.5,
+                         p_adjusted=1e-5 if labelled else 1.0, label=labelled, source="all", subset="all",
+                         specials="-", family=role, weighting="attention")
+                )  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 def _cached(model, text: str):
@@ -150,6 +168,17 @@ def _counting_forwards(model):
         yield calls
     finally:
         handle.remove()
+
+
+def test_role_map_from_heads_csv(tiny_lm):
+    roles = Session(tiny_lm, heads=_heads_table()).info()["heads"]
+    assert roles["1.2"]["primary"] == "previous_token" and roles["1.2"]["evidence"][0]["p_adjusted"] == 1e-5
+    assert roles["0.0"] == {"primary": "unclassified", "secondary": [], "standardised": None, "evidence": []}
+    assert Session(tiny_lm).info()["heads"] is None
+    with pytest.raises(ValueError, match="another model's heads.csv"):
+        Session(tiny_lm, heads=_heads_table().assign(layer=5))
+    with pytest.raises(ValueError, match=r"lacks columns \['source'\]"):
+        Session(tiny_lm, heads=_heads_table().drop(columns="source"))
 
 
 def test_too_long_text_is_refused_before_any_forward_pass(client, tiny_lm):
@@ -369,9 +398,13 @@ def test_interp_explore_in_the_browser_and_ctrl_c(browser, tmp_path):
     message in the page; Ctrl-C stops the server and nothing listens on its port afterwards."""
     folder = models.save_checkpoint(_tiny_lm(), tmp_path / "tiny")
     model = models.load(folder)
+    _heads_table().to_csv(tmp_path / "heads.csv", index=False)
     cmd = [sys.executable, "-c", "import sys; from analyses.cli import main; sys.exit(main())", "explore"]
     proc = subprocess.Popen(
-        [*cmd, "--model", str(folder), "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*cmd, "--model", str(folder), "--heads", str(tmp_path / "heads.csv"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         line = proc.stdout.readline()
@@ -381,6 +414,8 @@ def test_interp_explore_in_the_browser_and_ctrl_c(browser, tmp_path):
         ctx, page, errors = _open(browser, url)
         _type_and_run(page, TEXT)
         _click_head(page, 1, 2)
+        assert "previous_token" in page.get_attribute("#grid button[data-layer='1'][data-head='2']", "title")
+        assert "Primary role: previous_token" in page.text_content("#roles")
         cache = _cached(model, TEXT)
         assert torch.equal(_shown(page), cache["blocks.1.attn.hook_pattern"][0, 2])
         page.check("#lens-norm")
