@@ -21,6 +21,12 @@
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
   function message(text, kind) { const m = $("message"); m.textContent = text || ""; m.className = kind || ""; }
   function fmt(v, digits) { return v === null || v === undefined ? "" : Number(v).toFixed(digits === undefined ? 3 : digits); }
+  // a p-value that underflowed to 0 in heads.csv is tiny, not zero
+  function pValue(p) {
+    if (p === null || p === undefined) return "";
+    if (p === 0) return "< 1e-300";
+    return p < 0.001 ? Number(p).toExponential(2) : Number(p).toPrecision(3);
+  }
   const lens = () => ($("lens-norm").checked ? "norm" : "pattern");
   const level = () => ($("level-words").checked ? "words" : "tokens");
 
@@ -126,6 +132,10 @@
     if (state.layer === null) await selectHead(0, 0); else await selectHead(state.layer, state.head);
   }
   function drawTokens(run) {
+    const ran = $("ran");  // the text the views below belong to (the box may have been edited since)
+    clear(ran);
+    ran.appendChild(document.createTextNode(run.tokens.length + " tokens of: "));
+    ran.appendChild(el("q", state.text, "ran-text"));
     const box = $("tokens");
     clear(box);
     run.tokens.forEach((t, i) => {
@@ -184,7 +194,7 @@
     for (const e of r.evidence) {
       const tr = el("tr");
       for (const v of [e.role, e.direction, e.weighting, e.source, e.subset, e.metric, fmt(e.score), fmt(e.baseline),
-        e.p_adjusted === null ? "" : Number(e.p_adjusted).toPrecision(3), e.n]) tr.appendChild(el("td", v));
+        pValue(e.p_adjusted), e.n]) tr.appendChild(el("td", v));
       t.appendChild(tr);
     }
     box.appendChild(t);

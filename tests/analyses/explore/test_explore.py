@@ -456,6 +456,7 @@ def test_smollm2_page_hostile_text_and_ablation(browser, smollm2, tmp_path):
         _type_and_run(page, hostile)
         shown = page.eval_on_selector_all("#tokens span", "ss => ss.map(s => s.textContent)")
         assert shown == b.tokens[0] and "</script><!--<script>" in "".join(shown)
+        assert page.text_content("#ran q") == hostile and page.query_selector("#ran q *") is None
         assert page.eval_on_selector_all("script", "ss => ss.length") == 2
         _click_head(page, 5, 3)
         assert torch.equal(_shown(page), cache["blocks.5.attn.hook_pattern"][0, 3])
