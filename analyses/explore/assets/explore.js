@@ -6,7 +6,7 @@
   "use strict";
   const info = JSON.parse(document.getElementById("info").textContent);
   const $ = (id) => document.getElementById(id);
-  const state = { text: null, run: null, layer: null, head: null, detail: null, query: null, ablate: [], seq: 0 };
+  const state = { text: null, run: null, layer: null, head: null, detail: null, query: null, ablate: [], seq: {}, busy: 0 };
   // tab20, the colours of the probe's role map figure
   const PALETTE = ["#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
     "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#7f7f7f", "#c7c7c7", "#bcbd22",
@@ -37,19 +37,21 @@
     if (!r.ok) throw new Error(data.error || "the server answered " + r.status);
     return data;
   }
-  // one request at a time from the page's point of view: a reply to an older request is dropped
+  // per view, only the newest request counts: a reply to an older request of the same view is dropped
+  // (each view has its own counter, so an ablation does not cancel the layer view it does not touch)
   async function guarded(what, fn) {
-    const seq = ++state.seq;
+    const seq = (state.seq[what] = (state.seq[what] || 0) + 1);
+    const current = () => seq === state.seq[what];
+    state.busy = (state.busy || 0) + 1;
     document.body.classList.add("busy");
     try {
       const out = await fn();
-      if (seq === state.seq) message("");
-      return seq === state.seq ? out : null;
+      return current() ? out : null;
     } catch (e) {
-      message(what + ": " + e.message, "error");
+      if (current()) message(what + ": " + e.message, "error");
       return null;
     } finally {
-      if (seq === state.seq) document.body.classList.remove("busy");
+      if (--state.busy === 0) document.body.classList.remove("busy");
     }
   }
 
@@ -121,6 +123,7 @@
     if (!text.trim()) { message("Type a sentence first: the text is empty.", "error"); return; }
     const run = await guarded("run", () => post("/api/run", { text: text }));
     if (!run) return;
+    message("");
     state.text = text;
     state.run = run;
     state.query = run.tokens.length - 1;
