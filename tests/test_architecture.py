@@ -29,7 +29,8 @@ LAYERS = {
     "analyses.positional": 3,
     "analyses.validation": 4,
     "analyses.report": 5,
-    "analyses.cli": 6,
+    "analyses.explore": 6,  # the live app reads heads.csv and the examples through report/heads
+    "analyses.cli": 7,
 }
 
 

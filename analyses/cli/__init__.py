@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "validate": ("analyses.cli.validate", "causal validation of head labels by ablation"),
     "train": ("analyses.cli.train", "train the toolkit's transformer from a config file"),
     "summary": ("analyses.cli.summary", "one page over the main job's outputs: comparison, invariances, validation"),
+    "explore": ("analyses.cli.explore", "a local web page that runs the model on the text you type"),
 }
 
 

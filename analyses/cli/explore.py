@@ -1,0 +1,104 @@
+"""``interp explore``: a local web page that runs the model on the text you type.
+
+    interp explore --model smollm2 --heads out/smollm2/heads.csv
+    interp explore --model minilm --port 8800
+    interp explore --model path/to/checkpoint --max-tokens 256
+
+Loads the model once, binds 127.0.0.1 (``--host`` to change it; anything but loopback prints a
+warning: the page runs the model for whoever can reach it), prints the address, and serves until
+Ctrl-C. It reads nothing but the model, ``--heads`` and its own templates, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import socket
+import sys
+
+from analyses.cli import Terminated, add_dtype_argument
+from analyses.explore.limits import DEFAULT_MAX_TOKENS
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="minilm", help="minilm (default), smollm2, or a model/checkpoint folder")
+    parser.add_argument("--heads", default=None, help="a heads.csv from `interp probe`: colours the grid by role")
+    parser.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0: any free port)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=DEFAULT_MAX_TOKENS,
+        help=f"token budget per text (default {DEFAULT_MAX_TOKENS}; the model's context is the hard limit)",
+    )
+    add_dtype_argument(parser)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket, so that a taken port is a one-line error before uvicorn starts."""
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port must be in 0..65535, got {port}")
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise ValueError(f"--host {host!r} is not an address this machine can bind ({e.strerror})") from None
+    family, _, _, _, addr = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError as e:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {e.strerror}; pick another --port (0: any free one)") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.max_tokens < 1:
+        raise ValueError(f"--max-tokens must be a positive integer, got {args.max_tokens}")
+    if not _is_loopback(args.host):
+        sys.stderr.write(
+            f"interp explore: warning: --host {args.host} is not loopback: anyone who can reach this machine on "
+            "that address can run the model through the page\n"
+        )
+    sock = _bind(args.host, args.port)
+    try:
+        _serve(args, sock)
+    except (KeyboardInterrupt, Terminated):  # Ctrl-C is how a server stops: uvicorn has shut down first
+        sys.stderr.write("interp explore: stopped\n")
+    finally:
+        sock.close()
+    return 0
+
+
+def _serve(args: argparse.Namespace, sock: socket.socket) -> None:
+    import uvicorn
+
+    import models
+    from analyses.explore.server import allowed_hosts, create_app
+    from analyses.explore.session import Session
+    from analyses.report.page import read_heads
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:  # the address is printed once the server answers on it
+                print(f"interp explore: {session.view.name} at http://{shown}:{port}/ (Ctrl-C stops it)", flush=True)
+
+    heads = read_heads(args.heads) if args.heads else None
+    session = Session(models.load(args.model, dtype=args.dtype).eval(), heads=heads, max_tokens=args.max_tokens)
+    port = sock.getsockname()[1]
+    shown = f"[{args.host}]" if ":" in args.host and not args.host.startswith("[") else args.host
+    app = create_app(session, allowed_hosts(args.host, port))
+    Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")).run(sockets=[sock])

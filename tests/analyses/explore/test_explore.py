@@ -1,0 +1,503 @@
+"""``interp explore``: the session's numbers against the model's own hooks and ``run_ablated``, the
+API's answers to bad input, the Host check, parallel requests, and the page in Debian's Chromium
+(Playwright, ``executable_path``; never a downloaded browser): once against ``interp explore`` itself
+on a tiny folder model (started as a subprocess, stopped with Ctrl-C), once against SmolLM2.
+
+Every server is stopped by its test, and the test checks that nothing listens on its port afterwards.
+Screenshots go to pytest's tmp folder, or to ``$INTERP_TEST_ARTIFACTS`` when set."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+import models
+from analyses.explore import Session
+from analyses.explore.server import MAX_BODY, allowed_hosts, create_app
+from analyses.heads.scoring import norm_weighted, value_norms
+from analyses.report.page import EXAMPLE_SENTENCES
+from interp.alignment import word_attention
+from interp.interventions import ablation_source, cache_z, run_ablated
+from tests.factories import VOCAB, randomized, tiny_config, word_tokenizer
+
+TEXT = "the cat near the old box sleeps ."
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+
+
+def _tiny_lm() -> models.Transformer:
+    """A causal LM over the factories' word vocabulary (one token per word), context 16."""
+    m = randomized(tiny_config(d_vocab=len(VOCAB), n_ctx=16, name="tiny"), seed=1)
+    m.tokenizer = word_tokenizer()
+    return m.eval()
+
+
+@pytest.fixture(scope="module")
+def tiny_lm():
+    return _tiny_lm()
+
+
+@pytest.fixture(scope="module")
+def client(tiny_lm):
+    from starlette.testclient import TestClient
+
+    app = create_app(Session(tiny_lm), allowed_hosts("127.0.0.1", 8765))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        yield c
+
+
+def _heads_table() -> pd.DataFrame:
+    """A heads.csv for the tiny LM as `interp probe` writes it, by hand: L1H2 is a labelled
+    previous-token head, nothing else is labelled."""
+    rows = []
+    for layer in range(2):
+        for head in range(4):
+            for role, score in (("previous_token", 0.9 if (layer, head) == (1, 2) else 0.2), ("local", 0.3)):
+                labelled = (layer, head, role) == (1, 2, "previous_token")
+                rows.append(
+                    dict(model="tiny", layer=layer, head=head, role=role, direction="all", metric="accuracy",
+                         score=score, baseline=0.25, margin=0.05, n=40, p_value=1e-6 if labelled else 0.5,
+                         p_adjusted=1e-5 if labelled else 1.0, label=labelled, source="all", subset="all",
+                         specials="-", family=role, weighting="attention")
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _cached(model, text: str):
+    """The model's own hooks on ``text``: every pattern and value, as ``run_with_cache`` gives them."""
+    _, cache = model.run_with_cache(text)
+    return cache
+
+
+def _norm_lens(model, cache, layer: int) -> torch.Tensor:
+    w_o = model.blocks[layer].attn.W_O.detach().float()
+    pattern = cache[f"blocks.{layer}.attn.hook_pattern"]
+    return norm_weighted(pattern, value_norms(cache[f"blocks.{layer}.attn.hook_v"], w_o))[0]
+
+
+def _reference_mean(model, layers) -> dict:
+    ref = model.to_words([list(w) for _, w in EXAMPLE_SENTENCES])
+    _, z = cache_z(model, ref.input_ids, layers, attention_mask=ref.attention_mask)
+    return ablation_source(z, "mean", attention_mask=ref.attention_mask)
+
+
+def _expected_change(model, text: str, heads, mode: str, target: int | None = None, position: int = -1):
+    """(target id, ablated - clean logit) from ``run_ablated``, the mean over the reference set."""
+    b = model.to_words(text)
+    n = b.input_ids.shape[1]
+    source = None
+    if mode == "mean":
+        src = _reference_mean(model, {l for l, _ in heads})
+        source = {l: v[:1, :1].expand(1, n, *v.shape[2:]) for l, v in src.items()}
+    with torch.no_grad():
+        clean = model(b.input_ids, attention_mask=b.attention_mask)[0, position]
+        ablated = run_ablated(model, b.input_ids, heads, mode, attention_mask=b.attention_mask, source=source)
+    target = int(clean.argmax()) if target is None else target
+    return target, float(ablated[0, position, target]) - float(clean[target])
+
+
+# -- the session's numbers ----------------------------------------------------------------------------
+
+
+def test_head_is_the_models_own_pattern_norm_lens_and_words(client, tiny_lm):
+    cache = _cached(tiny_lm, TEXT)
+    b = tiny_lm.to_words(TEXT)
+    for layer, head in ((0, 3), (1, 2)):
+        d = client.post("/api/head", json={"text": TEXT, "layer": layer, "head": head}).json()
+        assert d["tokens"] == b.tokens[0] and d["token_to_word"] == b.token_to_word[0]
+        pattern = cache[f"blocks.{layer}.attn.hook_pattern"][0, head]
+        assert torch.equal(torch.tensor(d["pattern"], dtype=torch.float32), pattern)
+        norm = _norm_lens(tiny_lm, cache, layer)[head]
+        assert torch.equal(torch.tensor(d["norm"], dtype=torch.float32), norm)
+        assert not torch.equal(norm, pattern)  # the lens is not the weights again
+        words = word_attention(pattern, b.token_to_word[0], len(b.words[0]))
+        assert torch.equal(torch.tensor(d["pattern_words"], dtype=torch.float32), words)
+    lv = client.post("/api/layer", json={"text": TEXT, "layer": 1, "query": 5}).json()
+    assert torch.equal(torch.tensor(lv["pattern"]), cache["blocks.1.attn.hook_pattern"][0, :, 5].double())
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_ablation_is_run_ablated(client, tiny_lm, mode):
+    heads = [[1, 2], [0, 1]]
+    r = client.post("/api/ablate", json={"text": TEXT, "heads": heads, "mode": mode}).json()
+    target, change = _expected_change(tiny_lm, TEXT, [(0, 1), (1, 2)], mode)
+    assert (r["target_id"], r["logit_change"]) == (target, change) and change != 0
+    assert (r["reference"] is None) == (mode == "zero")
+    if mode == "mean":
+        assert "EXAMPLE_SENTENCES" in r["reference"]
+    dog = VOCAB.index("dog")
+    r = client.post("/api/ablate", json={"text": TEXT, "heads": heads, "mode": mode, "target": "dog", "position": 2})
+    assert r.json()["logit_change"] == _expected_change(tiny_lm, TEXT, [(0, 1), (1, 2)], mode, dog, 2)[1]
+
+
+def test_encoder_reports_hidden_state_change(minilm):
+    """MiniLM has no LM head: the change of the token's final hidden state, as run_ablated gives it."""
+    s = Session(minilm)
+    text = "The keys to the cabinet are on the table."
+    r = s.ablate(text, [[2, 5]], "zero", position=3)
+    b = minilm.to_words(text)
+    kw = dict(attention_mask=b.attention_mask, token_type_ids=b.token_type_ids)
+    with torch.no_grad():
+        clean = minilm(b.input_ids, **kw)[0, 3].double()
+        ablated = run_ablated(minilm, b.input_ids, [(2, 5)], "zero", **kw)[0, 3].double()
+    assert r["token_change"] == float((ablated - clean).norm() / clean.norm()) > 0
+    assert "logit_change" not in r and not s.info()["causal"] and "next_token" not in s.run(text)
+
+
+# -- bad input ----------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _counting_forwards(model):
+    calls = []
+    handle = model.register_forward_pre_hook(lambda *a: calls.append(1))
+    try:
+        yield calls
+    finally:
+        handle.remove()
+
+
+def test_role_map_from_heads_csv(tiny_lm):
+    roles = Session(tiny_lm, heads=_heads_table()).info()["heads"]
+    assert roles["1.2"]["primary"] == "previous_token" and roles["1.2"]["evidence"][0]["p_adjusted"] == 1e-5
+    assert roles["0.0"] == {"primary": "unclassified", "secondary": [], "standardised": None, "evidence": []}
+    assert Session(tiny_lm).info()["heads"] is None
+    with pytest.raises(ValueError, match="another model's heads.csv"):
+        Session(tiny_lm, heads=_heads_table().assign(layer=5))
+    with pytest.raises(ValueError, match=r"lacks columns \['source'\]"):
+        Session(tiny_lm, heads=_heads_table().drop(columns="source"))
+
+
+def test_too_long_text_is_refused_before_any_forward_pass(client, tiny_lm):
+    long = " ".join(["cat"] * 17)  # 17 tokens > the context of 16
+    with _counting_forwards(tiny_lm) as calls:
+        for route, extra in (("run", {}), ("head", {"layer": 0, "head": 0}), ("ablate", {"heads": [[0, 0]]})):
+            r = client.post(f"/api/{route}", json={"text": long, **extra})
+            assert r.status_code == 413 and "17 tokens, more than 16 (the model's context)" in r.json()["error"]
+        r = client.post("/api/run", json={"text": "cat " * 5000})  # refused before tokenising too
+        assert r.status_code == 413 and "characters" in r.json()["error"]
+        budget = Session(tiny_lm, max_tokens=5)
+        with pytest.raises(ValueError, match=r"6 tokens, more than 5 \(the token budget \(--max-tokens\)\)"):
+            budget.run("the cat of the mat sleeps")
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        ({"text": ""}, 422, "text is empty"),
+        ({"text": "   \n"}, 422, "text is empty"),
+        ({"text": 3}, 422, "text must be a string"),
+        ({}, 400, "missing field(s) ['text']"),
+        ({"text": "cat", "path": "/etc/passwd"}, 400, "unknown field(s) ['path']"),
+    ],
+)
+def test_bad_fields(client, body, status, message):
+    r = client.post("/api/run", json=body)
+    assert r.status_code == status and message in r.json()["error"]
+
+
+def test_bad_head_mode_target(client):
+    def err(**body):
+        r = client.post("/api/ablate", json={"text": TEXT, "heads": [[0, 0]], **body})
+        assert r.status_code == 422
+        return r.json()["error"]
+
+    assert "layer must be an integer in 0..1" in err(heads=[[2, 0]])
+    assert "head must be an integer in 0..3" in err(heads=[[0, -1]])
+    assert "[layer, head] pair" in err(heads=[[0]])
+    assert "mode must be one of ['zero', 'mean']" in err(mode="resample")
+    assert "target token '<b>x</b>' is not in the vocabulary" in err(target="<b>x</b>")
+    assert "position must be a token index in 0..7" in err(position=8)
+    r = client.post("/api/layer", json={"text": TEXT, "layer": 0, "query": 99})
+    assert r.status_code == 422 and "query must be a token index in 0..7" in r.json()["error"]
+
+
+def test_malformed_json_wrong_type_and_huge_bodies(client):
+    def post(content, ctype="application/json"):
+        return client.post("/api/run", content=content, headers={"content-type": ctype})
+
+    for bad in (b"{bad", b"\xff\xfe", b'{"text": "cat"'):
+        r = post(bad)
+        assert r.status_code == 400 and "malformed JSON" in r.json()["error"]
+    r = post(b'["cat"]')
+    assert r.status_code == 400 and "JSON object" in r.json()["error"]
+    r = post(b'{"text": "cat"}', "text/plain")  # what a cross-site form can send without a preflight
+    assert r.status_code == 415
+    r = post(json.dumps({"text": "cat " * MAX_BODY}).encode())
+    assert r.status_code == 413 and "larger than" in r.json()["error"]
+
+
+def test_host_header_is_checked(client):
+    for host in ("evil.example:8765", "evil.example", "127.0.0.1:9999", "localhost"):
+        r = client.get("/api/info", headers={"host": host})
+        assert r.status_code == 400 and "does not name this server" in r.json()["error"], host
+    for host in ("127.0.0.1:8765", "localhost:8765", "[::1]:8765"):
+        assert client.get("/api/info", headers={"host": host}).status_code == 200, host
+    assert allowed_hosts("10.1.2.3", 80) >= {"10.1.2.3", "10.1.2.3:80", "localhost:80"}
+
+
+def test_no_route_takes_a_path_and_the_page_runs_only_its_own_script(client):
+    inner = client.app.app
+    assert all("{" not in r.path for r in inner.routes)
+    for path in ("/../../etc/passwd", "/assets/explore.js", "/templates/explore.html"):
+        assert client.get(path).status_code == 404
+    r = client.get("/")
+    csp = r.headers["content-security-policy"]
+    nonce = csp.split("'nonce-")[1].split("'")[0]
+    assert "default-src 'none'" in csp and r.text.count(f'nonce="{nonce}"') == 1
+    assert r.text.count("<script") == 2  # the data block (type=application/json) and the page's script
+
+
+# -- a real server: parallel requests, stopping ---------------------------------------------------------
+
+
+def _free_port_is_closed(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return True
+    return False
+
+
+@contextmanager
+def _serving(session: Session):
+    """uvicorn in a thread on a free port; stopped on exit, and nothing may listen there afterwards."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(session, allowed_hosts("127.0.0.1", port)), log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(20)
+        sock.close()
+        assert not thread.is_alive()
+        assert _free_port_is_closed(port)
+
+
+def test_parallel_requests_get_the_sequential_answers(tiny_lm):
+    import httpx
+
+    texts = ["the cat sleeps .", TEXT, "the dog of the big tree barks .", "the fox runs ."]
+    jobs = [("head", {"text": t, "layer": i % 2, "head": i % 4}) for i, t in enumerate(texts * 2)]
+    jobs += [("ablate", {"text": t, "heads": [[1, i % 4]], "mode": "mean"}) for i, t in enumerate(texts)]
+    with _serving(Session(tiny_lm)) as url, httpx.Client(base_url=url, timeout=60) as http:
+        sequential = [http.post(f"/api/{route}", json=body).json() for route, body in jobs]
+        with ThreadPoolExecutor(8) as pool:
+            parallel = list(pool.map(lambda job: http.post(f"/api/{job[0]}", json=job[1]).json(), jobs * 2))
+    assert parallel == sequential * 2
+
+
+# -- the page in a browser -------------------------------------------------------------------------------
+
+
+def _browser_or_skip() -> str:
+    exe = os.environ.get("INTERP_CHROMIUM") or next((p for p in CHROMIUM_CANDIDATES if Path(p).exists()), None)
+    exe = exe or shutil.which("chromium")
+    why = None if exe else "no system Chromium (apt-get install -y chromium; scripts/test.sh does it)"
+    if exe:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            why = "playwright is not installed (pip install -e '.[test]')"
+    if why:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and the browser test cannot run: {why}")
+        pytest.skip(why)
+    return exe
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = _browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+def _shots(tmp_path: Path) -> Path:
+    d = Path(os.environ.get("INTERP_TEST_ARTIFACTS") or tmp_path)
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _open(browser, url: str):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = ctx.new_page()
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    page.wait_for_selector("body[data-ready='1']")
+    return ctx, page, errors
+
+
+def _type_and_run(page, text: str) -> None:
+    ran = page.get_attribute("body", "data-ran") or "0"
+    page.fill("#text", text)
+    page.click("#run")
+    page.wait_for_selector(f"body[data-ran='{int(ran) + 1}']")
+
+
+def _click_head(page, layer: int, head: int) -> None:
+    page.click(f"#grid button[data-layer='{layer}'][data-head='{head}']")
+    page.wait_for_selector(f"#pattern[data-layer='{layer}'][data-head='{head}']")
+
+
+def _shown(page, lens: str = "pattern") -> torch.Tensor:
+    """The pattern table's values, read from the page (data-v: the exact float the server sent)."""
+    page.wait_for_selector(f"#pattern[data-lens='{lens}'][data-level='tokens']")
+    rows = page.eval_on_selector_all(
+        "#pattern tbody tr", "trs => trs.map(tr => [...tr.querySelectorAll('td')].map(td => td.dataset.v))"
+    )
+    return torch.tensor([[float(v) for v in row] for row in rows], dtype=torch.float32)
+
+
+def _ablate(page, heads, mode: str = "zero") -> float:
+    for layer, head in heads:
+        page.click(f"#grid button[data-layer='{layer}'][data-head='{head}']", modifiers=["Shift"])
+    page.select_option("#mode", mode)
+    done = page.get_attribute("#ablation-result", "data-done") or "0"
+    page.click("#ablate")
+    page.wait_for_selector(f"#ablation-result[data-done='{int(done) + 1}']")
+    return float(page.get_attribute("#logit-change", "data-v"))
+
+
+def test_interp_explore_in_the_browser_and_ctrl_c(browser, tmp_path):
+    """`interp explore` on a folder model, driven through Chromium: the pattern and norm lens the page
+    shows are the model's own, the ablation's logit change is run_ablated's; bad input gets a
+    message in the page; Ctrl-C stops the server and nothing listens on its port afterwards."""
+    folder = models.save_checkpoint(_tiny_lm(), tmp_path / "tiny")
+    model = models.load(folder)
+    _heads_table().to_csv(tmp_path / "heads.csv", index=False)
+    cmd = [sys.executable, "-c", "import sys; from analyses.cli import main; sys.exit(main())", "explore"]
+    proc = subprocess.Popen(
+        [*cmd, "--model", str(folder), "--heads", str(tmp_path / "heads.csv"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("interp explore: tiny at http://127.0.0.1:"), (line, proc.stderr.read())
+        url = line.split(" at ")[1].split()[0]
+        port = int(url.rsplit(":", 1)[1].strip("/"))
+        ctx, page, errors = _open(browser, url)
+        _type_and_run(page, TEXT)
+        _click_head(page, 1, 2)
+        assert "previous_token" in page.get_attribute("#grid button[data-layer='1'][data-head='2']", "title")
+        assert "Primary role: previous_token" in page.text_content("#roles")
+        cache = _cached(model, TEXT)
+        assert torch.equal(_shown(page), cache["blocks.1.attn.hook_pattern"][0, 2])
+        page.check("#lens-norm")
+        assert torch.equal(_shown(page, "norm"), _norm_lens(model, cache, 1)[2])
+        assert _ablate(page, [(1, 2), (0, 1)]) == _expected_change(model, TEXT, [(0, 1), (1, 2)], "zero")[1]
+        page.fill("#text", "")
+        page.click("#run")
+        assert "empty" in page.text_content("#message")
+        _type_and_run(page, TEXT)
+        page.fill("#text", " ".join(["cat"] * 17))
+        page.click("#run")
+        page.wait_for_selector("#message.error >> text=more than 16")
+        page.fill("#target", "<img src=x onerror=alert(1)>")
+        page.click("#ablate")
+        page.wait_for_selector("#message.error >> text=is not in the vocabulary")
+        assert "<img src=x onerror=alert(1)>" in page.text_content("#message")
+        assert page.query_selector("#message img") is None
+        page.screenshot(path=str(_shots(tmp_path) / "explore_tiny.png"), full_page=True)
+        ctx.close()
+        assert errors == [] or all("status of 4" in e for e in errors), errors  # only the 4xx answers asked for
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "interp explore: stopped" in err, err
+    assert _free_port_is_closed(port)
+
+
+def test_smollm2_page_hostile_text_and_ablation(browser, smollm2, tmp_path):
+    """SmolLM2 in the page: a typed `</script><!--<script>` shows as those characters, the pattern of
+    a clicked head is the model's own hook_pattern, and the mean ablation is run_ablated's."""
+    hostile = "The keys to the cabinet are </script><!--<script> on the table"
+    # expectations first: the page's requests use the same model object from the server's thread
+    cache = _cached(smollm2, hostile)
+    expected = _expected_change(smollm2, hostile, [(5, 3), (9, 1)], "mean")[1]
+    b = smollm2.to_words(hostile)
+    with _serving(Session(smollm2)) as url:
+        ctx, page, errors = _open(browser, url)
+        _type_and_run(page, hostile)
+        shown = page.eval_on_selector_all("#tokens span", "ss => ss.map(s => s.textContent)")
+        assert shown == b.tokens[0] and "</script><!--<script>" in "".join(shown)
+        assert page.text_content("#ran q") == hostile and page.query_selector("#ran q *") is None
+        assert page.eval_on_selector_all("script", "ss => ss.length") == 2
+        _click_head(page, 5, 3)
+        assert torch.equal(_shown(page), cache["blocks.5.attn.hook_pattern"][0, 3])
+        page.check("#level-words")  # byte-level BPE merges "></" across words: one row per token-owning word
+        page.wait_for_selector("#pattern[data-level='words']")
+        labels = page.eval_on_selector_all("#pattern tbody th", "ths => ths.map(t => t.textContent)")
+        assert labels[0] == "The" and any("</" in w for w in labels) and len(labels) < len(b.words[0])
+        page.check("#level-tokens")
+        page.click("#pattern tbody th >> nth=4")  # the layer view from query token 4
+        page.wait_for_selector("#layerview[data-layer='5'][data-query='4']")
+        change = _ablate(page, [(5, 3), (9, 1)], mode="mean")
+        assert change == expected
+        assert "EXAMPLE_SENTENCES" in page.text_content("#ablation-result")
+        page.screenshot(path=str(_shots(tmp_path) / "explore_smollm2.png"), full_page=True)
+        ctx.close()
+    assert errors == []
+
+
+def test_a_word_without_a_token_joins_the_word_before():
+    from analyses.explore.session import _word_groups
+
+    assert _word_groups([-1, 0, 1, 3, -1], ["a", "b", "c", "d"]) == ([-1, 0, 1, 2, -1], ["a", "bc", "d"])
+    assert _word_groups([1, 1], ["x", "y"]) == ([0, 0], ["xy"])
+
+
+def test_cli_bad_flags_are_one_line_errors_before_the_model_loads(capsys):
+    from analyses.cli import main
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    try:
+        assert main(["explore", "--model", "no-such-model", "--port", str(port)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"interp explore: cannot listen on 127.0.0.1:{port}") and err.count("\n") == 1
+        assert main(["explore", "--model", "no-such-model", "--host", "0.0.0.0", "--port", str(port)]) == 2
+        assert "warning: --host 0.0.0.0 is not loopback" in capsys.readouterr().err
+    finally:
+        taken.close()
+    assert main(["explore", "--max-tokens", "0"]) == 2
+    assert capsys.readouterr().err == "interp explore: --max-tokens must be a positive integer, got 0\n"
+    assert main(["explore", "--port", "70000"]) == 2
+    assert "--port must be in 0..65535" in capsys.readouterr().err
