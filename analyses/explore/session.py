@@ -22,11 +22,10 @@ import pandas as pd
 import torch
 
 from analyses.explore.limits import DEFAULT_MAX_TOKENS
+from analyses.heads.examples import EXAMPLE_SENTENCES
 from analyses.heads.probe import adapt, labelled_roles, role_map
 from analyses.heads.roles import MAP_ROLES
 from analyses.heads.scoring import norm_weighted, value_norms
-from analyses.report.page import read_heads
-from analyses.heads.examples import EXAMPLE_SENTENCES
 from interp.alignment import word_attention
 from interp.interventions import ablation_source, cache_z, normalize_heads, run_ablated
 from interp.names import act_name
@@ -395,5 +394,3 @@ def _evidence(row) -> dict:
         "p_adjusted": num(get("p_adjusted")),
         "n": None if get("n") is None else int(get("n")),
     }
-
-
