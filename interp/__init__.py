@@ -1,41 +1,18 @@
 """Model-agnostic core: hooks, hook names, token-to-word alignment, streaming reducers, statistics,
-interventions, the model view and the toolkit's file writing.
+interventions, the model view and the toolkit's file writing, one module each:
 
-Imports nothing from ``models`` or ``analyses``. Names load lazily: ``import interp`` alone imports
+- ``interp.hooks``: ``HookPoint``, ``HookedModule`` (run_with_hooks, run_with_cache, hooks()),
+  ``ActivationCache``, ``UnknownHookError``, ``check_hook_names``, ``near_names``;
+- ``interp.names``: ``act_name``, ``layer_of``; ``interp.view``: ``ModelView``, ``view``;
+- ``interp.alignment``: ``split_words``, ``join_words``, ``token_to_word``, ``word_attention``,
+  ``word_matrix``; ``interp.display``: how a token is shown;
+- ``interp.reducers``, ``interp.stats``, ``interp.interventions``, ``interp.distributed``;
+- ``interp.io``: the one atomic writer, output sets, locks.
+
+Imports nothing from ``models`` or ``analyses``. The package re-exports nothing: import a name
+from its module (``from interp.hooks import HookPoint``), so that ``import interp`` and the light
+modules (``interp.io``, ``interp.names``, which the command line uses on its error path) import
 neither torch nor TransformerLens.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
-
-_EXPORTS = {
-    "HookPoint": "interp.hooks",
-    "HookedModule": "interp.hooks",
-    "UnknownHookError": "interp.hooks",
-    "check_hook_names": "interp.hooks",
-    "near_names": "interp.hooks",
-    "split_words": "interp.alignment",
-    "join_words": "interp.alignment",
-    "token_to_word": "interp.alignment",
-    "word_attention": "interp.alignment",
-    "word_matrix": "interp.alignment",
-    "act_name": "interp.names",
-    "ActivationCache": "interp.hooks",
-    "ModelView": "interp.view",
-    "view": "interp.view",
-    "atomic_write": "interp.io",
-    "atomic_dir": "interp.io",
-}
-_SUBMODULES = {"alignment", "hooks", "interventions", "io", "names", "reducers", "stats", "view"}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    if name in _SUBMODULES:
-        return importlib.import_module(f"interp.{name}")
-    raise AttributeError(f"module 'interp' has no attribute {name!r}")
+__all__ = []

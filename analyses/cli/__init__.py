@@ -22,6 +22,10 @@ import signal
 import sys
 import threading
 
+from analyses.cli.common import Terminated
+
+__all__ = ["Terminated", "main"]
+
 SUBCOMMANDS = {
     "tour": ("analyses.cli.tour", "the model, its hooks and shapes, one attention pattern as a PNG"),
     "probe": ("analyses.cli.probe", "classify every head (head-probing report)"),
@@ -31,10 +35,6 @@ SUBCOMMANDS = {
     "summary": ("analyses.cli.summary", "one page over the main job's outputs: comparison, invariances, validation"),
     "explore": ("analyses.cli.explore", "a local web page that runs the model on the text you type"),
 }
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised in the main thread so that cleanups (staging folders, locks) run."""
 
 
 def _on_sigterm(signum, frame):
@@ -60,50 +60,6 @@ def _what_was_written(before: int) -> str:
 
 def _one_line(e: BaseException) -> str:
     return " ".join((str(e) or type(e).__name__).split())
-
-
-DTYPE_NAMES = ("float32", "bfloat16", "float16")
-_DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
-
-
-def _dtype_name(value: str) -> str:
-    name = value.strip().lower()
-    name = _DTYPE_ALIASES.get(name, name)
-    if name not in DTYPE_NAMES:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a supported dtype; use {', '.join(DTYPE_NAMES)} (or fp32, bf16, fp16)"
-        )
-    return name
-
-
-def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
-    """--workers and --worker-timeout (``interp probe`` and ``interp validate``)."""
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="processes sharing the work over torch.distributed (gloo on CPU, nccl on CUDA), merged exactly: "
-        "the same table as one process; default 1, or WORLD_SIZE when started by torchrun",
-    )
-    parser.add_argument(
-        "--worker-timeout",
-        type=float,
-        default=300.0,
-        help="seconds the workers wait for a silent one before the run fails (default 300)",
-    )
-
-
-def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
-    """``--dtype`` for every command that loads a model: the name goes to ``models.load(...,
-    dtype=)``; analyses accumulate in fp32/fp64 whatever it is. (No torch import: ``interp --help``
-    stays light.)"""
-    parser.add_argument(
-        "--dtype",
-        type=_dtype_name,
-        default="float32",
-        metavar="{float32,bfloat16,float16}",
-        help="the model's weights and activations: float32 (default), bfloat16 or float16 (also fp32, bf16, fp16)",
-    )
 
 
 def main(argv=None) -> int:

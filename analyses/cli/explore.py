@@ -16,7 +16,7 @@ import ipaddress
 import socket
 import sys
 
-from analyses.cli import Terminated, add_dtype_argument
+from analyses.cli.common import Terminated, add_dtype_argument
 from analyses.explore.limits import DEFAULT_MAX_TOKENS
 
 

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from analyses.cli import add_dtype_argument
+from analyses.cli.common import add_dtype_argument, add_force_argument
 
 OWNS = (
     "invariance.csv",
@@ -43,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     add_dtype_argument(parser)
+    add_force_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--n-tokens must be at least 4 (permutations need movable tokens), got {args.n_tokens}")
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be a positive number of torch CPU threads, got {args.threads}")
-    with output_dir(args.out, OWNS, command="interp invariance", what="--out") as tmp:
+    with output_dir(args.out, OWNS, command="interp invariance", what="--out", force=args.force) as tmp:
         t = _invariance(args, tmp)
     n_ok = int(t.passed.sum())
     sys.stdout.write(

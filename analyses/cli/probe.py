@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from analyses.cli import add_dtype_argument, add_worker_arguments
+from analyses.cli.common import add_dtype_argument, add_force_argument, add_worker_arguments
 from analyses.workers import run_with_workers
 
 # pattern_<role>.png, lowercase: a tour's pattern_L3H0.png in the same folder is not the probe's
@@ -69,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate (Holm), default 0.05")
     add_worker_arguments(parser)
+    add_force_argument(parser)
 
 
 def _n_for(args) -> dict[str, int]:

@@ -9,25 +9,29 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from analyses.cli.common import add_force_argument
+
 OWNS = ("summary.md", "comparison.md", "index.html")
 MODEL_OWNS = ("report.html",)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="out", help="the main job's output folder (default: out)")
+    add_force_argument(p)
 
 
 def run(args) -> int:
     from interp.io import atomic_write, output_dir
 
     out = Path(args.out)
-    with output_dir(out, OWNS, command="interp summary", what="--out", must_exist=True) as tmp:
+    with output_dir(out, OWNS, command="interp summary", what="--out", must_exist=True, force=args.force) as tmp:
         from analyses.report.summary import model_pages, summarise
 
         summarise(out, dest=tmp)
         pages = model_pages(out)  # rendered before anything is committed: a failure leaves all as it was
     for name, html in pages.items():
-        with output_dir(out / name, MODEL_OWNS, command="interp summary", what="model folder") as mtmp:
+        owns = dict(command="interp summary", what="model folder", force=args.force)
+        with output_dir(out / name, MODEL_OWNS, **owns) as mtmp:
             atomic_write(mtmp / "report.html", html)
     print(
         f"wrote {out / 'summary.md'}, {out / 'index.html'} and "

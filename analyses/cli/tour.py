@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analyses.cli import add_dtype_argument
+from analyses.cli.common import add_dtype_argument, add_force_argument
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -18,6 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layer", type=int, default=None, help="default: the middle layer")
     p.add_argument("--head", type=int, default=0)
     add_dtype_argument(p)
+    add_force_argument(p)
 
 
 def run(args) -> int:
@@ -40,7 +41,7 @@ def run(args) -> int:
             )
         table = hook_shapes(model, text)
         name = f"pattern_L{layer}H{args.head}.png"
-        with staged_dir(out, [name], "interp tour") as tmp:
+        with staged_dir(out, [name], "interp tour", force=args.force) as tmp:
             plot_pattern(model, text, layer, args.head, tmp / name)
     print(model)
     print(f"{len(model.hook_names())} hook points; block 0 on {text!r}:")

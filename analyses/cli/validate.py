@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analyses.cli import add_dtype_argument, add_worker_arguments
+from analyses.cli.common import add_dtype_argument, add_force_argument, add_worker_arguments
 from analyses.workers import run_with_workers
 
 OWNS = ("validation.csv", "unlabelled.csv", "validation.md", "validation.json")
@@ -52,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     add_dtype_argument(parser)
     add_worker_arguments(parser)
+    add_force_argument(parser)
 
 
 def run(args) -> int:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses.invariance import permutation as perm_mod
-from analyses.invariance import rotation as rot_mod
-from analyses.invariance import scale as scale_mod
+import analyses.invariance.permutation as perm_mod
+import analyses.invariance.rotation as rot_mod
+import analyses.invariance.scale as scale_mod
 from analyses.invariance.common import GUARD, SAFETY
 from analyses.invariance.run import InvarianceResult
 from interp.io import atomic_write, md_table, png_bytes

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from analyses.invariance import permutation as perm_mod
-from analyses.invariance import position as pos_mod
-from analyses.invariance import rotation as rot_mod
-from analyses.invariance import scale as scale_mod
+import analyses.invariance.permutation as perm_mod
+import analyses.invariance.position as pos_mod
+import analyses.invariance.rotation as rot_mod
+import analyses.invariance.scale as scale_mod
 from analyses.invariance.common import ROW_COLUMNS, double_copy, model_tokens
 from interp.view import view
 

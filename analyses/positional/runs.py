@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from analyses.positional import synthetic as S
+import analyses.positional.synthetic as S
 from analyses.positional.study import BUDGETS, SCHEMES, Budget
 from analyses.positional.tasks import CopyBackTask, InductionTask, OrderTask
 from interp.io import atomic_write

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp import join_words, split_words, token_to_word, word_attention, word_matrix
+from interp.alignment import join_words, split_words, token_to_word, word_attention, word_matrix
 
 
 def test_split_words():

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from interp import HookedModule, HookPoint, UnknownHookError, check_hook_names, near_names
+from interp.hooks import HookedModule, HookPoint, UnknownHookError, check_hook_names, near_names
 
 
 class Toy(HookedModule):

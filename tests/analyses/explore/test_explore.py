@@ -26,8 +26,8 @@ import pytest
 import torch
 
 import models
-from analyses.explore import Session
 from analyses.explore.server import MAX_BODY, allowed_hosts, create_app
+from analyses.explore.session import Session
 from analyses.heads.scoring import norm_weighted, value_norms
 from analyses.report.page import EXAMPLE_SENTENCES
 from interp.alignment import word_attention
