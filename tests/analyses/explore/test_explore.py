@@ -28,8 +28,8 @@ import torch
 import models
 from analyses.explore.server import MAX_BODY, allowed_hosts, create_app
 from analyses.explore.session import Session
+from analyses.heads.examples import EXAMPLE_SENTENCES
 from analyses.heads.scoring import norm_weighted, value_norms
-from analyses.report.page import EXAMPLE_SENTENCES
 from interp.alignment import word_attention
 from interp.interventions import ablation_source, cache_z, run_ablated
 from tests.factories import VOCAB, randomized, tiny_config, word_tokenizer
@@ -89,7 +89,7 @@ def _norm_lens(model, cache, layer: int) -> torch.Tensor:
 
 
 def _reference_mean(model, layers) -> dict:
-    ref = model.to_words([list(w) for _, w in EXAMPLE_SENTENCES])
+    ref = model.to_words([list(s.words) for s in EXAMPLE_SENTENCES])
     _, z = cache_z(model, ref.input_ids, layers, attention_mask=ref.attention_mask)
     return ablation_source(z, "mean", attention_mask=ref.attention_mask)
 
