@@ -29,6 +29,7 @@ import models
 from analyses.explore.server import MAX_BODY, allowed_hosts, create_app
 from analyses.explore.session import Session
 from analyses.heads.examples import EXAMPLE_SENTENCES
+from analyses.heads.roles import COLUMNS
 from analyses.heads.scoring import norm_weighted, value_norms
 from interp.alignment import word_attention
 from interp.interventions import ablation_source, cache_z, run_ablated
@@ -73,7 +74,11 @@ def _heads_table() -> pd.DataFrame:
                          p_adjusted=1e-5 if labelled else 1.0, label=labelled, source="all", subset="all",
                          specials="-", family=role, weighting="attention")
                 )  # fmt: skip
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    for col in COLUMNS:  # the columns a hand-made table does not need: empty, as the probe leaves them
+        if col not in df:
+            df[col] = float("nan")
+    return df[COLUMNS]
 
 
 def _cached(model, text: str):
