@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
@@ -56,11 +56,11 @@ from torch import Tensor, nn
 
 from interp.hooks import HookedModule, HookPoint
 from models.config import Config
+from models.positions import alibi_slopes, apply_rope, rope_cos_sin, rope_inv_freq, sinusoidal
 from models.tl_api import KVCache, TransformerLensAPI, _LayerKV
+from models.weights import _view_param, _weight_view
 
 if TYPE_CHECKING:
-    from numpy.typing import ArrayLike
-
     from models.tl_api import TokenIds
     from models.tokenizer import Batch, Text, Tokenizer
 
@@ -142,167 +142,7 @@ class Norm(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------------
-# Positions
-
-
-def rope_inv_freq(cfg: Config) -> Tensor:
-    dim = cfg.rot_dim
-    # Hugging Face's expression, so the angles are bitwise identical.
-    return 1.0 / (cfg.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
-
-
-def rope_cos_sin(cfg: Config, positions: Tensor, inv_freq: Tensor) -> tuple[Tensor, Tensor]:
-    """cos, sin of shape [batch, pos, rot_dim], laid out to match ``apply_rope``."""
-    freqs = positions[..., None].float() * inv_freq.to(positions.device)  # [batch, pos, rot_dim/2]
-    if cfg.rope_interleaved:
-        emb = torch.repeat_interleave(freqs, 2, dim=-1)
-    else:
-        emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos(), emb.sin()
-
-
-def _rotate_half(x: Tensor) -> Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def _rotate_every_two(x: Tensor) -> Tensor:
-    x1, x2 = x[..., ::2], x[..., 1::2]
-    return torch.stack((-x2, x1), dim=-1).flatten(-2)
-
-
-def apply_rope(cfg: Config, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate the first ``rot_dim`` dimensions of each head of ``x`` [..., d_head] (cos and sin
-    broadcast against it).
-
-    Dimension pairs that rotate together: (i, i + rot_dim/2) by default (Llama/NeoX), (2i, 2i+1)
-    when ``rope_interleaved`` (GPT-J). ``rope_planes`` lists them for analyses.
-    """
-    rot, rest = x[..., : cfg.rot_dim], x[..., cfg.rot_dim :]
-    turn = _rotate_every_two if cfg.rope_interleaved else _rotate_half
-    rot = rot * cos + turn(rot) * sin
-    return torch.cat((rot, rest), dim=-1) if rest.shape[-1] else rot
-
-
-def rope_planes(cfg: Config) -> list[tuple[int, int]]:
-    """The (dim, dim) pairs of d_head that one rotary frequency rotates together."""
-    half = cfg.rot_dim // 2
-    if cfg.rope_interleaved:
-        return [(2 * i, 2 * i + 1) for i in range(half)]
-    return [(i, i + half) for i in range(half)]
-
-
-def alibi_slopes(n_heads: int) -> Tensor:
-    """Press et al. (2022): geometric slopes 2^(-8/n), and the interleaved extension for n not a
-    power of two."""
-
-    def power_of_two(n: int) -> list[float]:
-        start = 2 ** (-8 / n)
-        return [start ** (i + 1) for i in range(n)]
-
-    if math.log2(n_heads).is_integer():
-        slopes = power_of_two(n_heads)
-    else:
-        closest = 2 ** math.floor(math.log2(n_heads))
-        slopes = power_of_two(closest) + power_of_two(2 * closest)[0::2][: n_heads - closest]
-    return torch.tensor(slopes, dtype=torch.float)
-
-
-def sinusoidal(positions: Tensor, d_model: int) -> Tensor:
-    """Vaswani et al. (2017): PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(same)."""
-    i = torch.arange(0, d_model, 2, dtype=torch.float, device=positions.device)
-    angles = positions[..., None].float() / (10000.0 ** (i / d_model))  # [batch, pos, d_model/2]
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)[..., :d_model]
-
-
-# --------------------------------------------------------------------------------------------------
 # Attention
-
-
-class WeightEditError(RuntimeError):
-    """An in-place edit of a weight view while autograd is recording (outside ``torch.no_grad()``)."""
-
-
-class WeightView(Tensor):
-    """What ``attn.W_Q``, ``mlp.W_in``, ``model.W_U`` and the other weight views return: a view of
-    a parameter that computes like a plain tensor (every result is a plain ``Tensor``). The one
-    difference: an in-place edit made while autograd is recording raises ``WeightEditError``, which
-    says what to do, instead of torch's "a view of a leaf Variable that requires grad is being used
-    in an in-place operation". Views of it (``W_Q[3]``, ``W_Q.T``) are ``WeightView``s too."""
-
-    _weight_name = "a weight view"
-
-    @classmethod
-    def __torch_function__(
-        cls,
-        func: Callable[..., Any],
-        types: Iterable[type],
-        args: Sequence[Any] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        with torch._C.DisableTorchFunctionSubclass():
-            try:
-                out = func(*args, **kwargs)
-            except RuntimeError as e:
-                views = [a for a in args if isinstance(a, WeightView)]
-                message = str(e)
-                leaf_edit = "leaf Variable that requires grad" in message
-                view_edit = "is a view and is being modified inplace" in message
-                if not views or not torch.is_grad_enabled() or not (leaf_edit or view_edit):
-                    raise
-                name = views[0]._weight_name
-                raise WeightEditError(
-                    f"in-place edit of {name} while autograd is recording: {name} is a view of a parameter, so "
-                    f"edit it under `with torch.no_grad():` (or assign a whole new value: module.{name} = new)"
-                ) from None
-            first = args[0] if args else None
-            if isinstance(first, WeightView):  # a view of the weight (W_Q[3], W_Q.T) stays a WeightView
-                base = first._base
-                if isinstance(out, Tensor):
-                    out = _as_weight_view(out, first._weight_name, base)
-                elif isinstance(out, (tuple, list)):  # unbind, chunk, split
-                    name = first._weight_name
-                    out = type(out)(_as_weight_view(o, name, base) if isinstance(o, Tensor) else o for o in out)
-        return out
-
-
-def _as_weight_view(t: Tensor, name: str, base: Tensor | None) -> Tensor:
-    if isinstance(t, WeightView) or base is None or t._base is not base:  # in place, or a plain result
-        return t
-    view = t.as_subclass(WeightView)
-    view._weight_name = name
-    return view
-
-
-def _weight_view(t: Tensor | None, name: str) -> Tensor | None:
-    """``t`` (a view of a parameter, or the parameter itself) as a ``WeightView`` named ``name``."""
-    if t is None:
-        return None
-    view = t.as_subclass(WeightView)
-    view._weight_name = name
-    return view
-
-
-def _view_param(name: str, doc: str) -> property:
-    """A property that exposes ``_view_<name>()`` and copies into it on assignment, so that
-    ``attn.W_Q = new`` and ``attn.W_Q[3].zero_()`` (under ``torch.no_grad()``) both edit the stored
-    parameter."""
-
-    def fget(self: nn.Module) -> Tensor | None:
-        return _weight_view(getattr(self, f"_view_{name}")(), name)
-
-    def fset(self: nn.Module, value: Tensor | ArrayLike) -> None:
-        view = fget(self)
-        if view is None:
-            raise AttributeError(f"{name} does not exist in this architecture (no bias here)")
-        value = torch.as_tensor(value, dtype=view.dtype, device=view.device)
-        if tuple(value.shape) != tuple(view.shape):
-            raise ValueError(f"{name} has shape {tuple(view.shape)}; got {tuple(value.shape)}")
-        with torch.no_grad():
-            view.copy_(value)
-
-    return property(fget, fset, doc=doc)
 
 
 class Masks:

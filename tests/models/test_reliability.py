@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save_file
 
 import interp
 import models
-from models.transformer import WeightEditError
+from models.weights import WeightEditError
 from tests.factories import tiny_batch, tiny_model
 
 # ---- 1. inference mode ----------------------------------------------------------------------------

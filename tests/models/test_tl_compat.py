@@ -27,7 +27,7 @@ from transformer_lens import FactoredMatrix, patching
 
 import models
 from interp.hooks import UnknownHookError
-from models.transformer import WeightEditError
+from models.weights import WeightEditError
 
 ATOL = 1e-5
 IOI_CLEAN = [
