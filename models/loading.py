@@ -355,10 +355,10 @@ def from_hf(
     sd = {k: v.detach().float() for k, v in hf_model.state_dict().items()}
     cfg, state = CONVERTERS[kind](hf_cfg, sd, str(name))
     window = _sliding_window(hf_cfg)
-    if window is not None and window < cfg.n_ctx:
+    if window is not None:
         # Hugging Face masks the keys more than `window` tokens back in its sliding-window layers;
         # this model has no window mask, so it is exact up to the window: its context ends there
-        cfg = cfg.replace(n_ctx=window)
+        cfg = cfg.replace(n_ctx=min(cfg.n_ctx, window), sliding_window=window)
     _warn_non_finite(state, f"converted {kind} {name!r}")
     tok = None
     if tokenizer is not None:

@@ -599,13 +599,17 @@ class Transformer(HookedModule, TransformerLensAPI):
         lo, hi = int(tokens.min()), int(tokens.max())
         if lo < 0 or hi >= self.cfg.d_vocab:
             raise ValueError(f"token ids must lie in 0..{self.cfg.d_vocab - 1}, got min {lo} and max {hi}")
-        n = tokens.shape[1] + past
-        if n > self.cfg.n_ctx and (self.cfg.positional == "learned" or not allow_beyond_ctx):
-            extra = (
-                "; learned absolute positions have no embedding past n_ctx"
-                if self.cfg.positional == "learned"
-                else "; pass allow_beyond_ctx=True to run past the trained context anyway"
-            )
+        n, cfg = tokens.shape[1] + past, self.cfg
+        if n > cfg.n_ctx and (cfg.positional == "learned" or cfg.sliding_window is not None or not allow_beyond_ctx):
+            if cfg.sliding_window is not None:
+                extra = (
+                    f"; Hugging Face's sliding window ({cfg.sliding_window} tokens) is not implemented here, so the "
+                    "model is exact only within n_ctx and cannot run past it"
+                )
+            elif cfg.positional == "learned":
+                extra = "; learned absolute positions have no embedding past n_ctx"
+            else:
+                extra = "; pass allow_beyond_ctx=True to run past the trained context anyway"
             raise ValueError(
                 f"sequence of {n} tokens is longer than the context of {self.cfg.name!r} "
                 f"(n_ctx={self.cfg.n_ctx}){extra}; truncate or split the input"
