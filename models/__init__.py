@@ -28,7 +28,7 @@ from models.loading import (
 )
 from models.positions import alibi_slopes, rope_planes
 from models.tl_api import KVCache
-from models.tokenizer import Batch, Tokenizer
+from models.tokenizer import Batch, LostWordsWarning, Tokenizer
 from models.transformer import Transformer
 from models.weights import WeightEditError
 
@@ -39,6 +39,7 @@ __all__ = [
     "CheckpointError",
     "Config",
     "KVCache",
+    "LostWordsWarning",
     "Tokenizer",
     "Transformer",
     "WeightEditError",

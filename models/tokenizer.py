@@ -19,6 +19,11 @@ if TYPE_CHECKING:  # transformers is imported only when a Hugging Face tokenizer
 Text = str | Sequence[str]  # a text, or a list of words
 
 
+class LostWordsWarning(UserWarning):
+    """Words of a call lost to the unknown token or changed by the tokenizer's normalisation (see
+    ``Batch.lost`` / ``Batch.changed``); its own category, so a caller can filter or record it."""
+
+
 @dataclass
 class Batch:
     """Tokenised, right-padded batch. ``token_to_word[b][t]`` is the word index of token t of
@@ -177,7 +182,7 @@ class Tokenizer:
             changed=[e[7] for e in encoded],
         )
         if batch.n_lost or batch.n_changed:
-            warnings.warn(_word_loss_summary(batch), stacklevel=2)
+            warnings.warn(_word_loss_summary(batch), LostWordsWarning, stacklevel=2)
         return batch
 
     def words(self, word_lists: Sequence[Sequence[str]], max_length: int | None = None) -> Batch:

@@ -153,7 +153,7 @@ def minilm_tokenizer():
 
 
 def test_japanese_on_minilm_reports_lost_and_changed_words_in_one_warning(minilm_tokenizer):
-    with pytest.warns(UserWarning) as record:
+    with pytest.warns(models.LostWordsWarning) as record:
         batch = minilm_tokenizer(["猫 が 魚 を 食べた", "The cat sleeps."])
     assert len(record) == 1  # one warning per call, not per word
     message = str(record[0].message)
