@@ -5,7 +5,11 @@ Built on ``transformer_lens``'s ``HookPoint`` and ``HookedRootModule`` so that `
 TransformerLens users expect. What this module adds: an unknown hook name is an error that lists
 the nearest real names (TransformerLens raises a bare ``KeyError``), and a names filter given as
 strings is checked the same way instead of silently caching nothing; ``run_with_cache`` returns
-TransformerLens's ``ActivationCache`` (the subclass below), whose unknown keys are explained too.
+TransformerLens's ``ActivationCache`` (the subclass below), whose unknown keys are explained too;
+and a forward hook that returns a tensor of another shape, dtype or device than its input is refused
+with one line naming the hook and both (``HookReturnError``), instead of flowing on silently (a
+``x[:, :1]`` on ``hook_resid_pre`` gave logits of one position) or failing later in a torch error
+that names no hook.
 """
 
 from __future__ import annotations
@@ -17,11 +21,19 @@ from typing import Any
 from torch import Tensor
 from transformer_lens import ActivationCache as _TLActivationCache
 from transformer_lens import HookedRootModule
-from transformer_lens.hook_points import HookPoint
+from transformer_lens.hook_points import HookPoint as _TLHookPoint
 
 NamesFilter = None | str | Sequence[str] | Callable[[str], bool]
 
-__all__ = ["ActivationCache", "HookPoint", "HookedModule", "UnknownHookError", "near_names", "check_hook_names"]
+__all__ = [
+    "ActivationCache",
+    "HookPoint",
+    "HookReturnError",
+    "HookedModule",
+    "UnknownHookError",
+    "near_names",
+    "check_hook_names",
+]
 
 
 class UnknownHookError(KeyError):
@@ -29,6 +41,49 @@ class UnknownHookError(KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return str(self.args[0])
+
+
+class HookReturnError(ValueError):
+    """A forward hook returned something other than None or a tensor of its input's shape, dtype
+    and device."""
+
+
+def _check_return(returned: object, given: Tensor, name: str | None) -> None:
+    if not isinstance(returned, Tensor):
+        raise HookReturnError(
+            f"a hook on {name} returned a {type(returned).__name__}; a hook returns None (keep the value) or a "
+            f"tensor like its input, shape {list(given.shape)}"
+        )
+    if returned.shape != given.shape or returned.dtype != given.dtype or returned.device != given.device:
+        raise HookReturnError(
+            f"a hook on {name} returned shape {list(returned.shape)} ({returned.dtype}, {returned.device}), its input "
+            f"has shape {list(given.shape)} ({given.dtype}, {given.device}); a hook must return None or a tensor of "
+            "its input's shape, dtype and device"
+        )
+
+
+class HookPoint(_TLHookPoint):
+    """TransformerLens's ``HookPoint``, whose forward hooks' returns are checked (``HookReturnError``).
+
+    The check wraps each forward hook when it is added, so an unhooked forward pass costs nothing
+    more, and a hook that returns None (caching, reading) or its own input pays one identity test."""
+
+    def add_hook(self, hook: Callable, dir: str = "fwd", *args: Any, **kwargs: Any) -> Any:
+        if dir != "fwd":
+            return super().add_hook(hook, dir, *args, **kwargs)
+        user_hook = hook
+
+        def checked(activation: Tensor, hook: _TLHookPoint) -> Any:
+            returned = user_hook(activation, hook=hook)
+            if returned is not None and returned is not activation:
+                _check_return(returned, activation, hook.name)
+            return returned
+
+        checked.__name__ = getattr(user_hook, "__name__", type(user_hook).__name__)
+        handle = super().add_hook(checked, dir, *args, **kwargs)
+        if handle is not None and hasattr(handle, "user_hook"):
+            handle.user_hook = user_hook  # what TransformerLens records: the hook as the user gave it
+        return handle
 
 
 def near_names(name: str, names: Iterable[str], n: int = 5) -> list[str]:

@@ -80,6 +80,10 @@ class Config:
     # token embeddings are multiplied by this before positions are added (Vaswani et al. 2017 use
     # sqrt(d_model), so a sinusoid of norm sqrt(d_model/2) does not drown them); the unembedding is not scaled
     embed_scale: float = 1.0
+    # Hugging Face's sliding-window attention (Mistral, Qwen2), which this model does not implement:
+    # the loader caps n_ctx at the window, within which the two agree exactly, and no input may run
+    # past it (not even with allow_beyond_ctx). None: no window. Left out of to_dict when None.
+    sliding_window: int | None = None
     pad_token_id: int | None = None
     bos_token_id: int | None = None
     eos_token_id: int | None = None
@@ -108,6 +112,8 @@ class Config:
             raise ValueError(
                 f"Config.embed_scale={self.embed_scale!r} must be a positive finite number (1.0: unscaled)"
             )
+        if self.sliding_window is not None and not 0 < self.sliding_window:
+            raise ValueError(f"Config.sliding_window={self.sliding_window} must be positive (or None: no window)")
         if self.rotary_dim is not None and not 0 < self.rotary_dim <= self.d_head:
             raise ValueError(f"rotary_dim={self.rotary_dim} must lie in 1..d_head={self.d_head}")
 
@@ -210,7 +216,10 @@ class Config:
         object.__setattr__(self, "_dtype", dtype)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if data["sliding_window"] is None:  # checkpoints of models without a window read as before
+            del data["sliding_window"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Config:

@@ -13,7 +13,8 @@ import importlib.util
 import json
 import logging
 import os
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,7 @@ __all__ = [
     "load_checkpoint",
     "load_state_dict_checked",
     "CheckpointError",
+    "UnsupportedModelError",
     "KNOWN_MODELS",
     "minilm_dir",
     "smollm2_gguf",
@@ -51,6 +53,12 @@ __all__ = [
 
 class CheckpointError(ValueError):
     """A checkpoint whose tensors do not fit the model: names the tensor and both shapes."""
+
+
+class UnsupportedModelError(ValueError, NotImplementedError):
+    """An architecture, or an option of one, that the toolkit does not implement: one line naming
+    it and what is supported (a ValueError, so the command line prints one line; a
+    NotImplementedError, as these were before)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -104,11 +112,13 @@ def _strip_prefix(sd: dict[str, Tensor], prefixes: tuple[str, ...]) -> dict[str,
 
 
 def _bert(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+    if getattr(hf_cfg, "is_decoder", False):  # BertModel then masks causally
+        raise UnsupportedModelError("BERT is_decoder=True (a causal BERT) is not supported; only the encoder")
     if getattr(hf_cfg, "position_embedding_type", "absolute") != "absolute":
-        raise NotImplementedError(f"BERT position_embedding_type={hf_cfg.position_embedding_type!r}: only 'absolute'")
+        raise UnsupportedModelError(f"BERT position_embedding_type={hf_cfg.position_embedding_type!r}: only 'absolute'")
     act = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_new"}.get(hf_cfg.hidden_act)
     if act is None:
-        raise NotImplementedError(f"BERT hidden_act={hf_cfg.hidden_act!r} is not supported")
+        raise UnsupportedModelError(f"BERT hidden_act={hf_cfg.hidden_act!r} is not supported")
     h = hf_cfg.num_attention_heads
     cfg = Config(
         d_model=hf_cfg.hidden_size,
@@ -167,10 +177,13 @@ def _llama(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[
     rope = getattr(hf_cfg, "rope_parameters", None) or getattr(hf_cfg, "rope_scaling", None) or {}
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if rope_type != "default":
-        raise NotImplementedError(f"rope_type={rope_type!r} (scaled RoPE) is not supported; only 'default'")
+        raise UnsupportedModelError(
+            f"{hf_cfg.model_type} rope_scaling type {rope_type!r} (scaled RoPE) is not supported; "
+            "only unscaled RoPE ('default')"
+        )
     theta = rope.get("rope_theta", getattr(hf_cfg, "rope_theta", 10000.0))
     if getattr(hf_cfg, "hidden_act", "silu") != "silu":
-        raise NotImplementedError(f"Llama hidden_act={hf_cfg.hidden_act!r}: only 'silu' (SwiGLU)")
+        raise UnsupportedModelError(f"Llama hidden_act={hf_cfg.hidden_act!r}: only 'silu' (SwiGLU)")
     h = hf_cfg.num_attention_heads
     kv = getattr(hf_cfg, "num_key_value_heads", None) or h
     d_head = getattr(hf_cfg, "head_dim", None) or hf_cfg.hidden_size // h
@@ -228,12 +241,12 @@ def _llama(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[
 
 def _gpt2(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
     if getattr(hf_cfg, "scale_attn_by_inverse_layer_idx", False):
-        raise NotImplementedError("GPT-2 scale_attn_by_inverse_layer_idx=True is not supported")
+        raise UnsupportedModelError("GPT-2 scale_attn_by_inverse_layer_idx=True is not supported")
     act = {"gelu_new": "gelu_new", "gelu": "gelu", "relu": "relu", "gelu_pytorch_tanh": "gelu_new"}.get(
         hf_cfg.activation_function
     )
     if act is None:
-        raise NotImplementedError(f"GPT-2 activation_function={hf_cfg.activation_function!r} is not supported")
+        raise UnsupportedModelError(f"GPT-2 activation_function={hf_cfg.activation_function!r} is not supported")
     m, h = hf_cfg.n_embd, hf_cfg.n_head
     d = m // h
     sd = _strip_prefix(sd, ("transformer.",)) | (
@@ -289,6 +302,36 @@ def _gpt2(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[C
     return cfg, out
 
 
+def _sliding_window(hf_cfg: PretrainedConfig) -> int | None:
+    """The window of Hugging Face's sliding-window attention where at least one layer has it, else
+    None. Mistral: every layer when ``sliding_window`` is set. Qwen2 (and any config with
+    ``layer_types``): the layers typed "sliding_attention", which Qwen2's config derives from
+    ``use_sliding_window`` (else ``sliding_window`` is None) and ``max_window_layers`` (layers
+    from that index on)."""
+    window = getattr(hf_cfg, "sliding_window", None)
+    if not window:
+        return None
+    if hf_cfg.model_type == "mistral":
+        return int(window)
+    return int(window) if "sliding_attention" in (getattr(hf_cfg, "layer_types", None) or ()) else None
+
+
+def _warn_non_finite(state: dict[str, Tensor], source: str) -> None:
+    """One warning naming the tensors that hold NaN or inf (the model still loads)."""
+    bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        more = f" and {len(bad) - 1} more ({bad[1:4]})" if len(bad) > 1 else ""
+        warnings.warn(
+            f"{source}: tensor {bad[0]!r}{more} holds NaN or inf values; what reads it is NaN or inf, except where "
+            "the fused attention path (like Hugging Face's SDPA) hides a NaN that eager attention shows",
+            stacklevel=3,
+        )
+
+
+def _unsupported(model_type: object, where: str) -> str:
+    return f"{where}: model_type {model_type!r} is not supported; the toolkit converts {sorted(CONVERTERS)}"
+
+
 def _first(x: int | Sequence[int] | None) -> int | None:
     return x[0] if isinstance(x, (list, tuple)) else x
 
@@ -307,12 +350,16 @@ def from_hf(
     hf_cfg = hf_model.config
     kind = hf_cfg.model_type
     if kind not in CONVERTERS:
-        raise NotImplementedError(f"model_type {kind!r} is not supported; supported: {sorted(CONVERTERS)}")
+        raise UnsupportedModelError(_unsupported(kind, "the model"))
     name = name or getattr(hf_cfg, "name_or_path", None) or kind
     sd = {k: v.detach().float() for k, v in hf_model.state_dict().items()}
     cfg, state = CONVERTERS[kind](hf_cfg, sd, str(name))
-    if kind == "mistral" and getattr(hf_cfg, "sliding_window", None):
-        cfg = cfg.replace(n_ctx=min(cfg.n_ctx, hf_cfg.sliding_window))  # beyond it Mistral masks more
+    window = _sliding_window(hf_cfg)
+    if window is not None:
+        # Hugging Face masks the keys more than `window` tokens back in its sliding-window layers;
+        # this model has no window mask, so it is exact up to the window: its context ends there
+        cfg = cfg.replace(n_ctx=min(cfg.n_ctx, window), sliding_window=window)
+    _warn_non_finite(state, f"converted {kind} {name!r}")
     tok = None
     if tokenizer is not None:
         tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer(tokenizer, prepend_bos=prepend_bos)
@@ -373,17 +420,62 @@ def _broken_safetensors(path_or_name: str, error: Exception) -> CheckpointError:
 
 
 @contextlib.contextmanager
-def _quiet_load_report():
-    """transformers logs a table of missing/unexpected tensors; ``_check_loading_info`` turns the
-    ones that matter into one error, so the table is not shown."""
+def _quiet_load() -> Iterator[None]:
+    """transformers logs a table of missing/unexpected tensors (``_check_loading_info`` turns the
+    ones that matter into one error) and shows a "Loading weights" progress bar on every load;
+    library code prints neither. Both settings are restored afterwards."""
+    from transformers.utils import logging as hf_logging
+
     logger = logging.getLogger("transformers.modeling_utils")
     drop = logging.Filter()
     drop.filter = lambda record: "LOAD REPORT" not in str(record.msg)  # type: ignore[method-assign]
     logger.addFilter(drop)
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
     try:
         yield
     finally:
         logger.removeFilter(drop)
+        if bar:
+            hf_logging.enable_progress_bar()
+
+
+_PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
+
+
+def _hf_config(path_or_name: str, kw: dict) -> PretrainedConfig:
+    """The folder's (or hub model's) config, refused in one line before any weight is read when
+    the toolkit cannot convert it, when its weights are pickles only, or when it asks for custom
+    code it cannot do without. The toolkit never runs a folder's code (``trust_remote_code=False``)
+    and never unpickles weights (safetensors only)."""
+    import transformers
+
+    folder = Path(path_or_name)
+    raw: dict = {}
+    if folder.is_dir() and not kw:
+        try:
+            raw = json.loads((folder / "config.json").read_text(encoding="utf-8-sig"))
+        except (OSError, ValueError):
+            raw = {}  # transformers reports an unreadable config.json itself
+        raw = raw if isinstance(raw, dict) else {}
+        if not any(folder.glob("*.safetensors")) and (pickles := sorted(p for g in _PICKLED for p in folder.glob(g))):
+            raise CheckpointError(
+                f"{folder} holds its weights only as {pickles[0].name}, a pickle, which can run code when read; the "
+                "toolkit reads safetensors only: convert it where you trust it (save_pretrained writes safetensors)"
+            )
+    model_type = raw.get("model_type")
+    if model_type is not None and model_type not in CONVERTERS:
+        raise UnsupportedModelError(_unsupported(model_type, str(folder)))
+    hf_cfg = transformers.AutoConfig.from_pretrained(path_or_name, trust_remote_code=False, **kw)
+    if hf_cfg.model_type not in CONVERTERS:
+        raise UnsupportedModelError(_unsupported(hf_cfg.model_type, path_or_name))
+    if raw.get("auto_map") or getattr(hf_cfg, "auto_map", None):
+        warnings.warn(
+            f"{path_or_name}: config.json asks to run the folder's own code (auto_map); the toolkit never runs a "
+            f"folder's code and loads the standard {hf_cfg.model_type!r} architecture",
+            stacklevel=3,
+        )
+    return hf_cfg
 
 
 def _hf_load(path_or_name: str, gguf_file: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase | None]:
@@ -391,24 +483,25 @@ def _hf_load(path_or_name: str, gguf_file: str | None = None) -> tuple[PreTraine
     from safetensors import SafetensorError
 
     kw = {"gguf_file": gguf_file} if gguf_file else {}
-    hf_cfg = transformers.AutoConfig.from_pretrained(path_or_name, **kw)
+    hf_cfg = _hf_config(path_or_name, kw)
     auto = transformers.AutoModel if hf_cfg.model_type == "bert" else transformers.AutoModelForCausalLM
     try:
-        with _quiet_load_report():
+        with _quiet_load():
             hf_model, info = auto.from_pretrained(
                 path_or_name,
                 dtype=torch.float32,
                 attn_implementation="eager",
                 output_loading_info=True,
                 ignore_mismatched_sizes=True,  # reported in info and refused below, with both shapes
-                **kw,
+                trust_remote_code=False,
+                **(kw or {"use_safetensors": True}),  # never a pickle (a GGUF holds no code either)
             )
     except SafetensorError as e:
         raise _broken_safetensors(path_or_name, e) from None
     where = f"Hugging Face model {path_or_name}" + (f" ({gguf_file})" if gguf_file else "")
     _check_loading_info(info, where)
     try:
-        tok = transformers.AutoTokenizer.from_pretrained(path_or_name, **kw)
+        tok = transformers.AutoTokenizer.from_pretrained(path_or_name, trust_remote_code=False, **kw)
     except (OSError, ValueError, TypeError):
         tok = None  # a bare weights folder: the model still runs on token ids
     if tok is not None and len(tok.get_vocab()) <= len(set(tok.all_special_ids)):
@@ -488,7 +581,8 @@ def load_checkpoint(folder: str | Path) -> Transformer:
     if "tokenizer" in meta:
         import transformers
 
-        tok = Tokenizer(transformers.AutoTokenizer.from_pretrained(str(folder)), **meta["tokenizer"])
+        hf_tok = transformers.AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+        tok = Tokenizer(hf_tok, **meta["tokenizer"])
     model = Transformer(cfg, tokenizer=tok)
     weights = folder / WEIGHTS_FILE
     if not weights.exists():
@@ -499,6 +593,7 @@ def load_checkpoint(folder: str | Path) -> Transformer:
         raise CheckpointError(
             f"{weights} is truncated or corrupt ({e}); restore it or save the checkpoint again"
         ) from None
+    _warn_non_finite(state, f"checkpoint {str(folder)!r}")
     load_state_dict_checked(model, state, source=f"checkpoint {str(folder)!r}")
     return model.eval()
 
@@ -562,7 +657,7 @@ def smollm2_hf_dir() -> Path:
     config = hf_model.config.to_dict()
     config.pop("quantization_config", None)
     plain = transformers.AutoModelForCausalLM.from_config(
-        transformers.AutoConfig.for_model(**config), dtype=torch.float32
+        transformers.AutoConfig.for_model(**config), dtype=torch.float32, trust_remote_code=False
     )
     plain.load_state_dict(hf_model.state_dict())
     with atomic_dir(folder, replace=False) as tmp:  # another process may finish first: keep theirs

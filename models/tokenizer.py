@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,11 @@ if TYPE_CHECKING:  # transformers is imported only when a Hugging Face tokenizer
     from transformers import PreTrainedTokenizerBase
 
 Text = str | Sequence[str]  # a text, or a list of words
+
+
+class LostWordsWarning(UserWarning):
+    """Words of a call lost to the unknown token or changed by the tokenizer's normalisation (see
+    ``Batch.lost`` / ``Batch.changed``); its own category, so a caller can filter or record it."""
 
 
 @dataclass
@@ -31,6 +37,12 @@ class Batch:
     words: list[list[str]]
     token_to_word: list[list[int]]
     texts: list[str]
+    # per sentence, per word: ``lost[b][w]`` the word reached the model only as the unknown token
+    # ([UNK]: MiniLM's vocabulary has no 猫); ``changed[b][w]`` the tokenizer's normaliser changed it
+    # other than by case (accents stripped: が becomes か, café becomes cafe), so the model reads
+    # another word. A call that loses or changes words warns once, with the counts.
+    lost: list[list[bool]] = field(default_factory=list)
+    changed: list[list[bool]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -38,6 +50,16 @@ class Batch:
     @property
     def lengths(self) -> list[int]:
         return self.attention_mask.sum(-1).tolist()
+
+    @property
+    def n_lost(self) -> int:
+        """Words lost to the unknown token, over the batch."""
+        return sum(sum(row) for row in self.lost)
+
+    @property
+    def n_changed(self) -> int:
+        """Words changed by the tokenizer's normalisation (not lost), over the batch."""
+        return sum(sum(row) for row in self.changed)
 
 
 class Tokenizer:
@@ -73,7 +95,7 @@ class Tokenizer:
 
     def _encode_one(
         self, item: Text, index: int = 0
-    ) -> tuple[list[int], list[int], list[str], list[str], list[int], str]:
+    ) -> tuple[list[int], list[int], list[str], list[str], list[int], str, list[bool], list[bool]]:
         if isinstance(item, str):
             if not item.strip():
                 raise ValueError(f"empty text {item!r}: need at least one word")
@@ -103,7 +125,31 @@ class Tokenizer:
             -1 if tid in special and not self._stands_for_a_word(tid, text, span) else w
             for tid, w, span in zip(ids, align, offsets)
         ]
-        return ids, types, self.hf.convert_ids_to_tokens(ids), words, align, text
+        lost, changed = self._word_flags(words, ids, align)
+        if words and all(lost):
+            raise ValueError(
+                f"text {index} ({text[:60]!r}): every word is unknown to the tokenizer (each became "
+                f"{self.hf.unk_token}), so the model would read nothing of it; use a model whose vocabulary covers it"
+            )
+        return ids, types, self.hf.convert_ids_to_tokens(ids), words, align, text, lost, changed
+
+    def _word_flags(self, words: list[str], ids: list[int], align: list[int]) -> tuple[list[bool], list[bool]]:
+        """Per word: lost (each of its tokens is the unknown token) and changed (some of its tokens
+        are, or the tokenizer's normaliser rewrites it other than by case or spacing)."""
+        unk = self.hf.unk_token_id
+        tokens_of: list[list[int]] = [[] for _ in words]
+        for tid, w in zip(ids, align):
+            if w >= 0:
+                tokens_of[w].append(tid)
+        lost = [unk is not None and bool(toks) and all(t == unk for t in toks) for toks in tokens_of]
+        # partly unknown (猫です: [UNK] て ##す) is changed, not lost
+        changed = [not gone and unk in toks for gone, toks in zip(lost, tokens_of)]
+        normalizer = getattr(getattr(self.hf, "backend_tokenizer", None), "normalizer", None)
+        if normalizer is not None:
+            for w, word in enumerate(words):
+                seen, plain = "".join(normalizer.normalize_str(word).split()), "".join(word.split())
+                changed[w] = changed[w] or (not lost[w] and seen not in (plain, plain.lower()))
+        return lost, changed
 
     def __call__(self, texts: Text | Sequence[Text], max_length: int | None = None) -> Batch:
         if isinstance(texts, str):
@@ -124,7 +170,7 @@ class Tokenizer:
             ids[b, : len(i)] = torch.tensor(i)
             mask[b, : len(i)] = 1
             types[b, : len(i)] = torch.tensor(ty)
-        return Batch(
+        batch = Batch(
             input_ids=ids,
             attention_mask=mask,
             token_type_ids=types,
@@ -132,7 +178,12 @@ class Tokenizer:
             words=[e[3] for e in encoded],
             token_to_word=[e[4] + [-1] * (n - len(e[4])) for e in encoded],
             texts=[e[5] for e in encoded],
+            lost=[e[6] for e in encoded],
+            changed=[e[7] for e in encoded],
         )
+        if batch.n_lost or batch.n_changed:
+            warnings.warn(_word_loss_summary(batch), LostWordsWarning, stacklevel=2)
+        return batch
 
     def words(self, word_lists: Sequence[Sequence[str]], max_length: int | None = None) -> Batch:
         """Tokenise pre-split words (one list per sentence), keeping the given word boundaries."""
@@ -145,3 +196,16 @@ class Tokenizer:
 
     def save(self, folder: str | Path) -> None:
         self.hf.save_pretrained(str(folder))
+
+
+def _word_loss_summary(batch: Batch) -> str:
+    """One line: how many words of the call were lost to [UNK] or changed, with examples."""
+    n_words = sum(len(w) for w in batch.words)
+    lost = [w for words, flags in zip(batch.words, batch.lost) for w, f in zip(words, flags) if f]
+    changed = [w for words, flags in zip(batch.words, batch.changed) for w, f in zip(words, flags) if f]
+    parts = []
+    if lost:
+        parts.append(f"{len(lost)} lost to the unknown token (e.g. {', '.join(map(repr, lost[:3]))})")
+    if changed:
+        parts.append(f"{len(changed)} changed by its normalisation (e.g. {', '.join(map(repr, changed[:3]))})")
+    return f"tokenizer: of {n_words} words, " + " and ".join(parts) + "; see Batch.lost and Batch.changed"

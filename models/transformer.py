@@ -36,21 +36,18 @@ the output bitwise identical; when a hook replaces or edits them in place (detec
 tensor's version counter, or under ``torch.inference_mode()`` by comparing a copy of the values),
 the edited value is what the model uses. The full hook table is in ``docs/hooks.md``.
 
-TransformerLens idioms work on the model as they do on TransformerLens's own models (docs/hooks.md,
-"Coming from TransformerLens"): ``to_tokens`` returns a token tensor (``to_words`` keeps the
-token-to-word alignment), ``run_with_cache`` returns TransformerLens's ``ActivationCache``, the
-weights are also stacked over layers (``model.W_Q`` [layer, head, d_model, d_head], copies) with
-``model.OV`` / ``model.QK`` as ``FactoredMatrix``, ``model.cfg`` answers to TransformerLens's field
-names, and ``generate`` (with a ``KVCache`` that keeps Hugging Face's operations) continues text.
+TransformerLens's user API (``to_tokens`` and the other token helpers, the stacked ``model.W_Q``
+and ``model.OV`` / ``model.QK`` circuits, ``inputs_bound``, ``generate`` with its ``KVCache``) lives
+in ``models/tl_api.py``, a mixin this model inherits; ``run_with_cache`` returns TransformerLens's
+``ActivationCache`` (``interp/hooks.py``), and ``model.cfg`` answers to TransformerLens's field names.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeAlias
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -59,16 +56,13 @@ from torch import Tensor, nn
 
 from interp.hooks import HookedModule, HookPoint
 from models.config import Config
+from models.positions import alibi_slopes, apply_rope, rope_cos_sin, rope_inv_freq, sinusoidal
+from models.tl_api import KVCache, TransformerLensAPI, _LayerKV
+from models.weights import _view_param, _weight_view
 
 if TYPE_CHECKING:
-    import numpy as np
-    from numpy.typing import ArrayLike
-    from transformer_lens import FactoredMatrix
-
+    from models.tl_api import TokenIds
     from models.tokenizer import Batch, Text, Tokenizer
-
-    # token ids [batch, pos] or [pos], in any form ``torch.as_tensor`` takes
-    TokenIds: TypeAlias = Tensor | np.ndarray | Sequence[int] | Sequence[Sequence[int]]
 
 
 def _hooked(hook: HookPoint) -> bool:
@@ -148,167 +142,7 @@ class Norm(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------------
-# Positions
-
-
-def rope_inv_freq(cfg: Config) -> Tensor:
-    dim = cfg.rot_dim
-    # Hugging Face's expression, so the angles are bitwise identical.
-    return 1.0 / (cfg.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
-
-
-def rope_cos_sin(cfg: Config, positions: Tensor, inv_freq: Tensor) -> tuple[Tensor, Tensor]:
-    """cos, sin of shape [batch, pos, rot_dim], laid out to match ``apply_rope``."""
-    freqs = positions[..., None].float() * inv_freq.to(positions.device)  # [batch, pos, rot_dim/2]
-    if cfg.rope_interleaved:
-        emb = torch.repeat_interleave(freqs, 2, dim=-1)
-    else:
-        emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos(), emb.sin()
-
-
-def _rotate_half(x: Tensor) -> Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def _rotate_every_two(x: Tensor) -> Tensor:
-    x1, x2 = x[..., ::2], x[..., 1::2]
-    return torch.stack((-x2, x1), dim=-1).flatten(-2)
-
-
-def apply_rope(cfg: Config, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate the first ``rot_dim`` dimensions of each head of ``x`` [..., d_head] (cos and sin
-    broadcast against it).
-
-    Dimension pairs that rotate together: (i, i + rot_dim/2) by default (Llama/NeoX), (2i, 2i+1)
-    when ``rope_interleaved`` (GPT-J). ``rope_planes`` lists them for analyses.
-    """
-    rot, rest = x[..., : cfg.rot_dim], x[..., cfg.rot_dim :]
-    turn = _rotate_every_two if cfg.rope_interleaved else _rotate_half
-    rot = rot * cos + turn(rot) * sin
-    return torch.cat((rot, rest), dim=-1) if rest.shape[-1] else rot
-
-
-def rope_planes(cfg: Config) -> list[tuple[int, int]]:
-    """The (dim, dim) pairs of d_head that one rotary frequency rotates together."""
-    half = cfg.rot_dim // 2
-    if cfg.rope_interleaved:
-        return [(2 * i, 2 * i + 1) for i in range(half)]
-    return [(i, i + half) for i in range(half)]
-
-
-def alibi_slopes(n_heads: int) -> Tensor:
-    """Press et al. (2022): geometric slopes 2^(-8/n), and the interleaved extension for n not a
-    power of two."""
-
-    def power_of_two(n: int) -> list[float]:
-        start = 2 ** (-8 / n)
-        return [start ** (i + 1) for i in range(n)]
-
-    if math.log2(n_heads).is_integer():
-        slopes = power_of_two(n_heads)
-    else:
-        closest = 2 ** math.floor(math.log2(n_heads))
-        slopes = power_of_two(closest) + power_of_two(2 * closest)[0::2][: n_heads - closest]
-    return torch.tensor(slopes, dtype=torch.float)
-
-
-def sinusoidal(positions: Tensor, d_model: int) -> Tensor:
-    """Vaswani et al. (2017): PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(same)."""
-    i = torch.arange(0, d_model, 2, dtype=torch.float, device=positions.device)
-    angles = positions[..., None].float() / (10000.0 ** (i / d_model))  # [batch, pos, d_model/2]
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)[..., :d_model]
-
-
-# --------------------------------------------------------------------------------------------------
 # Attention
-
-
-class WeightEditError(RuntimeError):
-    """An in-place edit of a weight view while autograd is recording (outside ``torch.no_grad()``)."""
-
-
-class WeightView(Tensor):
-    """What ``attn.W_Q``, ``mlp.W_in``, ``model.W_U`` and the other weight views return: a view of
-    a parameter that computes like a plain tensor (every result is a plain ``Tensor``). The one
-    difference: an in-place edit made while autograd is recording raises ``WeightEditError``, which
-    says what to do, instead of torch's "a view of a leaf Variable that requires grad is being used
-    in an in-place operation". Views of it (``W_Q[3]``, ``W_Q.T``) are ``WeightView``s too."""
-
-    _weight_name = "a weight view"
-
-    @classmethod
-    def __torch_function__(
-        cls,
-        func: Callable[..., Any],
-        types: Iterable[type],
-        args: Sequence[Any] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        with torch._C.DisableTorchFunctionSubclass():
-            try:
-                out = func(*args, **kwargs)
-            except RuntimeError as e:
-                views = [a for a in args if isinstance(a, WeightView)]
-                message = str(e)
-                leaf_edit = "leaf Variable that requires grad" in message
-                view_edit = "is a view and is being modified inplace" in message
-                if not views or not torch.is_grad_enabled() or not (leaf_edit or view_edit):
-                    raise
-                name = views[0]._weight_name
-                raise WeightEditError(
-                    f"in-place edit of {name} while autograd is recording: {name} is a view of a parameter, so "
-                    f"edit it under `with torch.no_grad():` (or assign a whole new value: module.{name} = new)"
-                ) from None
-            first = args[0] if args else None
-            if isinstance(first, WeightView):  # a view of the weight (W_Q[3], W_Q.T) stays a WeightView
-                base = first._base
-                if isinstance(out, Tensor):
-                    out = _as_weight_view(out, first._weight_name, base)
-                elif isinstance(out, (tuple, list)):  # unbind, chunk, split
-                    name = first._weight_name
-                    out = type(out)(_as_weight_view(o, name, base) if isinstance(o, Tensor) else o for o in out)
-        return out
-
-
-def _as_weight_view(t: Tensor, name: str, base: Tensor | None) -> Tensor:
-    if isinstance(t, WeightView) or base is None or t._base is not base:  # in place, or a plain result
-        return t
-    view = t.as_subclass(WeightView)
-    view._weight_name = name
-    return view
-
-
-def _weight_view(t: Tensor | None, name: str) -> Tensor | None:
-    """``t`` (a view of a parameter, or the parameter itself) as a ``WeightView`` named ``name``."""
-    if t is None:
-        return None
-    view = t.as_subclass(WeightView)
-    view._weight_name = name
-    return view
-
-
-def _view_param(name: str, doc: str) -> property:
-    """A property that exposes ``_view_<name>()`` and copies into it on assignment, so that
-    ``attn.W_Q = new`` and ``attn.W_Q[3].zero_()`` (under ``torch.no_grad()``) both edit the stored
-    parameter."""
-
-    def fget(self: nn.Module) -> Tensor | None:
-        return _weight_view(getattr(self, f"_view_{name}")(), name)
-
-    def fset(self: nn.Module, value: Tensor | ArrayLike) -> None:
-        view = fget(self)
-        if view is None:
-            raise AttributeError(f"{name} does not exist in this architecture (no bias here)")
-        value = torch.as_tensor(value, dtype=view.dtype, device=view.device)
-        if tuple(value.shape) != tuple(view.shape):
-            raise ValueError(f"{name} has shape {tuple(view.shape)}; got {tuple(value.shape)}")
-        with torch.no_grad():
-            view.copy_(value)
-
-    return property(fget, fset, doc=doc)
 
 
 class Masks:
@@ -625,54 +459,20 @@ class Block(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------------
-# Keys and values of earlier tokens, for generation
-
-
-class _LayerKV:
-    """One layer's keys (after RoPE) and values of the tokens seen so far, [batch, kv_head, pos,
-    d_head]: what Hugging Face's ``DynamicCache`` holds, concatenated the same way."""
-
-    __slots__ = ("k", "v")
-
-    def __init__(self) -> None:
-        self.k: Tensor | None = None
-        self.v: Tensor | None = None
-
-    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        if self.k is None:
-            self.k, self.v = k.contiguous(), v.contiguous()
-        else:
-            self.k, self.v = torch.cat([self.k, k], dim=-2), torch.cat([self.v, v], dim=-2)
-        return self.k, self.v
-
-
-class KVCache:
-    """The keys and values of every layer for the tokens a causal model has already read, so that
-    ``model(new_tokens, past_kv_cache=cache)`` computes only the new positions (what ``generate``
-    does; TransformerLens's ``past_kv_cache``). ``mask`` [batch, pos] marks the real tokens seen so
-    far (None: all real). Hooks fire on the new positions only."""
-
-    def __init__(self, n_layers: int) -> None:
-        self.layers = [_LayerKV() for _ in range(n_layers)]
-        self.length = 0
-        self.mask: Tensor | None = None
-
-    def _extend_mask(self, new: Tensor | None, batch: int, n: int) -> Tensor | None:
-        """The key mask over past and new tokens, and remember it (None while every token is real)."""
-        if self.mask is None and new is None:
-            return None
-        device = (self.mask if self.mask is not None else new).device
-        past = self.mask if self.mask is not None else torch.ones(batch, self.length, dtype=torch.bool, device=device)
-        now = new if new is not None else torch.ones(batch, n, dtype=torch.bool, device=device)
-        self.mask = torch.cat([past, now], dim=-1)
-        return self.mask
-
-
-# --------------------------------------------------------------------------------------------------
 # The model
 
 
-_BINDABLE = frozenset({"attention_mask", "token_type_ids", "return_type", "allow_beyond_ctx", "exact"})
+class _Inputs(NamedTuple):
+    """``forward``'s inputs once prepared: tokens [batch, pos], the bool mask (None: no padding),
+    token types (None: all 0), what to return, which attention path, and the earlier tokens a
+    ``KVCache`` holds."""
+
+    tokens: Tensor
+    attention_mask: Tensor | None
+    token_type_ids: Tensor | None
+    return_type: str | None
+    exact: bool
+    past: int
 
 
 def _is_text(x: object) -> bool:
@@ -687,7 +487,7 @@ def _is_text(x: object) -> bool:
     return False
 
 
-class Transformer(HookedModule):
+class Transformer(HookedModule, TransformerLensAPI):
     """A hookable transformer. ``forward`` takes token ids [batch, pos] (or [pos]), or text when a
     tokenizer is attached, and returns logits [batch, pos, vocab] (models with an LM head), the
     final hidden state [batch, pos, d_model] (``return_type="hidden"``, the default for encoders),
@@ -745,124 +545,6 @@ class Transformer(HookedModule):
             raise AttributeError("no LM head")  # __getattr__ below turns this into the full message
         return _weight_view((self.W_E if self.unembed_weight is None else self.unembed_weight).T, "W_U")
 
-    # Stacked over layers, TransformerLens's ``model.W_Q`` and friends. These are copies made on
-    # each read (``torch.stack``), for reading and for circuits (``model.OV``, ``model.QK``); edit
-    # a weight through the per-block views (``model.blocks[l].attn.W_Q``), which are the model.
-
-    def _stack(self, part: str, name: str) -> Tensor:
-        return torch.stack([getattr(getattr(block, part), name) for block in self.blocks])
-
-    def _stack_bias(self, part: str, name: str, *shape: int) -> Tensor:
-        """A bias stacked over layers; zeros where the architecture has none (a copy cannot be
-        edited, so zeros, as in TransformerLens's HookedTransformer, mislead no one)."""
-        first = getattr(getattr(self.blocks[0], part), name)
-        if first is None:
-            return torch.zeros(self.cfg.n_layers, *shape, device=self.cfg.device, dtype=self.cfg.dtype)
-        return self._stack(part, name)
-
-    def _expand_kv(self, t: Tensor) -> Tensor:
-        """[layer, kv_head, ...] -> [layer, head, ...]: query head h reads key/value head h // group."""
-        return t if self.cfg.group_size == 1 else t.repeat_interleave(self.cfg.group_size, dim=1)
-
-    @property
-    def W_Q(self) -> Tensor:
-        """[layer, head, d_model, d_head] (a copy)."""
-        return self._stack("attn", "W_Q")
-
-    @property
-    def W_K(self) -> Tensor:
-        """[layer, head, d_model, d_head] (a copy). Under grouped-query attention each key/value
-        head appears once per query head it serves, as TransformerLens's ``W_K`` does; ``_W_K`` is
-        the grouped [layer, kv_head, d_model, d_head]."""
-        return self._expand_kv(self._W_K)
-
-    @property
-    def W_V(self) -> Tensor:
-        """[layer, head, d_model, d_head] (a copy; grouped: ``_W_V``)."""
-        return self._expand_kv(self._W_V)
-
-    @property
-    def _W_K(self) -> Tensor:
-        """[layer, kv_head, d_model, d_head] (a copy)."""
-        return self._stack("attn", "W_K")
-
-    @property
-    def _W_V(self) -> Tensor:
-        """[layer, kv_head, d_model, d_head] (a copy)."""
-        return self._stack("attn", "W_V")
-
-    @property
-    def W_O(self) -> Tensor:
-        """[layer, head, d_head, d_model] (a copy)."""
-        return self._stack("attn", "W_O")
-
-    @property
-    def b_Q(self) -> Tensor:
-        """[layer, head, d_head] (a copy; zeros without query biases)."""
-        return self._stack_bias("attn", "b_Q", self.cfg.n_heads, self.cfg.d_head)
-
-    @property
-    def b_K(self) -> Tensor:
-        """[layer, head, d_head] (a copy; grouped: ``_b_K``)."""
-        return self._expand_kv(self._b_K)
-
-    @property
-    def b_V(self) -> Tensor:
-        """[layer, head, d_head] (a copy; grouped: ``_b_V``)."""
-        return self._expand_kv(self._b_V)
-
-    @property
-    def _b_K(self) -> Tensor:
-        return self._stack_bias("attn", "b_K", self.cfg.kv_heads, self.cfg.d_head)
-
-    @property
-    def _b_V(self) -> Tensor:
-        return self._stack_bias("attn", "b_V", self.cfg.kv_heads, self.cfg.d_head)
-
-    @property
-    def b_O(self) -> Tensor:
-        """[layer, d_model] (a copy)."""
-        return self._stack_bias("attn", "b_O", self.cfg.d_model)
-
-    @property
-    def W_in(self) -> Tensor:
-        """[layer, d_model, d_mlp] (a copy; the linear branch of gated MLPs)."""
-        return self._stack("mlp", "W_in")
-
-    @property
-    def W_gate(self) -> Tensor | None:
-        """[layer, d_model, d_mlp] (a copy); None for ungated MLPs."""
-        return self._stack("mlp", "W_gate") if self.cfg.mlp == "gated" else None
-
-    @property
-    def W_out(self) -> Tensor:
-        """[layer, d_mlp, d_model] (a copy)."""
-        return self._stack("mlp", "W_out")
-
-    @property
-    def b_in(self) -> Tensor:
-        return self._stack_bias("mlp", "b_in", self.cfg.d_mlp)
-
-    @property
-    def b_out(self) -> Tensor:
-        return self._stack_bias("mlp", "b_out", self.cfg.d_model)
-
-    @property
-    def QK(self) -> FactoredMatrix:
-        """Every head's QK circuit ``W_Q[l, h] @ W_K[l, h].T`` [layer, head, d_model, d_model], as
-        a ``transformer_lens.FactoredMatrix`` (never multiplied out)."""
-        from transformer_lens import FactoredMatrix
-
-        return FactoredMatrix(self.W_Q, self.W_K.transpose(-2, -1))
-
-    @property
-    def OV(self) -> FactoredMatrix:
-        """Every head's OV circuit ``W_V[l, h] @ W_O[l, h]`` [layer, head, d_model, d_model], as a
-        ``transformer_lens.FactoredMatrix``."""
-        from transformer_lens import FactoredMatrix
-
-        return FactoredMatrix(self.W_V, self.W_O)
-
     def __getattr__(self, name: str) -> Tensor | nn.Module:
         # A property that raises AttributeError (W_U on an encoder) falls through to here, and
         # nn.Module would replace its message with a bare "no attribute"; keep the helpful one.
@@ -907,161 +589,6 @@ class Transformer(HookedModule):
         default is the tokenizer's (``tokenizer.prepend_bos``; see ``to_tokens``)."""
         return self._require_tokenizer()(text, **kwargs)
 
-    def _adds_bos(self) -> int | None:
-        """The id of the start token the tokenizer itself puts first ([CLS] for BERT, ``<s>`` for
-        Llama 2), or None (SmolLM2, GPT-2 add nothing)."""
-        hf = self._require_tokenizer().hf
-        starts = {i for i in (hf.bos_token_id, getattr(hf, "cls_token_id", None)) if i is not None}
-        with_special = hf("a")["input_ids"]
-        plain = hf("a", add_special_tokens=False)["input_ids"]
-        if with_special and with_special[0] in starts and with_special[: len(plain)] != plain:
-            return with_special[0]
-        return None
-
-    def _token_rows(self, texts: Sequence[str], prepend_bos: bool | None, truncate: bool) -> list[list[int]]:
-        tok = self._require_tokenizer()
-        if prepend_bos is None:  # the model's default, as to_words: the tokenizer's habit, or always a BOS
-            prepend_bos = True if tok.prepend_bos else None
-        added = self._adds_bos()
-        bos = tok.hf.bos_token_id if added is None else added
-        rows = []
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(
-                    f"to_tokens takes a text or a list of texts, got {type(text).__name__} at {i}; "
-                    "for word lists (token-to-word alignment) use model.to_words"
-                )
-            ids = list(tok.hf(text)["input_ids"])
-            if prepend_bos is False and added is not None and ids[:1] == [added]:
-                ids = ids[1:]
-            elif prepend_bos and bos is not None and ids[:1] != [bos]:
-                ids = [bos] + ids
-            if truncate:
-                ids = ids[: self.cfg.n_ctx]
-            if not ids:
-                raise ValueError(
-                    f"text {i} ({text!r}) has no tokens; to start from the BOS token, pass prepend_bos=True"
-                )
-            rows.append(ids)
-        return rows
-
-    def _pad(self, rows: list[list[int]], padding_side: str) -> tuple[Tensor, Tensor]:
-        if padding_side not in ("right", "left"):
-            raise ValueError(f"padding_side={padding_side!r}; use 'right' or 'left'")
-        n = max(len(r) for r in rows)
-        ids = torch.full((len(rows), n), self._require_tokenizer().pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), n), dtype=torch.long)
-        for b, r in enumerate(rows):
-            where = slice(0, len(r)) if padding_side == "right" else slice(n - len(r), n)
-            ids[b, where], mask[b, where] = torch.tensor(r, dtype=torch.long), 1
-        return ids, mask
-
-    def to_tokens(
-        self,
-        input: str | Sequence[str],
-        prepend_bos: bool | None = None,
-        padding_side: str | None = None,
-        move_to_device: bool = True,
-        truncate: bool = True,
-    ) -> Tensor:
-        """TransformerLens's ``to_tokens``: text (or a list of texts) in, token ids [batch, pos]
-        (a LongTensor) out, padded with the tokenizer's pad id.
-
-        prepend_bos: None is the model's default, which is the tokenizer's own habit: MiniLM gets
-            ``[CLS] ... [SEP]``, SmolLM2 gets no BOS (as Hugging Face tokenises it, as
-            ``to_words`` and the analyses do; TransformerLens's bridge prepends ``<|im_start|>``,
-            SmolLM2's chat-turn marker, which raises its loss on plain text, see docs/hooks.md).
-            A tokenizer made with ``prepend_bos=True`` makes True the default. True: the BOS token
-            comes first (``<|im_start|>`` on SmolLM2; MiniLM's ``[CLS]`` already is); False: the
-            start token the tokenizer adds itself is removed (MiniLM's ``[CLS]``).
-        padding_side: "right" (default) or "left".
-        truncate: cut each text to ``n_ctx`` tokens (keeping the start).
-
-        A padded batch needs its mask when you run it: ``model(tokens, attention_mask=tokens !=
-        pad)`` or, simpler, pass the texts themselves (``model(texts)`` builds the mask). Causal
-        models compute right-padded rows' real positions correctly without one; encoders refuse a
-        padded batch without a mask. ``to_words`` keeps the token-to-word alignment instead.
-        """
-        texts = [input] if isinstance(input, str) else list(input)
-        if not texts:
-            raise ValueError("empty input: no texts to tokenise")
-        ids, _ = self._pad(self._token_rows(texts, prepend_bos, truncate), padding_side or "right")
-        return ids.to(self.cfg.device) if move_to_device else ids
-
-    def to_str_tokens(
-        self, input: str | Sequence[str] | TokenIds, prepend_bos: bool | None = None, padding_side: str | None = None
-    ) -> list[str] | list[list[str]]:
-        """Each token as the text it decodes to (``" keys"``, not ``"Ġkeys"``), as TransformerLens
-        does: a text gives a list, a list of texts a list of lists; token ids [pos] (or [1, pos])
-        give a list (``prepend_bos`` and ``padding_side`` then do not apply)."""
-        if isinstance(input, (list, tuple)) and not (input and isinstance(input[0], int)):
-            return [self.to_str_tokens(item, prepend_bos, padding_side) for item in input]
-        if isinstance(input, str):
-            ids = self.to_tokens(input, prepend_bos=prepend_bos, padding_side=padding_side, move_to_device=False)[0]
-        else:
-            ids = torch.as_tensor(input).squeeze()
-            if ids.ndim == 0:
-                ids = ids[None]
-            if ids.ndim != 1:
-                raise ValueError(f"to_str_tokens takes one sequence of token ids; got shape {tuple(ids.shape)}")
-        hf = self._require_tokenizer().hf
-        return hf.batch_decode([[int(t)] for t in ids.tolist()], clean_up_tokenization_spaces=False)
-
-    def to_single_token(self, string: str) -> int:
-        """The id of the one token ``string`` is (``" cat"`` on SmolLM2, ``"cat"`` on MiniLM).
-        Raises AssertionError, as TransformerLens does, when the string is several tokens."""
-        ids = self._require_tokenizer().hf(string, add_special_tokens=False)["input_ids"]
-        if len(ids) != 1:
-            raise AssertionError(
-                f"{string!r} is not a single token: it is {len(ids)} tokens {self.to_str_tokens(ids) if ids else []}"
-            )
-        return int(ids[0])
-
-    def to_string(self, tokens: TokenIds) -> str | list[str]:
-        """Token ids back to text: [pos] gives a string, [batch, pos] a list of strings."""
-        tokens = torch.as_tensor(tokens)
-        hf = self._require_tokenizer().hf
-        if tokens.ndim == 2:
-            return hf.batch_decode(tokens.tolist(), clean_up_tokenization_spaces=False)
-        if tokens.ndim <= 1:
-            return hf.decode(tokens.reshape(-1).tolist(), clean_up_tokenization_spaces=False)
-        raise ValueError(f"to_string takes token ids [pos] or [batch, pos]; got shape {tuple(tokens.shape)}")
-
-    def tokens_to_residual_directions(self, tokens: str | int | Tensor) -> Tensor:
-        """The unembedding direction(s) ``W_U[:, token]`` of a token (a string of one token, an id)
-        [d_model], or of token ids [...] -> [..., d_model]: what ``ActivationCache.logit_attrs``
-        dots the residual stream with. (Not folded with the final norm's weight: as on
-        TransformerLens's bridge, combine with ``cache.apply_ln_to_stack``.)"""
-        if isinstance(tokens, Tensor) and tokens.numel() > 1:
-            return self.W_U[:, tokens].movedim(0, -1)
-        if isinstance(tokens, str):
-            token = self.to_single_token(tokens)
-        elif isinstance(tokens, Tensor):
-            token = int(tokens.item())
-        else:
-            token = int(tokens)
-        return self.W_U[:, token]
-
-    @contextmanager
-    def inputs_bound(self, tokens: Tensor, **forward_kwargs: Any) -> Iterator[Transformer]:
-        """Inside the block, every forward call on ``tokens`` (this very tensor) also gets
-        ``forward_kwargs`` (e.g. ``attention_mask=``), unless the call passes them itself. For code
-        that calls ``model.run_with_hooks(tokens, fwd_hooks=...)`` with tokens only, such as
-        ``transformer_lens.patching`` on a padded batch::
-
-            with model.inputs_bound(corrupted, attention_mask=mask):
-                patching.get_act_patch_attn_head_out_all_pos(model, corrupted, clean_cache, metric)
-        """
-        unknown = sorted(set(forward_kwargs) - _BINDABLE)
-        if unknown:
-            raise TypeError(f"inputs_bound takes forward arguments {sorted(_BINDABLE)}; got {unknown}")
-        previous = getattr(self, "_bound_inputs", None)
-        self._bound_inputs = (tokens, dict(forward_kwargs))
-        try:
-            yield self
-        finally:
-            self._bound_inputs = previous
-
     def _check_tokens(self, tokens: Tensor, allow_beyond_ctx: bool, past: int = 0) -> None:
         if tokens.ndim != 2:
             raise ValueError(f"tokens must be [batch, pos] or [pos], got shape {tuple(tokens.shape)}")
@@ -1072,13 +599,17 @@ class Transformer(HookedModule):
         lo, hi = int(tokens.min()), int(tokens.max())
         if lo < 0 or hi >= self.cfg.d_vocab:
             raise ValueError(f"token ids must lie in 0..{self.cfg.d_vocab - 1}, got min {lo} and max {hi}")
-        n = tokens.shape[1] + past
-        if n > self.cfg.n_ctx and (self.cfg.positional == "learned" or not allow_beyond_ctx):
-            extra = (
-                "; learned absolute positions have no embedding past n_ctx"
-                if self.cfg.positional == "learned"
-                else "; pass allow_beyond_ctx=True to run past the trained context anyway"
-            )
+        n, cfg = tokens.shape[1] + past, self.cfg
+        if n > cfg.n_ctx and (cfg.positional == "learned" or cfg.sliding_window is not None or not allow_beyond_ctx):
+            if cfg.sliding_window is not None:
+                extra = (
+                    f"; Hugging Face's sliding window ({cfg.sliding_window} tokens) is not implemented here, so the "
+                    "model is exact only within n_ctx and cannot run past it"
+                )
+            elif cfg.positional == "learned":
+                extra = "; learned absolute positions have no embedding past n_ctx"
+            else:
+                extra = "; pass allow_beyond_ctx=True to run past the trained context anyway"
             raise ValueError(
                 f"sequence of {n} tokens is longer than the context of {self.cfg.name!r} "
                 f"(n_ctx={self.cfg.n_ctx}){extra}; truncate or split the input"
@@ -1112,6 +643,71 @@ class Transformer(HookedModule):
         if self.cfg.pad_token_id is not None:
             return self.cfg.pad_token_id
         return None if self.tokenizer is None else getattr(self.tokenizer.hf, "pad_token_id", None)
+
+    def _check_mask(self, attention_mask: Tensor, tokens: Tensor, past_kv_cache: KVCache | None) -> Tensor | None:
+        """The mask as bool [batch, pos], or None when nothing is padded (the unmasked path)."""
+        if attention_mask.shape != tokens.shape:
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)}, tokens {tuple(tokens.shape)}; they must match"
+            )
+        if attention_mask.dtype != torch.bool and not ((attention_mask == 0) | (attention_mask == 1)).all():
+            raise ValueError(
+                "attention_mask must hold only 1 (real token) and 0 (padding), got values "
+                f"{sorted(set(attention_mask.unique().tolist()))[:6]}"
+            )
+        attention_mask = attention_mask.bool()
+        if past_kv_cache is None and not attention_mask.any(-1).all():
+            raise ValueError("attention_mask marks a sequence with no real token (an all-zero row)")
+        return None if attention_mask.all() else attention_mask
+
+    def _check_unmasked_padding(self, tokens: Tensor) -> None:
+        """Padding sits at an end of a row; a bidirectional model given no mask would attend to it."""
+        pad = self._pad_id()
+        if pad is None:
+            return
+        edges = (tokens[:, 0] == pad) | (tokens[:, -1] == pad)
+        if bool(edges.any()):
+            row = int(edges.nonzero()[0])
+            raise ValueError(
+                f"row {row} of the tokens starts or ends with the padding id {pad}, and no attention_mask was "
+                f"given: this bidirectional model would attend to the padding. Pass attention_mask (e.g. "
+                f"tokens != {pad}; all ones if the id really is text), or pass the texts themselves"
+            )
+
+    # -- the model ---------------------------------------------------------------------------------
+
+    def _embed(self, tokens: Tensor, token_type_ids: Tensor | None, positions: Tensor) -> Tensor:
+        """What the first block reads: token (+ token type) (+ absolute position) embeddings,
+        normalised where the architecture says so (BERT)."""
+        cfg = self.cfg
+        x = F.embedding(tokens, self.W_E)
+        if cfg.embed_scale != 1.0:  # Vaswani et al.: token embeddings times sqrt(d_model) (Config.embed_scale)
+            x = x * cfg.embed_scale
+        x = self.hook_embed(x)
+        if self.W_token_type is not None:
+            if token_type_ids is None:
+                token_type_ids = torch.zeros_like(tokens)
+            x = x + self.hook_token_type_embed(F.embedding(token_type_ids, self.W_token_type))
+        else:
+            self.hook_token_type_embed(torch.zeros_like(x))
+        if cfg.positional == "learned":
+            pos_embed = F.embedding(positions, self.W_pos)
+        elif cfg.positional == "sinusoidal":
+            pos_embed = sinusoidal(positions, cfg.d_model).to(x.dtype)
+        else:
+            pos_embed = torch.zeros_like(x)
+        x = x + self.hook_pos_embed(pos_embed)
+        return x if self.ln_embed is None else self.ln_embed(x)
+
+    def _loss(self, logits: Tensor, tokens: Tensor, attention_mask: Tensor | None) -> Tensor:
+        """Mean next-token cross-entropy over the real tokens (both of a pair real)."""
+        target = tokens[:, 1:]
+        keep = None if attention_mask is None else attention_mask[:, 1:] & attention_mask[:, :-1]
+        # in fp32 whatever the model's dtype (``.float()`` is a no-op in fp32)
+        losses = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), target.flatten(), reduction="none")
+        if keep is None:
+            return losses.mean()
+        return (losses * keep.flatten()).sum() / keep.sum()
 
     def forward(
         self,
@@ -1147,36 +743,45 @@ class Transformer(HookedModule):
             pattern never exist; True: the eager path, bitwise equal to Hugging Face eager
             attention. None (default): ``model.exact``, which is False unless set.
         """
-        bound = getattr(self, "_bound_inputs", None)  # see inputs_bound()
-        if bound is not None and tokens is bound[0]:
-            given = {"attention_mask": attention_mask, "token_type_ids": token_type_ids}
-            for key, value in bound[1].items():
-                if key in given and given[key] is None:
-                    given[key] = value
-                elif key == "return_type" and return_type == "default":
-                    return_type = value
-                elif key == "allow_beyond_ctx":
-                    allow_beyond_ctx = allow_beyond_ctx or bool(value)
-                elif key == "exact" and exact is None:
-                    exact = value
-            attention_mask, token_type_ids = given["attention_mask"], given["token_type_ids"]
-        if return_type not in ("default", "logits", "hidden", "loss", None):
-            raise ValueError(f"return_type={return_type!r}; use 'logits', 'hidden', 'loss', 'default' or None")
-        if return_type in ("logits", "loss") and not self.cfg.lm_head:
-            raise ValueError(f"model {self.cfg.name!r} is an encoder without an LM head; use return_type='hidden'")
-        if return_type == "loss" and not self.cfg.is_causal:
-            raise ValueError("return_type='loss' is next-token cross-entropy; it needs a causal model")
+        inputs = self._prepare_inputs(
+            tokens, attention_mask, token_type_ids, return_type, allow_beyond_ctx, past_kv_cache, exact
+        )
+        tokens, attention_mask = inputs.tokens, inputs.attention_mask
+        batch, n = tokens.shape
+        key_mask = attention_mask  # [batch, key_pos] over past and new tokens, None: all real
+        if past_kv_cache is not None:
+            key_mask = past_kv_cache._extend_mask(attention_mask, batch, n)
+            past_kv_cache.length += n
+        positions, masks, rope = self._attention_setup(batch, n, inputs.past, key_mask, self.W_E.device)
+        x = self._embed(tokens, inputs.token_type_ids, positions)
+        kv = [None] * self.cfg.n_layers if past_kv_cache is None else past_kv_cache.layers
+        for block, layer_kv in zip(self.blocks, kv):
+            x = block(x, positions, masks, rope, layer_kv, inputs.exact)
+        if inputs.return_type != "loss":
+            return self._finish(x, inputs.return_type)
+        return self._loss(self._finish(x, "logits"), tokens, attention_mask)
+
+    # -- inputs: one preparation, then the model ---------------------------------------------------
+
+    def _prepare_inputs(
+        self,
+        tokens: TokenIds | Text | Sequence[Text],
+        attention_mask: Tensor | None,
+        token_type_ids: Tensor | None,
+        return_type: str | None,
+        allow_beyond_ctx: bool,
+        past_kv_cache: KVCache | None,
+        exact: bool | None,
+    ) -> _Inputs:
+        """``forward``'s arguments bound (``inputs_bound``), tokenised (text), shaped to [batch, pos]
+        on the model's device and checked: every refusal of bad input happens here, before the
+        first embedding."""
+        attention_mask, token_type_ids, return_type, allow_beyond_ctx, exact = self._bound_arguments(
+            tokens, attention_mask, token_type_ids, return_type, allow_beyond_ctx, exact
+        )
+        self._check_return_type(return_type)
         if _is_text(tokens):
-            for given, what in ((attention_mask, "attention_mask"), (token_type_ids, "token_type_ids")):
-                if given is not None:
-                    raise ValueError(
-                        f"{what}= was given with text input, whose {what} the tokenizer builds; to pass your own, "
-                        f"pass token ids instead: batch = model.to_words(text); model(batch.input_ids, {what}=...)"
-                    )
-            batch = self.to_words(tokens)
-            tokens, attention_mask = batch.input_ids, batch.attention_mask
-            if batch.token_type_ids is not None:
-                token_type_ids = batch.token_type_ids
+            tokens, attention_mask, token_type_ids = self._tokenise_input(tokens, attention_mask, token_type_ids)
         tokens = torch.as_tensor(tokens)
         if tokens.ndim == 1:
             tokens = tokens[None]
@@ -1184,93 +789,48 @@ class Transformer(HookedModule):
                 attention_mask = torch.as_tensor(attention_mask)[None]
             if token_type_ids is not None and torch.as_tensor(token_type_ids).ndim == 1:
                 token_type_ids = torch.as_tensor(token_type_ids)[None]
-        cfg = self.cfg
-        past = 0
-        if past_kv_cache is not None:
-            if not cfg.is_causal:
-                raise ValueError("past_kv_cache continues a causal model's sequences; this model is bidirectional")
-            if cfg.positional == "alibi":
-                raise NotImplementedError(
-                    "past_kv_cache is not implemented for ALiBi positions; run the whole sequence"
-                )
-            if past_kv_cache.length and past_kv_cache.layers[0].k.shape[0] != tokens.shape[0]:
-                raise ValueError(
-                    f"past_kv_cache holds {past_kv_cache.layers[0].k.shape[0]} sequences, tokens {tokens.shape[0]}"
-                )
-            past = past_kv_cache.length
+        past = 0 if past_kv_cache is None else self._check_cache(past_kv_cache, tokens)
         self._check_tokens(tokens, allow_beyond_ctx, past)
-        batch, n = tokens.shape
         device = self.W_E.device
-
         if token_type_ids is not None:
             token_type_ids = self._check_token_types(torch.as_tensor(token_type_ids, device=device), tokens)
         if attention_mask is not None:
-            attention_mask = torch.as_tensor(attention_mask, device=device)
-            if attention_mask.shape != tokens.shape:
-                raise ValueError(
-                    f"attention_mask has shape {tuple(attention_mask.shape)}, tokens {tuple(tokens.shape)}; "
-                    "they must match"
-                )
-            if attention_mask.dtype != torch.bool and not ((attention_mask == 0) | (attention_mask == 1)).all():
-                raise ValueError(
-                    "attention_mask must hold only 1 (real token) and 0 (padding), got values "
-                    f"{sorted(set(attention_mask.unique().tolist()))[:6]}"
-                )
-            attention_mask = attention_mask.bool()
-            if past_kv_cache is None and not attention_mask.any(-1).all():
-                raise ValueError("attention_mask marks a sequence with no real token (an all-zero row)")
-            if attention_mask.all():
-                attention_mask = None  # nothing padded: take the unmasked path
-        elif not cfg.is_causal and (pad := self._pad_id()) is not None:
-            # padding sits at an end of a row; a bidirectional model would attend to it unmasked
-            edges = (tokens[:, 0] == pad) | (tokens[:, -1] == pad)
-            if bool(edges.any()):
-                row = int(edges.nonzero()[0])
-                raise ValueError(
-                    f"row {row} of the tokens starts or ends with the padding id {pad}, and no attention_mask was "
-                    f"given: this bidirectional model would attend to the padding. Pass attention_mask (e.g. "
-                    f"tokens != {pad}; all ones if the id really is text), or pass the texts themselves"
-                )
-        key_mask = attention_mask  # [batch, key_pos] over past and new tokens, None: all real
-        if past_kv_cache is not None:
-            key_mask = past_kv_cache._extend_mask(attention_mask, batch, n)
-            past_kv_cache.length += n
-        positions, masks, rope = self._attention_setup(batch, n, past, key_mask, device)
-
-        x = F.embedding(tokens, self.W_E)
-        if cfg.embed_scale != 1.0:  # Vaswani et al.: token embeddings times sqrt(d_model) (Config.embed_scale)
-            x = x * cfg.embed_scale
-        x = self.hook_embed(x)
-        if self.W_token_type is not None:
-            if token_type_ids is None:
-                token_type_ids = torch.zeros_like(tokens)
-            x = x + self.hook_token_type_embed(F.embedding(token_type_ids, self.W_token_type))
-        else:
-            self.hook_token_type_embed(torch.zeros_like(x))
-        if cfg.positional == "learned":
-            pos_embed = F.embedding(positions, self.W_pos)
-        elif cfg.positional == "sinusoidal":
-            pos_embed = sinusoidal(positions, cfg.d_model).to(x.dtype)
-        else:
-            pos_embed = torch.zeros_like(x)
-        x = x + self.hook_pos_embed(pos_embed)
-        if self.ln_embed is not None:
-            x = self.ln_embed(x)
-
-        kv = [None] * cfg.n_layers if past_kv_cache is None else past_kv_cache.layers
+            attention_mask = self._check_mask(torch.as_tensor(attention_mask, device=device), tokens, past_kv_cache)
+        elif not self.cfg.is_causal:
+            self._check_unmasked_padding(tokens)
         exact = self.exact if exact is None else bool(exact)
-        for block, layer_kv in zip(self.blocks, kv):
-            x = block(x, positions, masks, rope, layer_kv, exact)
-        if return_type != "loss":
-            return self._finish(x, return_type)
-        logits = self._finish(x, "logits")
-        target = tokens[:, 1:]
-        keep = None if attention_mask is None else attention_mask[:, 1:] & attention_mask[:, :-1]
-        # in fp32 whatever the model's dtype (``.float()`` is a no-op in fp32)
-        losses = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), target.flatten(), reduction="none")
-        if keep is None:
-            return losses.mean()
-        return (losses * keep.flatten()).sum() / keep.sum()
+        return _Inputs(tokens, attention_mask, token_type_ids, return_type, exact, past)
+
+    def _check_return_type(self, return_type: str | None) -> None:
+        if return_type not in ("default", "logits", "hidden", "loss", None):
+            raise ValueError(f"return_type={return_type!r}; use 'logits', 'hidden', 'loss', 'default' or None")
+        if return_type in ("logits", "loss") and not self.cfg.lm_head:
+            raise ValueError(f"model {self.cfg.name!r} is an encoder without an LM head; use return_type='hidden'")
+        if return_type == "loss" and not self.cfg.is_causal:
+            raise ValueError("return_type='loss' is next-token cross-entropy; it needs a causal model")
+
+    def _tokenise_input(
+        self, text: Text | Sequence[Text], attention_mask: Tensor | None, token_type_ids: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Text tokenised as ``to_words`` does: ids, mask and token types, none of them given."""
+        for given, what in ((attention_mask, "attention_mask"), (token_type_ids, "token_type_ids")):
+            if given is not None:
+                raise ValueError(
+                    f"{what}= was given with text input, whose {what} the tokenizer builds; to pass your own, "
+                    f"pass token ids instead: batch = model.to_words(text); model(batch.input_ids, {what}=...)"
+                )
+        batch = self.to_words(text)
+        return batch.input_ids, batch.attention_mask, batch.token_type_ids
+
+    def _check_cache(self, cache: KVCache, tokens: Tensor) -> int:
+        """The number of earlier tokens ``cache`` holds, once it is known to fit this model and batch."""
+        if not self.cfg.is_causal:
+            raise ValueError("past_kv_cache continues a causal model's sequences; this model is bidirectional")
+        if self.cfg.positional == "alibi":
+            raise NotImplementedError("past_kv_cache is not implemented for ALiBi positions; run the whole sequence")
+        if cache.length and cache.layers[0].k.shape[0] != tokens.shape[0]:
+            raise ValueError(f"past_kv_cache holds {cache.layers[0].k.shape[0]} sequences, tokens {tokens.shape[0]}")
+        return cache.length
 
     def _attention_setup(
         self, batch: int, n: int, past: int, key_mask: Tensor | None, device: torch.device
@@ -1304,6 +864,10 @@ class Transformer(HookedModule):
             return None
         if return_type == "hidden" or (return_type == "default" and not self.cfg.lm_head):
             return x
+        return self._unembed(x)
+
+    def _unembed(self, x: Tensor) -> Tensor:
+        """Logits [..., vocab] of final-norm output ``x`` [..., d_model] (what ``generate`` reads)."""
         return F.linear(x, self.W_E if self.unembed_weight is None else self.unembed_weight, self.b_U)
 
     def run_from_layer(
@@ -1341,113 +905,6 @@ class Transformer(HookedModule):
         for block in self.blocks[layer:]:
             x = block(x, positions, masks, rope, None, exact)
         return self._finish(x, return_type)
-
-    def _unembed(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.W_E if self.unembed_weight is None else self.unembed_weight, self.b_U)
-
-    @torch.no_grad()
-    def generate(
-        self,
-        input: str | Sequence[str] | Tensor = "",
-        max_new_tokens: int = 10,
-        stop_at_eos: bool = True,
-        eos_token_id: int | Sequence[int] | None = None,
-        do_sample: bool = True,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        temperature: float = 1.0,
-        freq_penalty: float = 0.0,
-        use_past_kv_cache: bool = True,
-        prepend_bos: bool | None = None,
-        padding_side: str | None = None,
-        return_type: str | None = "input",
-        verbose: bool = False,
-        attention_mask: Tensor | None = None,
-    ) -> str | list[str] | Tensor:
-        """TransformerLens's ``generate``: continue a text, a list of texts or token ids [batch, pos]
-        by up to ``max_new_tokens`` tokens (causal models with an LM head).
-
-        Greedy when ``do_sample=False`` or ``temperature=0``; otherwise samples with
-        TransformerLens's own ``sample_logits`` (``top_k``, ``top_p``, ``temperature``,
-        ``freq_penalty``; seed with ``torch.manual_seed``). With ``stop_at_eos`` a sequence stops
-        at the EOS token (``eos_token_id``, default the model's) and is padded after it; the loop
-        ends when every sequence has stopped. ``use_past_kv_cache`` (default) keeps each layer's
-        keys and values (``KVCache``) and runs only the new token per step, the way Hugging Face's
-        ``generate`` does: greedy output equals Hugging Face's token for token. Without it every
-        step reruns the whole sequence. Texts are tokenised as ``to_tokens`` does (same BOS
-        default), several texts left-padded with a mask; token ids may come with
-        ``attention_mask``. ``return_type``: "input" (text in, text out; ids in, ids out), "str"
-        or "tokens" (prompt and continuation, [batch, pos]). ``verbose`` is accepted and ignored
-        (the toolkit prints nothing). Hooks attached with ``model.hooks(...)`` fire at every step.
-        """
-        from transformer_lens.utilities import sample_logits
-
-        cfg = self.cfg
-        if not (cfg.is_causal and cfg.lm_head):
-            raise ValueError(f"generate needs a causal model with an LM head; {cfg.name!r} is not one")
-        if return_type not in ("input", "str", "tokens"):
-            raise ValueError(f"return_type={return_type!r}; use 'input', 'str' or 'tokens'")
-        if max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-        device = self.W_E.device
-        if isinstance(input, str) or (isinstance(input, (list, tuple)) and input and isinstance(input[0], str)):
-            texts = [input] if isinstance(input, str) else list(input)
-            # left padding: every row's last real token is the last position
-            tokens, mask = self._pad(self._token_rows(texts, prepend_bos, truncate=False), padding_side or "left")
-            if padding_side == "right" and len(set(mask.sum(-1).tolist())) > 1:
-                raise ValueError("generate continues every row from its last position: pad several texts on the left")
-            kind = "str"
-        else:
-            tokens = torch.as_tensor(input)
-            tokens = tokens[None] if tokens.ndim == 1 else tokens
-            mask = attention_mask
-            kind = "tokens"
-        tokens = tokens.to(device)
-        mask = None if mask is None else torch.as_tensor(mask, device=device).bool()
-        if mask is not None and mask.all():
-            mask = None
-        if eos_token_id is None:
-            eos_token_id = cfg.eos_token_id
-            if eos_token_id is None and self.tokenizer is not None:
-                eos_token_id = self.tokenizer.hf.eos_token_id
-        if stop_at_eos and eos_token_id is None:
-            raise ValueError("stop_at_eos=True but the model has no EOS token; pass eos_token_id or stop_at_eos=False")
-        eos = torch.as_tensor(
-            [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id or []), device=device
-        )
-        pad = self.tokenizer.pad_token_id if self.tokenizer is not None else int(eos[0]) if len(eos) else 0
-        greedy = not do_sample or temperature == 0.0
-
-        cache = KVCache(cfg.n_layers) if use_past_kv_cache and cfg.positional != "alibi" else None
-        finished = torch.zeros(tokens.shape[0], dtype=torch.bool, device=device)
-        step_tokens, step_mask = tokens, mask
-        for _ in range(max_new_tokens):
-            if cache is not None:
-                hidden = self(step_tokens, attention_mask=step_mask, return_type="hidden", past_kv_cache=cache)
-            else:
-                hidden = self(tokens, attention_mask=mask, return_type="hidden")
-            logits = self._unembed(hidden[:, -1:, :])[:, -1]  # the last position only, as HF does
-            if greedy:
-                new = logits.argmax(dim=-1)
-            else:
-                new = sample_logits(
-                    logits, top_k=top_k, top_p=top_p, temperature=temperature, freq_penalty=freq_penalty, tokens=tokens
-                )
-            if stop_at_eos:
-                new = torch.where(finished, torch.full_like(new, pad), new)
-                finished |= torch.isin(new, eos)
-            tokens = torch.cat([tokens, new[:, None]], dim=1)
-            if mask is not None:
-                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            step_tokens, step_mask = new[:, None], None
-            if stop_at_eos and bool(finished.all()):
-                break
-
-        if return_type == "tokens" or (return_type == "input" and kind == "tokens"):
-            return tokens
-        hf = self._require_tokenizer().hf
-        texts = [hf.decode(row.tolist(), skip_special_tokens=True) for row in tokens]
-        return texts[0] if isinstance(input, str) else texts
 
     # -- parts of the forward pass, for analyses that take the model apart -----------------------
 

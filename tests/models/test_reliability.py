@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save_file
 
 import interp
 import models
-from models.transformer import WeightEditError
+from models.weights import WeightEditError
 from tests.factories import tiny_batch, tiny_model
 
 # ---- 1. inference mode ----------------------------------------------------------------------------
@@ -87,9 +87,10 @@ def test_inference_mode_smollm2(smollm2):
     _assert_inference_mode_same_as_no_grad(smollm2, "The keys to the cabinet are")
 
 
-def test_inference_mode_loaded_minilm():
-    """The same on ``models.load("minilm")`` itself, forward and cache."""
-    model = models.load("minilm")
+def test_inference_mode_minilm_cache(minilm):
+    """The same on MiniLM (the session's model: ``models.load("minilm")`` converts it the same
+    way, without reading it again), forward and the whole cache, on a text with an [UNK]."""
+    model = minilm
     text = "Emoji 🐈 and words."
     with torch.no_grad():
         ref, ref_cache = model.run_with_cache(text)

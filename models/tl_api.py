@@ -1,0 +1,602 @@
+"""TransformerLens's user API on the toolkit's ``Transformer`` (a mixin it inherits), kept apart from
+the model so that ``models/transformer.py`` reads as the model alone.
+
+What TransformerLens users write works here as on TransformerLens's own models (docs/hooks.md,
+"Coming from TransformerLens"): ``to_tokens`` returns a token tensor (``to_words``, on the model,
+keeps the token-to-word alignment), ``to_str_tokens`` / ``to_single_token`` / ``to_string``, the
+weights stacked over layers (``model.W_Q`` [layer, head, d_model, d_head], copies) with
+``model.OV`` / ``model.QK`` as ``FactoredMatrix``, ``tokens_to_residual_directions``,
+``inputs_bound`` (forward arguments bound to a token tensor, for ``transformer_lens.patching``) and
+``generate`` with a ``KVCache`` that keeps Hugging Face's operations. Everything here reads the
+model through its public parts (``cfg``, ``blocks``, ``W_U``, ``tokenizer``, ``forward``) and
+``_unembed``; nothing here takes part in an unhooked forward pass.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:
+    import numpy as np
+    from transformer_lens import FactoredMatrix
+
+    from models.config import Config
+    from models.tokenizer import Tokenizer
+
+    # token ids [batch, pos] or [pos], in any form ``torch.as_tensor`` takes
+    TokenIds: TypeAlias = Tensor | np.ndarray | Sequence[int] | Sequence[Sequence[int]]
+
+__all__ = ["KVCache", "TransformerLensAPI"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Keys and values of earlier tokens, for generation
+
+
+class _LayerKV:
+    """One layer's keys (after RoPE) and values of the tokens seen so far, [batch, kv_head, pos,
+    d_head]: what Hugging Face's ``DynamicCache`` holds, concatenated the same way."""
+
+    __slots__ = ("k", "v")
+
+    def __init__(self) -> None:
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        if self.k is None:
+            self.k, self.v = k.contiguous(), v.contiguous()
+        else:
+            self.k, self.v = torch.cat([self.k, k], dim=-2), torch.cat([self.v, v], dim=-2)
+        return self.k, self.v
+
+
+class KVCache:
+    """The keys and values of every layer for the tokens a causal model has already read, so that
+    ``model(new_tokens, past_kv_cache=cache)`` computes only the new positions (what ``generate``
+    does; TransformerLens's ``past_kv_cache``). ``mask`` [batch, pos] marks the real tokens seen so
+    far (None: all real). Hooks fire on the new positions only."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.layers = [_LayerKV() for _ in range(n_layers)]
+        self.length = 0
+        self.mask: Tensor | None = None
+
+    def _extend_mask(self, new: Tensor | None, batch: int, n: int) -> Tensor | None:
+        """The key mask over past and new tokens, and remember it (None while every token is real)."""
+        if self.mask is None and new is None:
+            return None
+        device = (self.mask if self.mask is not None else new).device
+        past = self.mask if self.mask is not None else torch.ones(batch, self.length, dtype=torch.bool, device=device)
+        now = new if new is not None else torch.ones(batch, n, dtype=torch.bool, device=device)
+        self.mask = torch.cat([past, now], dim=-1)
+        return self.mask
+
+
+# Forward arguments ``inputs_bound`` may bind to a token tensor
+_BINDABLE = frozenset({"attention_mask", "token_type_ids", "return_type", "allow_beyond_ctx", "exact"})
+
+
+class TransformerLensAPI:
+    """TransformerLens's user API, for a model with ``cfg``, ``blocks``, ``W_U``, ``tokenizer``,
+    ``_require_tokenizer()``, ``_unembed()`` and a ``forward`` taking ``past_kv_cache`` (the
+    toolkit's ``Transformer``, which inherits it)."""
+
+    if TYPE_CHECKING:
+        cfg: Config
+        blocks: Any
+        tokenizer: Tokenizer | None
+        W_E: Tensor
+        W_U: Tensor
+
+        def _require_tokenizer(self) -> Tokenizer: ...
+        def _unembed(self, x: Tensor) -> Tensor: ...
+        def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    # -- weights stacked over layers -------------------------------------------------------------
+
+    # Stacked over layers, TransformerLens's ``model.W_Q`` and friends. These are copies made on
+    # each read (``torch.stack``), for reading and for circuits (``model.OV``, ``model.QK``); edit
+    # a weight through the per-block views (``model.blocks[l].attn.W_Q``), which are the model.
+
+    def _stack(self, part: str, name: str) -> Tensor:
+        return torch.stack([getattr(getattr(block, part), name) for block in self.blocks])
+
+    def _stack_bias(self, part: str, name: str, *shape: int) -> Tensor:
+        """A bias stacked over layers; zeros where the architecture has none (a copy cannot be
+        edited, so zeros, as in TransformerLens's HookedTransformer, mislead no one)."""
+        first = getattr(getattr(self.blocks[0], part), name)
+        if first is None:
+            return torch.zeros(self.cfg.n_layers, *shape, device=self.cfg.device, dtype=self.cfg.dtype)
+        return self._stack(part, name)
+
+    def _expand_kv(self, t: Tensor) -> Tensor:
+        """[layer, kv_head, ...] -> [layer, head, ...]: query head h reads key/value head h // group."""
+        return t if self.cfg.group_size == 1 else t.repeat_interleave(self.cfg.group_size, dim=1)
+
+    @property
+    def W_Q(self) -> Tensor:
+        """[layer, head, d_model, d_head] (a copy)."""
+        return self._stack("attn", "W_Q")
+
+    @property
+    def W_K(self) -> Tensor:
+        """[layer, head, d_model, d_head] (a copy). Under grouped-query attention each key/value
+        head appears once per query head it serves, as TransformerLens's ``W_K`` does; ``_W_K`` is
+        the grouped [layer, kv_head, d_model, d_head]."""
+        return self._expand_kv(self._W_K)
+
+    @property
+    def W_V(self) -> Tensor:
+        """[layer, head, d_model, d_head] (a copy; grouped: ``_W_V``)."""
+        return self._expand_kv(self._W_V)
+
+    @property
+    def _W_K(self) -> Tensor:
+        """[layer, kv_head, d_model, d_head] (a copy)."""
+        return self._stack("attn", "W_K")
+
+    @property
+    def _W_V(self) -> Tensor:
+        """[layer, kv_head, d_model, d_head] (a copy)."""
+        return self._stack("attn", "W_V")
+
+    @property
+    def W_O(self) -> Tensor:
+        """[layer, head, d_head, d_model] (a copy)."""
+        return self._stack("attn", "W_O")
+
+    @property
+    def b_Q(self) -> Tensor:
+        """[layer, head, d_head] (a copy; zeros without query biases)."""
+        return self._stack_bias("attn", "b_Q", self.cfg.n_heads, self.cfg.d_head)
+
+    @property
+    def b_K(self) -> Tensor:
+        """[layer, head, d_head] (a copy; grouped: ``_b_K``)."""
+        return self._expand_kv(self._b_K)
+
+    @property
+    def b_V(self) -> Tensor:
+        """[layer, head, d_head] (a copy; grouped: ``_b_V``)."""
+        return self._expand_kv(self._b_V)
+
+    @property
+    def _b_K(self) -> Tensor:
+        return self._stack_bias("attn", "b_K", self.cfg.kv_heads, self.cfg.d_head)
+
+    @property
+    def _b_V(self) -> Tensor:
+        return self._stack_bias("attn", "b_V", self.cfg.kv_heads, self.cfg.d_head)
+
+    @property
+    def b_O(self) -> Tensor:
+        """[layer, d_model] (a copy)."""
+        return self._stack_bias("attn", "b_O", self.cfg.d_model)
+
+    @property
+    def W_in(self) -> Tensor:
+        """[layer, d_model, d_mlp] (a copy; the linear branch of gated MLPs)."""
+        return self._stack("mlp", "W_in")
+
+    @property
+    def W_gate(self) -> Tensor | None:
+        """[layer, d_model, d_mlp] (a copy); None for ungated MLPs."""
+        return self._stack("mlp", "W_gate") if self.cfg.mlp == "gated" else None
+
+    @property
+    def W_out(self) -> Tensor:
+        """[layer, d_mlp, d_model] (a copy)."""
+        return self._stack("mlp", "W_out")
+
+    @property
+    def b_in(self) -> Tensor:
+        return self._stack_bias("mlp", "b_in", self.cfg.d_mlp)
+
+    @property
+    def b_out(self) -> Tensor:
+        return self._stack_bias("mlp", "b_out", self.cfg.d_model)
+
+    @property
+    def QK(self) -> FactoredMatrix:
+        """Every head's QK circuit ``W_Q[l, h] @ W_K[l, h].T`` [layer, head, d_model, d_model], as
+        a ``transformer_lens.FactoredMatrix`` (never multiplied out)."""
+        from transformer_lens import FactoredMatrix
+
+        return FactoredMatrix(self.W_Q, self.W_K.transpose(-2, -1))
+
+    @property
+    def OV(self) -> FactoredMatrix:
+        """Every head's OV circuit ``W_V[l, h] @ W_O[l, h]`` [layer, head, d_model, d_model], as a
+        ``transformer_lens.FactoredMatrix``."""
+        from transformer_lens import FactoredMatrix
+
+        return FactoredMatrix(self.W_V, self.W_O)
+
+    # -- tokens ----------------------------------------------------------------------------------
+
+    def _adds_bos(self) -> int | None:
+        """The id of the start token the tokenizer itself puts first ([CLS] for BERT, ``<s>`` for
+        Llama 2), or None (SmolLM2, GPT-2 add nothing)."""
+        hf = self._require_tokenizer().hf
+        starts = {i for i in (hf.bos_token_id, getattr(hf, "cls_token_id", None)) if i is not None}
+        with_special = hf("a")["input_ids"]
+        plain = hf("a", add_special_tokens=False)["input_ids"]
+        if with_special and with_special[0] in starts and with_special[: len(plain)] != plain:
+            return with_special[0]
+        return None
+
+    def _token_rows(self, texts: Sequence[str], prepend_bos: bool | None, truncate: bool) -> list[list[int]]:
+        tok = self._require_tokenizer()
+        if prepend_bos is None:  # the model's default, as to_words: the tokenizer's habit, or always a BOS
+            prepend_bos = True if tok.prepend_bos else None
+        added = self._adds_bos()
+        bos = tok.hf.bos_token_id if added is None else added
+        rows = []
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(
+                    f"to_tokens takes a text or a list of texts, got {type(text).__name__} at {i}; "
+                    "for word lists (token-to-word alignment) use model.to_words"
+                )
+            ids = list(tok.hf(text)["input_ids"])
+            if prepend_bos is False and added is not None and ids[:1] == [added]:
+                ids = ids[1:]
+            elif prepend_bos and bos is not None and ids[:1] != [bos]:
+                ids = [bos] + ids
+            if truncate:
+                ids = ids[: self.cfg.n_ctx]
+            if not ids:
+                raise ValueError(
+                    f"text {i} ({text!r}) has no tokens; to start from the BOS token, pass prepend_bos=True"
+                )
+            rows.append(ids)
+        return rows
+
+    def _pad(self, rows: list[list[int]], padding_side: str) -> tuple[Tensor, Tensor]:
+        if padding_side not in ("right", "left"):
+            raise ValueError(f"padding_side={padding_side!r}; use 'right' or 'left'")
+        n = max(len(r) for r in rows)
+        ids = torch.full((len(rows), n), self._require_tokenizer().pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), n), dtype=torch.long)
+        for b, r in enumerate(rows):
+            where = slice(0, len(r)) if padding_side == "right" else slice(n - len(r), n)
+            ids[b, where], mask[b, where] = torch.tensor(r, dtype=torch.long), 1
+        return ids, mask
+
+    def to_tokens(
+        self,
+        input: str | Sequence[str],
+        prepend_bos: bool | None = None,
+        padding_side: str | None = None,
+        move_to_device: bool = True,
+        truncate: bool = True,
+    ) -> Tensor:
+        """TransformerLens's ``to_tokens``: text (or a list of texts) in, token ids [batch, pos]
+        (a LongTensor) out, padded with the tokenizer's pad id.
+
+        prepend_bos: None is the model's default, which is the tokenizer's own habit: MiniLM gets
+            ``[CLS] ... [SEP]``, SmolLM2 gets no BOS (as Hugging Face tokenises it, as
+            ``to_words`` and the analyses do; TransformerLens's bridge prepends ``<|im_start|>``,
+            SmolLM2's chat-turn marker, which raises its loss on plain text, see docs/hooks.md).
+            A tokenizer made with ``prepend_bos=True`` makes True the default. True: the BOS token
+            comes first (``<|im_start|>`` on SmolLM2; MiniLM's ``[CLS]`` already is); False: the
+            start token the tokenizer adds itself is removed (MiniLM's ``[CLS]``).
+        padding_side: "right" (default) or "left".
+        truncate: cut each text to ``n_ctx`` tokens (keeping the start).
+
+        A padded batch needs its mask when you run it: ``model(tokens, attention_mask=tokens !=
+        pad)`` or, simpler, pass the texts themselves (``model(texts)`` builds the mask). Causal
+        models compute right-padded rows' real positions correctly without one; encoders refuse a
+        padded batch without a mask. ``to_words`` keeps the token-to-word alignment instead.
+        """
+        if not isinstance(input, (str, list, tuple)):
+            hint = " (decode bytes first: data.decode('utf-8'))" if isinstance(input, (bytes, bytearray)) else ""
+            raise TypeError(f"to_tokens: input must be a str or a list of str, got {type(input).__name__}{hint}")
+        texts = [input] if isinstance(input, str) else list(input)
+        if not texts:
+            raise ValueError("empty input: no texts to tokenise")
+        ids, _ = self._pad(self._token_rows(texts, prepend_bos, truncate), padding_side or "right")
+        return ids.to(self.cfg.device) if move_to_device else ids
+
+    def to_str_tokens(
+        self, input: str | Sequence[str] | TokenIds, prepend_bos: bool | None = None, padding_side: str | None = None
+    ) -> list[str] | list[list[str]]:
+        """Each token as the text it decodes to (``" keys"``, not ``"Ġkeys"``), as TransformerLens
+        does: a text gives a list, a list of texts a list of lists; token ids [pos] (or [1, pos])
+        give a list (``prepend_bos`` and ``padding_side`` then do not apply)."""
+        if isinstance(input, (list, tuple)) and not (input and isinstance(input[0], int)):
+            return [self.to_str_tokens(item, prepend_bos, padding_side) for item in input]
+        if isinstance(input, str):
+            ids = self.to_tokens(input, prepend_bos=prepend_bos, padding_side=padding_side, move_to_device=False)[0]
+        else:
+            ids = torch.as_tensor(input).squeeze()
+            if ids.ndim == 0:
+                ids = ids[None]
+            if ids.ndim != 1:
+                raise ValueError(f"to_str_tokens takes one sequence of token ids; got shape {tuple(ids.shape)}")
+        hf = self._require_tokenizer().hf
+        return hf.batch_decode([[int(t)] for t in ids.tolist()], clean_up_tokenization_spaces=False)
+
+    def to_single_token(self, string: str) -> int:
+        """The id of the one token ``string`` is (``" cat"`` on SmolLM2, ``"cat"`` on MiniLM).
+        Raises AssertionError, as TransformerLens does, when the string is several tokens."""
+        ids = self._require_tokenizer().hf(string, add_special_tokens=False)["input_ids"]
+        if len(ids) != 1:
+            raise AssertionError(
+                f"{string!r} is not a single token: it is {len(ids)} tokens {self.to_str_tokens(ids) if ids else []}"
+            )
+        return int(ids[0])
+
+    def to_string(self, tokens: TokenIds) -> str | list[str]:
+        """Token ids back to text: [pos] gives a string, [batch, pos] a list of strings."""
+        tokens = torch.as_tensor(tokens)
+        hf = self._require_tokenizer().hf
+        if tokens.ndim == 2:
+            return hf.batch_decode(tokens.tolist(), clean_up_tokenization_spaces=False)
+        if tokens.ndim <= 1:
+            return hf.decode(tokens.reshape(-1).tolist(), clean_up_tokenization_spaces=False)
+        raise ValueError(f"to_string takes token ids [pos] or [batch, pos]; got shape {tuple(tokens.shape)}")
+
+    def tokens_to_residual_directions(self, tokens: str | int | Tensor) -> Tensor:
+        """The unembedding direction(s) ``W_U[:, token]`` of a token (a string of one token, an id)
+        [d_model], or of token ids [...] -> [..., d_model]: what ``ActivationCache.logit_attrs``
+        dots the residual stream with. (Not folded with the final norm's weight: as on
+        TransformerLens's bridge, combine with ``cache.apply_ln_to_stack``.)"""
+        if isinstance(tokens, Tensor) and tokens.numel() > 1:
+            return self.W_U[:, tokens].movedim(0, -1)
+        if isinstance(tokens, str):
+            token = self.to_single_token(tokens)
+        elif isinstance(tokens, Tensor):
+            token = int(tokens.item())
+        else:
+            token = int(tokens)
+        return self.W_U[:, token]
+
+    # -- forward arguments bound to a token tensor --------------------------------------------------
+
+    @contextmanager
+    def inputs_bound(self, tokens: Tensor, **forward_kwargs: Any) -> Iterator[TransformerLensAPI]:
+        """Inside the block, every forward call on ``tokens`` (this very tensor) also gets
+        ``forward_kwargs`` (e.g. ``attention_mask=``), unless the call passes them itself. For code
+        that calls ``model.run_with_hooks(tokens, fwd_hooks=...)`` with tokens only, such as
+        ``transformer_lens.patching`` on a padded batch::
+
+            with model.inputs_bound(corrupted, attention_mask=mask):
+                patching.get_act_patch_attn_head_out_all_pos(model, corrupted, clean_cache, metric)
+        """
+        unknown = sorted(set(forward_kwargs) - _BINDABLE)
+        if unknown:
+            raise TypeError(f"inputs_bound takes forward arguments {sorted(_BINDABLE)}; got {unknown}")
+        previous = getattr(self, "_bound_inputs", None)
+        self._bound_inputs = (tokens, dict(forward_kwargs))
+        try:
+            yield self
+        finally:
+            self._bound_inputs = previous
+
+    def _bound_arguments(
+        self,
+        tokens: object,
+        attention_mask: Tensor | None,
+        token_type_ids: Tensor | None,
+        return_type: str | None,
+        allow_beyond_ctx: bool,
+        exact: bool | None,
+    ) -> tuple[Tensor | None, Tensor | None, str | None, bool, bool | None]:
+        """The forward arguments with those ``inputs_bound`` bound to ``tokens`` (this very object)
+        filled in where the call left them at their defaults."""
+        bound = getattr(self, "_bound_inputs", None)
+        if bound is None or tokens is not bound[0]:
+            return attention_mask, token_type_ids, return_type, allow_beyond_ctx, exact
+        given = {"attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        for key, value in bound[1].items():
+            if key in given and given[key] is None:
+                given[key] = value
+            elif key == "return_type" and return_type == "default":
+                return_type = value
+            elif key == "allow_beyond_ctx":
+                allow_beyond_ctx = allow_beyond_ctx or bool(value)
+            elif key == "exact" and exact is None:
+                exact = value
+        return given["attention_mask"], given["token_type_ids"], return_type, allow_beyond_ctx, exact
+
+    # -- generation --------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def generate(
+        self,
+        input: str | Sequence[str] | Tensor = "",
+        max_new_tokens: int = 10,
+        stop_at_eos: bool = True,
+        eos_token_id: int | Sequence[int] | None = None,
+        do_sample: bool = True,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        temperature: float = 1.0,
+        freq_penalty: float = 0.0,
+        use_past_kv_cache: bool = True,
+        prepend_bos: bool | None = None,
+        padding_side: str | None = None,
+        return_type: str | None = "input",
+        verbose: bool = False,
+        attention_mask: Tensor | None = None,
+    ) -> str | list[str] | Tensor:
+        """TransformerLens's ``generate``: continue a text, a list of texts or token ids [batch, pos]
+        by up to ``max_new_tokens`` tokens (causal models with an LM head).
+
+        Greedy when ``do_sample=False`` or ``temperature=0``; otherwise samples with
+        TransformerLens's own ``sample_logits`` (``top_k``, ``top_p``, ``temperature``,
+        ``freq_penalty``; seed with ``torch.manual_seed``). With ``stop_at_eos`` a sequence stops
+        at the EOS token (``eos_token_id``, default the model's) and is padded after it; the loop
+        ends when every sequence has stopped. ``use_past_kv_cache`` (default) keeps each layer's
+        keys and values (``KVCache``) and runs only the new token per step, the way Hugging Face's
+        ``generate`` does: greedy output equals Hugging Face's token for token. Without it every
+        step reruns the whole sequence. Texts are tokenised as ``to_tokens`` does (same BOS
+        default), several texts left-padded with a mask; token ids may come with
+        ``attention_mask``. ``return_type``: "input" (text in, text out; ids in, ids out), "str"
+        or "tokens" (prompt and continuation, [batch, pos]). ``verbose`` is accepted and ignored
+        (the toolkit prints nothing). Hooks attached with ``model.hooks(...)`` fire at every step.
+
+        The arguments are checked before any forward pass: ``max_new_tokens`` and ``top_k`` whole
+        numbers (>= 0, >= 1), ``temperature`` finite and >= 0, ``top_p`` in (0, 1],
+        ``freq_penalty`` finite; a generation that would read more than ``n_ctx`` tokens is
+        refused up front, not after the steps that fit.
+        """
+        cfg = self.cfg
+        if not (cfg.is_causal and cfg.lm_head):
+            raise ValueError(f"generate needs a causal model with an LM head; {cfg.name!r} is not one")
+        if return_type not in ("input", "str", "tokens"):
+            raise ValueError(f"return_type={return_type!r}; use 'input', 'str' or 'tokens'")
+        _check_generation_arguments(max_new_tokens, top_k, top_p, temperature, freq_penalty)
+        tokens, mask, kind = self._prompt_tokens(input, attention_mask, prepend_bos, padding_side)
+        self._check_room(tokens.shape[1], max_new_tokens)
+        eos, pad = self._eos_and_pad(eos_token_id, stop_at_eos)
+        if not do_sample or temperature == 0.0:
+            pick: Callable[[Tensor, Tensor], Tensor] = lambda logits, tokens: logits.argmax(dim=-1)  # noqa: E731
+        else:
+            from transformer_lens.utilities import sample_logits
+
+            def pick(logits: Tensor, tokens: Tensor) -> Tensor:
+                return sample_logits(
+                    logits, top_k=top_k, top_p=top_p, temperature=temperature, freq_penalty=freq_penalty, tokens=tokens
+                )
+
+        use_cache = use_past_kv_cache and cfg.positional != "alibi"
+        tokens = self._continue(tokens, mask, max_new_tokens, pick, eos if stop_at_eos else None, pad, use_cache)
+        if return_type == "tokens" or (return_type == "input" and kind == "tokens"):
+            return tokens
+        hf = self._require_tokenizer().hf
+        texts = [hf.decode(row.tolist(), skip_special_tokens=True) for row in tokens]
+        return texts[0] if isinstance(input, str) else texts
+
+    def _prompt_tokens(
+        self,
+        input: str | Sequence[str] | Tensor,
+        attention_mask: Tensor | None,
+        prepend_bos: bool | None,
+        padding_side: str | None,
+    ) -> tuple[Tensor, Tensor | None, str]:
+        """The prompt as token ids [batch, pos] on the model's device, its mask (None: no padding)
+        and what it came as ("str" or "tokens")."""
+        device = self.W_E.device
+        if isinstance(input, str) or (isinstance(input, (list, tuple)) and input and isinstance(input[0], str)):
+            texts = [input] if isinstance(input, str) else list(input)
+            # left padding: every row's last real token is the last position
+            tokens, mask = self._pad(self._token_rows(texts, prepend_bos, truncate=False), padding_side or "left")
+            if padding_side == "right" and len(set(mask.sum(-1).tolist())) > 1:
+                raise ValueError("generate continues every row from its last position: pad several texts on the left")
+            kind = "str"
+        else:
+            tokens = torch.as_tensor(input)
+            tokens = tokens[None] if tokens.ndim == 1 else tokens
+            mask = attention_mask
+            kind = "tokens"
+        tokens = tokens.to(device)
+        mask = None if mask is None else torch.as_tensor(mask, device=device).bool()
+        if mask is not None and mask.all():
+            mask = None
+        return tokens, mask, kind
+
+    def _check_room(self, n_prompt: int, max_new_tokens: int) -> None:
+        """Refuse, before any forward pass, a generation that would make the model read past n_ctx
+        (the last new token is never read back, hence the - 1)."""
+        n_ctx, reads = self.cfg.n_ctx, n_prompt + max_new_tokens - 1
+        if max_new_tokens and reads > n_ctx:
+            fix = f"use max_new_tokens <= {n_ctx - n_prompt + 1}" if n_prompt <= n_ctx else "shorten the prompt"
+            raise ValueError(
+                f"generate: a prompt of {n_prompt} tokens and max_new_tokens={max_new_tokens} would make the model "
+                f"read {reads} tokens, more than the context of {self.cfg.name!r} (n_ctx={n_ctx}); {fix}"
+            )
+
+    def _eos_and_pad(self, eos_token_id: int | Sequence[int] | None, stop_at_eos: bool) -> tuple[Tensor, int]:
+        """The EOS ids [n] (the model's by default) and the id written after a sequence stopped."""
+        if eos_token_id is None:
+            eos_token_id = self.cfg.eos_token_id
+            if eos_token_id is None and self.tokenizer is not None:
+                eos_token_id = self.tokenizer.hf.eos_token_id
+        if stop_at_eos and eos_token_id is None:
+            raise ValueError("stop_at_eos=True but the model has no EOS token; pass eos_token_id or stop_at_eos=False")
+        eos = torch.as_tensor(
+            [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id or []), device=self.W_E.device
+        )
+        pad = self.tokenizer.pad_token_id if self.tokenizer is not None else int(eos[0]) if len(eos) else 0
+        return eos, pad
+
+    def _continue(
+        self,
+        tokens: Tensor,
+        mask: Tensor | None,
+        max_new_tokens: int,
+        pick: Callable[[Tensor, Tensor], Tensor],
+        eos: Tensor | None,
+        pad: int,
+        use_cache: bool,
+    ) -> Tensor:
+        """The generation loop: ``tokens`` [batch, pos] and up to ``max_new_tokens`` more, each the
+        ``pick`` of the last position's logits; a row that produced an ``eos`` id (None: never
+        stop) is padded with ``pad`` from then on, and the loop ends when every row has stopped."""
+        cache = KVCache(self.cfg.n_layers) if use_cache else None
+        finished = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
+        step_tokens, step_mask = tokens, mask
+        for _ in range(max_new_tokens):
+            if cache is not None:
+                hidden = self(step_tokens, attention_mask=step_mask, return_type="hidden", past_kv_cache=cache)
+            else:
+                hidden = self(tokens, attention_mask=mask, return_type="hidden")
+            logits = self._unembed(hidden[:, -1:, :])[:, -1]  # the last position only, as HF does
+            new = pick(logits, tokens)
+            if eos is not None:
+                new = torch.where(finished, torch.full_like(new, pad), new)
+                finished |= torch.isin(new, eos)
+            tokens = torch.cat([tokens, new[:, None]], dim=1)
+            if mask is not None:
+                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            step_tokens, step_mask = new[:, None], None
+            if eos is not None and bool(finished.all()):
+                break
+        return tokens
+
+
+def _whole(name: str, value: object, least: int, meaning: str) -> None:
+    """``value`` must be an int (not a bool) >= ``least``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"generate: {name} must be a whole number >= {least}{meaning}, got {value!r} ({type(value).__name__})"
+        )
+    if value < least:
+        raise ValueError(f"generate: {name} must be a whole number >= {least}{meaning}, got {value}")
+
+
+def _real(name: str, value: object, accepted: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"generate: {name} must be {accepted}, got {value!r} ({type(value).__name__})")
+    return float(value)
+
+
+def _check_generation_arguments(
+    max_new_tokens: object, top_k: object, top_p: object, temperature: object, freq_penalty: object
+) -> None:
+    """TypeError/ValueError naming the argument and what it accepts (TransformerLens's
+    ``sample_logits`` would fail with a bare assertion, or sample from a wrong distribution: a
+    negative temperature inverts it)."""
+    _whole("max_new_tokens", max_new_tokens, 0, "")
+    accepted = "a finite number >= 0 (0: greedy)"
+    if not (math.isfinite(t := _real("temperature", temperature, accepted)) and t >= 0):
+        raise ValueError(f"generate: temperature must be {accepted}, got {temperature}")
+    if top_k is not None:
+        _whole("top_k", top_k, 1, " (or None: no top-k cut)")
+    if top_p is not None:
+        accepted = "a number in (0, 1] (or None: no nucleus cut)"
+        if not 0 < _real("top_p", top_p, accepted) <= 1:
+            raise ValueError(f"generate: top_p must be {accepted}, got {top_p}")
+    accepted = "a finite number (0: no penalty)"
+    if not math.isfinite(_real("freq_penalty", freq_penalty, accepted)):
+        raise ValueError(f"generate: freq_penalty must be {accepted}, got {freq_penalty}")

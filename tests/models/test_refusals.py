@@ -1,0 +1,338 @@
+"""Bad input and faults on the model side, second round (issue 24): each is refused with one line
+naming what was wrong and what would be right, or warned about, instead of passing silently.
+
+Hook returns of another shape, dtype or device (item 9); sliding windows (item 10); generate's
+arguments and context, checked before any forward pass (item 12 and the weak items); words lost
+to [UNK] or changed by normalisation (item 13); to_tokens of an int or bytes; folders that ask
+for custom code (item 4), hold pickled weights, an unsupported architecture, scaled RoPE or NaN
+weights; and transformers' progress bar, silenced while the toolkit loads.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import pytest
+import torch
+import transformers
+
+import models
+from interp.hooks import HookReturnError
+from models.loading import UnsupportedModelError
+from tests.factories import planted_model, tiny_batch, tiny_model
+
+V = 97
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e)
+    assert "\n" not in text, text
+    return text
+
+
+# --------------------------------------------------------------------------------------------------
+# Item 9: a hook's return must have its input's shape, dtype and device
+
+
+BAD_RETURNS = {
+    "fewer positions": ("blocks.0.hook_resid_pre", lambda x, hook: x[:, :1]),
+    "one head dropped": ("blocks.1.attn.hook_z", lambda x, hook: x[:, :, :-1]),
+    "transposed pattern": ("blocks.0.attn.hook_pattern", lambda x, hook: x.transpose(1, 2)[:, :, :2]),
+    "another dtype": ("blocks.0.mlp.hook_post", lambda x, hook: x.double()),
+    "another device": ("blocks.0.hook_attn_out", lambda x, hook: x.to("meta")),
+    "not a tensor": ("hook_embed", lambda x, hook: (x,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RETURNS))
+def test_a_hook_returning_another_shape_dtype_or_device_is_refused_naming_the_hook(case):
+    model = tiny_model("llama_like")
+    tokens, mask = tiny_batch(model.cfg)
+    name, fn = BAD_RETURNS[case]
+    with torch.no_grad(), pytest.raises(HookReturnError) as info:
+        model.run_with_hooks(tokens, attention_mask=mask, fwd_hooks=[(name, fn)])
+    message = _one_line(info.value)
+    assert name in message
+    if case != "not a tensor":
+        given = list(model.run_with_cache(tokens, attention_mask=mask, names_filter=name)[1][name].shape)
+        assert str(given) in message  # its input's shape, and what came back
+        assert "returned shape [" in message
+
+
+def test_a_hook_returning_a_tensor_like_its_input_is_used():
+    model = tiny_model("gpt2_like")
+    tokens, mask = tiny_batch(model.cfg)
+    with torch.no_grad():
+        plain = model(tokens, attention_mask=mask)
+        doubled = model.run_with_hooks(tokens, attention_mask=mask, fwd_hooks=[("hook_embed", lambda x, hook: 2 * x)])
+        same = model.run_with_hooks(tokens, attention_mask=mask, fwd_hooks=[("hook_embed", lambda x, hook: x)])
+    assert not torch.equal(plain, doubled) and torch.equal(plain, same)
+
+
+# --------------------------------------------------------------------------------------------------
+# Item 12 and the weak items: generate's arguments, checked before any forward pass
+
+
+def _counted(model):
+    calls = []
+    model.add_hook("hook_embed", lambda x, hook: calls.append(1))
+    return calls
+
+
+BAD_GENERATE = [
+    (dict(temperature=-1.0), ValueError, "temperature"),
+    (dict(temperature=math.nan), ValueError, "temperature"),
+    (dict(temperature=math.inf), ValueError, "temperature"),
+    (dict(temperature="hot"), TypeError, "temperature"),
+    (dict(top_p=0.0), ValueError, "top_p"),
+    (dict(top_p=1.5), ValueError, "top_p"),
+    (dict(top_p=math.nan), ValueError, "top_p"),
+    (dict(top_k=0), ValueError, "top_k"),
+    (dict(top_k=-3), ValueError, "top_k"),
+    (dict(top_k=2.5), TypeError, "top_k"),
+    (dict(max_new_tokens=2.5), TypeError, "max_new_tokens"),
+    (dict(max_new_tokens="5"), TypeError, "max_new_tokens"),
+    (dict(max_new_tokens=True), TypeError, "max_new_tokens"),
+    (dict(max_new_tokens=-1), ValueError, "max_new_tokens"),
+    (dict(freq_penalty=math.nan), ValueError, "freq_penalty"),
+    (dict(max_new_tokens=40), ValueError, "n_ctx=32"),  # 5 prompt tokens + 40 > 32
+]
+
+
+@pytest.mark.parametrize("kwargs, error, named", BAD_GENERATE, ids=[str(k) for k, _, _ in BAD_GENERATE])
+def test_generate_refuses_bad_arguments_before_any_forward_pass(kwargs, error, named):
+    model = tiny_model("llama_like")
+    calls = _counted(model)
+    with pytest.raises(error, match=named) as info:
+        model.generate(torch.tensor([[1, 2, 3, 4, 5]]), stop_at_eos=False, **kwargs)
+    _one_line(info.value)
+    assert not calls, "a forward pass ran before the refusal"
+    model.reset_hooks()
+
+
+def test_generate_up_to_the_context_still_runs():
+    """The longest generation that fits: the model reads n_ctx tokens (the last new one is never
+    read back); one more is refused."""
+    model = tiny_model("llama_like")
+    prompt = torch.tensor([[1, 2, 3, 4, 5]])
+    fits = model.cfg.n_ctx - prompt.shape[1] + 1
+    out = model.generate(prompt, max_new_tokens=fits, do_sample=False, stop_at_eos=False)
+    assert out.shape == (1, model.cfg.n_ctx + 1)
+    with pytest.raises(ValueError, match=f"max_new_tokens <= {fits}"):
+        model.generate(prompt, max_new_tokens=fits + 1, do_sample=False, stop_at_eos=False)
+
+
+def test_temperature_zero_is_greedy_and_sampling_arguments_in_range_run():
+    model = tiny_model("llama_like")
+    prompt = torch.tensor([[1, 2, 3]])
+    greedy = model.generate(prompt, max_new_tokens=4, do_sample=False, stop_at_eos=False)
+    assert torch.equal(model.generate(prompt, max_new_tokens=4, temperature=0, stop_at_eos=False), greedy)
+    torch.manual_seed(0)
+    out = model.generate(prompt, max_new_tokens=3, temperature=0.5, top_k=1, top_p=1.0, stop_at_eos=False)
+    assert torch.equal(out, greedy[:, :6])  # top_k=1 is greedy whatever the temperature
+
+
+def test_to_tokens_refuses_an_int_and_bytes_naming_the_accepted_types():
+    model = planted_model(attention="causal")
+    with pytest.raises(TypeError, match="str or a list of str, got int"):
+        model.to_tokens(123)
+    with pytest.raises(TypeError, match="got bytes.*decode"):
+        model.to_tokens(b"the cat sleeps")
+    assert model.to_tokens(["the cat sleeps"]).shape[0] == 1
+
+
+# --------------------------------------------------------------------------------------------------
+# Item 13: words lost to [UNK] or changed by normalisation are counted, warned about, refused when all
+
+
+@pytest.fixture(scope="module")
+def minilm_tokenizer():
+    return models.Tokenizer(transformers.AutoTokenizer.from_pretrained(str(models.minilm_dir())))
+
+
+def test_japanese_on_minilm_reports_lost_and_changed_words_in_one_warning(minilm_tokenizer):
+    with pytest.warns(models.LostWordsWarning) as record:
+        batch = minilm_tokenizer(["猫 が 魚 を 食べた", "The cat sleeps."])
+    assert len(record) == 1  # one warning per call, not per word
+    message = str(record[0].message)
+    assert "2 lost to the unknown token" in message and "'猫'" in message and "changed" in message
+    assert batch.lost == [[True, False, True, False, False], [False] * 4]
+    assert batch.changed[0][1] is True  # が became か (accents stripped)
+    assert batch.changed[1] == [False] * 4  # lower-casing is not a change
+    assert (batch.n_lost, batch.n_changed) == (2, sum(batch.changed[0]))
+
+
+def test_plain_english_gives_no_warning(minilm_tokenizer):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        batch = minilm_tokenizer(["The cat sleeps on the mat."])
+    assert batch.n_lost == batch.n_changed == 0
+
+
+def test_a_sentence_whose_every_word_is_lost_is_refused(minilm_tokenizer):
+    with pytest.raises(ValueError, match=r"text 1 .*every word is unknown") as info:
+        minilm_tokenizer(["The cat sleeps.", "猫 魚"])
+    _one_line(info.value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading: custom code, pickles, unsupported architectures, scaled RoPE, NaN weights, sliding windows
+
+
+def _tiny_llama_folder(tmp_path, name="llama", **overrides):
+    cfg = transformers.LlamaConfig(
+        vocab_size=V,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        **overrides,
+    )
+    torch.manual_seed(0)
+    hf = transformers.LlamaForCausalLM(cfg).eval()
+    folder = tmp_path / name
+    hf.save_pretrained(str(folder))
+    return folder, hf
+
+
+def _edit_config(folder, **changes):
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    config.update(changes)
+    path.write_text(json.dumps(config))
+
+
+def test_a_folder_asking_for_its_own_code_loads_the_standard_architecture_and_runs_none(tmp_path):
+    folder, hf = _tiny_llama_folder(tmp_path)
+    marker = tmp_path / "ran"
+    (folder / "modeling_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    (folder / "configuration_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    auto_map = {"AutoConfig": "configuration_evil.EvilConfig", "AutoModelForCausalLM": "modeling_evil.Evil"}
+    _edit_config(folder, auto_map=auto_map)
+    with pytest.warns(UserWarning, match="never runs a folder's code.*'llama'"):
+        model = models.load(str(folder))
+    assert not marker.exists()
+    tokens = torch.randint(0, V, (1, 6), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert (model(tokens) - hf(tokens).logits).abs().max() <= 1e-5
+    # a custom architecture the toolkit has no standard counterpart for: refused, nothing run
+    _edit_config(folder, model_type="evil")
+    with pytest.raises(UnsupportedModelError, match="'evil' is not supported") as info:
+        models.load(str(folder))
+    _one_line(info.value)
+    assert not marker.exists()
+
+
+class _Planted:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_pickled_weights_are_refused_in_one_line_and_never_unpickled(tmp_path):
+    import pickle
+
+    folder, _ = _tiny_llama_folder(tmp_path)
+    for f in folder.glob("*.safetensors"):
+        f.unlink()
+    marker = tmp_path / "unpickled"
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"w": _Planted(str(marker))}))
+    with pytest.raises(models.CheckpointError, match="pytorch_model.bin, a pickle.*safetensors only") as info:
+        models.load(str(folder))
+    _one_line(info.value)
+    assert not marker.exists()
+
+
+def test_an_unsupported_architecture_is_one_short_line_naming_it_and_the_supported_ones(tmp_path):
+    folder = tmp_path / "t5"
+    transformers.T5Config(vocab_size=V, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2).save_pretrained(
+        str(folder)
+    )
+    with pytest.raises(ValueError, match="'t5' is not supported") as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert len(message) < 300 and "llama" in message and "bert" in message
+
+
+def test_scaled_rope_is_a_value_error_naming_the_architecture(tmp_path):
+    folder, _ = _tiny_llama_folder(tmp_path, rope_scaling={"rope_type": "linear", "factor": 2.0})
+    with pytest.raises(ValueError, match="llama rope_scaling type 'linear'.*only unscaled") as info:
+        models.load(str(folder))
+    _one_line(info.value)
+    assert isinstance(info.value, NotImplementedError)  # what it was before, for callers that catch that
+
+
+def test_nan_or_inf_weights_load_with_a_warning_naming_the_tensor(tmp_path):
+    folder, hf = _tiny_llama_folder(tmp_path)
+    with torch.no_grad():
+        hf.model.layers[1].mlp.up_proj.weight[0, 0] = float("nan")
+    hf.save_pretrained(str(folder))
+    with pytest.warns(UserWarning, match=r"'blocks\.1\.mlp\.in_weight' holds NaN or inf.*fused attention"):
+        model = models.load(str(folder))
+    assert torch.isnan(model.blocks[1].mlp.in_weight).any()
+
+
+def test_loading_shows_no_progress_bar_and_restores_the_setting(tmp_path, capfd):
+    from transformers.utils import logging as hf_logging
+
+    folder, _ = _tiny_llama_folder(tmp_path)
+    capfd.readouterr()
+    hf_logging.enable_progress_bar()
+    models.load(str(folder))
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "%|" not in err, err
+    assert hf_logging.is_progress_bar_enabled()
+
+
+def _windowed(tmp_path, kind, **window):
+    common = dict(
+        vocab_size=V,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    if kind == "qwen2":
+        cfg, cls = transformers.Qwen2Config(**common, **window), transformers.Qwen2ForCausalLM
+    else:
+        cfg, cls = transformers.MistralConfig(**common, **window), transformers.MistralForCausalLM
+    torch.manual_seed(0)
+    cfg._attn_implementation = "eager"
+    hf = cls(cfg).eval()
+    folder = tmp_path / kind
+    hf.save_pretrained(str(folder))
+    return models.load(str(folder)), hf
+
+
+@pytest.mark.parametrize(
+    "kind, window, n_ctx",
+    [
+        ("qwen2", dict(use_sliding_window=True, sliding_window=4, max_window_layers=0), 4),  # every layer
+        ("qwen2", dict(use_sliding_window=True, sliding_window=4, max_window_layers=1), 4),  # layer 1
+        ("qwen2", dict(use_sliding_window=True, sliding_window=4, max_window_layers=2), 64),  # no layer
+        ("qwen2", dict(use_sliding_window=False, sliding_window=4, max_window_layers=0), 64),  # off
+        ("mistral", dict(sliding_window=4), 4),
+    ],
+)
+def test_a_sliding_window_caps_the_context_where_the_model_stays_exact(tmp_path, kind, window, n_ctx):
+    """Hugging Face masks keys beyond the window in its sliding-window layers; this model has no
+    window mask, so it stops at the window (exact there), and nothing runs past it."""
+    model, hf = _windowed(tmp_path, kind, **window)
+    assert model.cfg.n_ctx == n_ctx
+    n = min(n_ctx, 12)
+    tokens = torch.randint(0, V, (1, n), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert (model(tokens) - hf(tokens).logits).abs().max() <= 1e-5
+    if n_ctx < 12:
+        long = torch.randint(0, V, (1, 12), generator=torch.Generator().manual_seed(1))
+        with pytest.raises(ValueError, match="sliding window") as info:
+            model(long, allow_beyond_ctx=True)
+        _one_line(info.value)
