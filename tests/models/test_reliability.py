@@ -22,8 +22,8 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 
-import interp
 import models
+from interp.alignment import split_words, word_attention
 from models.weights import WeightEditError
 from tests.factories import tiny_batch, tiny_model
 
@@ -232,7 +232,7 @@ def test_unk_token_belongs_to_its_word(minilm, item):
     # every word has a token, so word-level attention covers the sentence
     assert sorted(set(w for w in align if w >= 0)) == list(range(len(words)))
     _, cache = minilm.run_with_cache(batch.input_ids, names_filter="blocks.0.attn.hook_pattern")
-    word_att = interp.word_attention(cache["blocks.0.attn.hook_pattern"][0], align, len(words))
+    word_att = word_attention(cache["blocks.0.attn.hook_pattern"][0], align, len(words))
     assert word_att.shape[-1] == len(words)
     # special tokens stay outside the words
     for t, tok in enumerate(tokens):
@@ -248,7 +248,7 @@ def test_literal_unk_text_and_bpe_specials_stay_outside_words(minilm, smollm2):
 
 
 def test_split_words_keeps_emoji_sequences_and_combining_marks():
-    words, spans = interp.split_words("cafe\u0301 👍🏽 👨\u200d👩\u200d👧 🇫🇷🇩🇪 1\ufe0f\u20e3 don't")
+    words, spans = split_words("cafe\u0301 👍🏽 👨\u200d👩\u200d👧 🇫🇷🇩🇪 1\ufe0f\u20e3 don't")
     assert words == ["cafe\u0301", "👍🏽", "👨\u200d👩\u200d👧", "🇫🇷", "🇩🇪", "1\ufe0f\u20e3", "don't"]
 
 
