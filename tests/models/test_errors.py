@@ -8,8 +8,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import interp
 import models
+from interp.hooks import UnknownHookError
 from tests.factories import tiny_config
 
 
@@ -34,17 +34,17 @@ def test_unknown_hook_name_suggests_near_names(tiny):
             tiny(tokens)
 
     for call in [*calls, ctx]:
-        with pytest.raises(interp.UnknownHookError) as err:
+        with pytest.raises(UnknownHookError) as err:
             call()
         msg = str(err.value)
         assert bad in msg and "blocks.0.attn.hook_pattern" in msg
     # it is also a KeyError, as TransformerLens users would catch
-    assert issubclass(interp.UnknownHookError, KeyError)
+    assert issubclass(UnknownHookError, KeyError)
     assert sum(len(h._forward_hooks) for h in tiny.hook_dict.values()) == 0
 
 
 def test_unknown_layer_suggests_the_same_hook_elsewhere(tiny):
-    with pytest.raises(interp.UnknownHookError, match=r"blocks\.1\.attn\.hook_pattern"):
+    with pytest.raises(UnknownHookError, match=r"blocks\.1\.attn\.hook_pattern"):
         tiny.run_with_hooks(torch.arange(5), fwd_hooks=[("blocks.7.attn.hook_pattern", _noop)])
 
 

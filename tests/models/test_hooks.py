@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import interp
+from interp.hooks import UnknownHookError
 from tests.factories import TINY, randomized, tiny_batch, tiny_config, tiny_model
 
 # The documented per-layer hook list (docs and /tmp preamble); "ln2.*" = hook_scale, hook_normalized.
@@ -232,9 +232,9 @@ def test_names_filters(model, batch):
     assert set(c_call) == {f"blocks.{l}.attn.hook_z" for l in range(model.cfg.n_layers)}
     assert set(c_all) == set(model.hook_names())
     assert torch.equal(c_str["blocks.1.attn.hook_pattern"], c_all["blocks.1.attn.hook_pattern"])
-    with pytest.raises(interp.UnknownHookError, match="hook_pattern"):
+    with pytest.raises(UnknownHookError, match="hook_pattern"):
         model.run_with_cache(tokens, attention_mask=mask, names_filter="blocks.1.attn.hook_patern")
-    with pytest.raises(interp.UnknownHookError, match="hook_q"):
+    with pytest.raises(UnknownHookError, match="hook_q"):
         model.run_with_cache(tokens, attention_mask=mask, names_filter=["blocks.0.attn.hook_qq"])
 
 
