@@ -69,7 +69,7 @@ import torch
 from torch import Tensor
 
 from analyses.data.generated import random_repeated_tokens
-from analyses.data.items import Item, is_punctuation, item_location
+from analyses.data.items import USER_FILE_SOURCES, Item, is_punctuation, item_location
 from analyses.data.sources import load_items
 from analyses.heads.roles import (
     BROAD_THRESHOLD,
@@ -862,6 +862,7 @@ def probe_items(
         n_items=len(items),
         sources=pd.Series([it.source.split(":")[0] for it in items]).value_counts().to_dict(),
         relations=pd.Series([it.relation for it in items]).value_counts().to_dict(),
+        user_files=_user_files(items),
         n_repeat=n_repeat,
         repeat_length=min(repeat_length, adapter.n_ctx // 2),
         seed=seed,
@@ -877,6 +878,18 @@ def probe_items(
         shards=[[tuple(span) for span in spans] for spans in shards],
     )
     return df
+
+
+def _user_files(items: Sequence[Item]) -> dict[str, dict[str, int]]:
+    """Per file of the user's (CoNLL-U, text): its path, the sentences and the items drawn from it."""
+    out: dict[str, dict] = {}
+    for it in items:
+        kind, _, path = it.source.partition(":")
+        if kind in USER_FILE_SOURCES and path:
+            f = out.setdefault(path, {"kind": kind, "sentences": set(), "items": 0})
+            f["sentences"].add(it.info.get("sentence_line", it.words))  # two equal sentences count twice
+            f["items"] += 1
+    return {p: {"kind": f["kind"], "sentences": len(f["sentences"]), "items": f["items"]} for p, f in out.items()}
 
 
 def _null_network(adapter: Adapter, seed: int):
