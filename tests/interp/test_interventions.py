@@ -284,7 +284,8 @@ def test_patching_table_is_layer_by_head_and_normalised_by_the_clean_corrupted_g
     raw = iv.head_table(model, flat)
     assert raw.shape == (n_layers, n_heads) and raw.index.name == "layer" and raw.columns.name == "head"
     np.testing.assert_allclose(raw.to_numpy(), flat.astype(float).mean(1).reshape(n_layers, n_heads), rtol=1e-12)
-    clean_v, corrupted_v = float(metric(model(clean)).mean()), float(metric(model(corrupted)).mean())
+    with torch.no_grad():
+        clean_v, corrupted_v = (float(metric(model(t)).double().mean()) for t in (clean, corrupted))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a clear gap: no warning
         table = iv.patching_table(model, clean, corrupted, metric, min_gap=0.0)
