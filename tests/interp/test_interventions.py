@@ -313,6 +313,7 @@ def test_patching_table_warns_when_the_gap_is_too_small_to_normalise_by():
 
 def test_plot_head_table_draws_a_layer_by_head_heatmap():
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -323,7 +324,7 @@ def test_plot_head_table_draws_a_layer_by_head_heatmap():
     )
     ax = iv.plot_head_table(table, title="patching")
     assert ax.get_xlabel() == "head" and ax.get_ylabel() == "layer" and ax.get_title() == "patching"
-    assert len(ax.collections[0].get_array()) == table.size
+    np.testing.assert_allclose(np.asarray(ax.collections[0].get_array()).reshape(table.shape), table.to_numpy())
     plt.close(ax.figure)
     with pytest.raises(TypeError, match="table must be"):
         iv.plot_head_table(table.to_numpy())
