@@ -164,3 +164,29 @@ def test_the_report_names_the_users_file_and_its_sentence_count(tmp_path):
     df = heads.probe_items(planted_model(), data.read_conllu(path), n_repeat=0, null_model=False, n_boot=10)
     assert df.attrs["user_files"] == {str(path): {"kind": "conllu", "sentences": 3, "items": 3}}
     assert f"Your data: `{path}`, 3 sentences, 3 subject-verb items from CoNLL-U" in report._data_text(df.attrs)
+
+
+def test_the_norm_lens_does_not_depend_on_the_order_the_hooks_fire_in(monkeypatch):
+    """Each layer is reduced once its pattern and its values are both in, whichever comes first:
+    feeding every layer's pattern before its values gives the same table, bitwise."""
+    from types import SimpleNamespace
+
+    from tests.factories import planted_items
+
+    m = planted_model(values=True)
+    kw = dict(n_repeat=12, seed=0, n_boot=20, null_model=False, weighting=("attention", "norm"))
+    items = planted_items(24, seed=3)
+    usual = heads.probe_items(m, items, **kw)
+
+    def values_last(self, batch, fwd_hooks):
+        names = [name for name, _ in fwd_hooks]
+        _, cache = self.model.run_with_cache(
+            batch.input_ids, attention_mask=batch.attention_mask, names_filter=lambda n: n in names
+        )
+        for name, fn in sorted(fwd_hooks, key=lambda h: h[0].endswith("hook_v")):  # patterns first
+            fn(cache[name], hook=SimpleNamespace(name=name))
+
+    monkeypatch.setattr(heads.Adapter, "forward", values_last)
+    reordered = heads.probe_items(m, items, **kw)
+    assert (usual["weighting"] == "norm").any()
+    assert usual.equals(reordered)
