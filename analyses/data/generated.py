@@ -665,127 +665,170 @@ def _person(rng, gender: str, names_p: float = 0.35) -> tuple[list[str], str]:
     return ["the", noun], noun
 
 
+class _Words:
+    """The sentence being built: its words and the positions of its noun (and name) mentions."""
+
+    def __init__(self) -> None:
+        self.words: list[str] = []
+        self.nouns: list[int] = []
+
+    def mention(self, ws: list[str]) -> int:
+        self.words.extend(ws)
+        self.nouns.append(len(self.words) - 1)
+        return len(self.words) - 1
+
+
+_SUBJ_PRON = {"m": "he", "f": "she"}
+_POSS_PRON = {"m": "his", "f": "her"}
+_ANA_DEFAULTS = ("across_clauses", "gender")  # (scope, cue) unless a family says otherwise
+
+# each family builder appends one sentence to ``s`` (random draws in a fixed order) and returns
+# (target, pronoun position, scope, cue); g1 and g2 are the two genders, drawn before it
+
+
+def _ana_within_clause(s: _Words, rng, g1: str, g2: str) -> tuple:  # The king met the queen in her garden .
+    a = s.mention(_person(rng, g1)[0])
+    s.words.append(_pick(rng, _PERSON_PERSON_VERBS))
+    b = s.mention(_person(rng, g2)[0])
+    target, g = (a, g1) if rng.random() < 0.5 else (b, g2)
+    s.words.append("in")
+    pron = len(s.words)
+    s.words.append(_POSS_PRON[g])
+    s.words += [_pick(rng, _POSSESSED), "."]
+    return target, pron, "clause", "gender"
+
+
+def _ana_subordinate(
+    s: _Words, rng, g1: str, g2: str
+) -> tuple:  # When the king met the nurse in the garden , she smiled .
+    s.words.append("when")
+    a = s.mention(_person(rng, g1)[0])
+    s.words.append(_pick(rng, _PERSON_PERSON_VERBS))
+    b = s.mention(_person(rng, g2)[0])
+    if rng.random() < 0.5:  # an inanimate distractor nearest to the pronoun
+        s.words += ["in", "the"]
+        s.mention([_pick(rng, _PLACES)])
+    s.words.append(",")
+    target, g = (a, g1) if rng.random() < 0.5 else (b, g2)
+    pron = len(s.words)
+    s.words.append(_SUBJ_PRON[g])
+    s.words += _pick(rng, _PERSON_PRED) + ["."]
+    return (target, pron, *_ANA_DEFAULTS)
+
+
+def _ana_because(s: _Words, rng, g1: str, g2: str) -> tuple:  # The nurse thanked the king because he was kind .
+    a = s.mention(_person(rng, g1)[0])
+    s.words.append(_pick(rng, _PERSON_PERSON_VERBS))
+    b = s.mention(_person(rng, g2)[0])
+    s.words.append(_pick(rng, ["because", "since", "after", "before"]))
+    target, g = (a, g1) if rng.random() < 0.5 else (b, g2)
+    pron = len(s.words)
+    s.words.append(_SUBJ_PRON[g])
+    s.words += _pick(rng, _PERSON_PRED) + ["."]
+    return (target, pron, *_ANA_DEFAULTS)
+
+
+def _ana_across_sentences(s: _Words, rng, g1: str, g2: str) -> tuple:  # Mary met John at the station . He was late .
+    a = s.mention(_person(rng, g1, names_p=0.7)[0])
+    s.words.append(_pick(rng, _PERSON_PERSON_VERBS))
+    b = s.mention(_person(rng, g2, names_p=0.7)[0])
+    s.words += ["at", "the"]
+    s.mention([_pick(rng, _PLACES)])
+    s.words.append(".")
+    target, g = (a, g1) if rng.random() < 0.5 else (b, g2)
+    pron = len(s.words)
+    s.words.append(_SUBJ_PRON[g].capitalize())
+    s.words += _pick(rng, _PERSON_PRED) + ["."]
+    return target, pron, "across_sentences", "gender"
+
+
+def _ana_animacy(s: _Words, rng, g1: str, g2: str) -> tuple:
+    # The boy dropped the vase because it was heavy . / ... because he was tired .
+    a = s.mention(_person(rng, g1)[0])
+    s.words.append(_pick(rng, _PERSON_THING_VERBS))
+    b = s.mention(["the", _pick(rng, _THINGS)])
+    s.words.append("because")
+    pron = len(s.words)
+    if rng.random() < 0.5:
+        target = b
+        s.words.append("it")
+        s.words += _pick(rng, _THING_PRED) + ["."]
+    else:
+        target = a
+        s.words.append(_SUBJ_PRON[g1])
+        s.words += _pick(rng, _PERSON_PRED) + ["."]
+    return target, pron, _ANA_DEFAULTS[0], "animacy"
+
+
+def _ana_number(s: _Words, rng, g1: str, g2: str) -> tuple:  # The students thanked the king because they were late .
+    plural_first = rng.random() < 0.5
+    group = ["the", _pick(rng, _PLURAL_PEOPLE)]
+    single = _person(rng, g1)[0]
+    a = s.mention(group if plural_first else single)
+    s.words.append(_pick(rng, _PERSON_PERSON_VERBS))
+    b = s.mention(single if plural_first else group)
+    s.words.append(_pick(rng, ["because", "since", "after", "before"]))
+    pl_idx, sg_idx = (a, b) if plural_first else (b, a)
+    pron = len(s.words)
+    pred = list(_pick(rng, _PERSON_PRED))
+    if rng.random() < 0.5:
+        target = pl_idx
+        s.words.append("they")
+        if pred[0] == "was":
+            pred[0] = "were"
+    else:
+        target = sg_idx
+        s.words.append(_SUBJ_PRON[g1])
+    s.words += pred + ["."]
+    return target, pron, _ANA_DEFAULTS[0], "number"
+
+
+def _ana_object_distractor(s: _Words, rng, g1: str, g2: str) -> tuple:
+    # The king thanked the nurse near the boys because she was kind .
+    # the antecedent is the object: neither the subject nor the nearest noun, which is a
+    # distractor of the wrong gender (a person like the subject) or number (a group)
+    cue = "gender"
+    s.mention(_person(rng, g1)[0])
+    s.words.append(_pick(rng, _PERSON_PERSON_VERBS))
+    target, g = s.mention(_person(rng, g2)[0]), g2
+    s.words += [_pick(rng, ["near", "with", "beside", "behind"]), "the"]
+    if rng.random() < 0.4:  # the distances vary, so no fixed offset finds the antecedent
+        s.words.append(_pick(rng, _ADJ))
+    if rng.random() < 0.5:
+        s.mention([_pick(rng, _PLURAL_PEOPLE)])
+        cue = "gender+number"
+    else:
+        s.mention([_pick(rng, _MALE_NOUNS if g1 == "m" else _FEMALE_NOUNS)])
+    if rng.random() < 0.4:
+        s.words += ["in", "the"]
+        s.mention([_pick(rng, _PLACES)])
+    s.words += _pick(rng, [["because"], ["since"], ["after"], ["before"], ["even", "though"]])
+    pron = len(s.words)
+    s.words.append(_SUBJ_PRON[g])
+    s.words += _pick(rng, _PERSON_PRED) + ["."]
+    return target, pron, _ANA_DEFAULTS[0], cue
+
+
+_ANA_BUILDERS = {
+    "within_clause": _ana_within_clause,
+    "subordinate": _ana_subordinate,
+    "because": _ana_because,
+    "across_sentences": _ana_across_sentences,
+    "animacy": _ana_animacy,
+    "number": _ana_number,
+    "object_distractor": _ana_object_distractor,
+}
+
+
 def _ana_item(fam: str, rng: np.random.Generator) -> Item:
-    words: list[str] = []
-    nouns: list[int] = []
-
-    def mention(ws):
-        words.extend(ws)
-        nouns.append(len(words) - 1)
-        return len(words) - 1
-
+    s = _Words()
     g1 = "m" if rng.random() < 0.5 else "f"
     g2 = "f" if g1 == "m" else "m"
-    subj_pron = {"m": "he", "f": "she"}
-    poss_pron = {"m": "his", "f": "her"}
-    scope, cue = "across_clauses", "gender"
-    if fam == "within_clause":  # The king met the queen in her garden .
-        a = mention(_person(rng, g1)[0])
-        words.append(_pick(rng, _PERSON_PERSON_VERBS))
-        b = mention(_person(rng, g2)[0])
-        target, g = (a, g1) if rng.random() < 0.5 else (b, g2)
-        words.append("in")
-        pron = len(words)
-        words.append(poss_pron[g])
-        words += [_pick(rng, _POSSESSED), "."]
-        scope = "clause"
-    elif fam == "subordinate":  # When the king met the nurse in the garden , she smiled .
-        words.append("when")
-        a = mention(_person(rng, g1)[0])
-        words.append(_pick(rng, _PERSON_PERSON_VERBS))
-        b = mention(_person(rng, g2)[0])
-        if rng.random() < 0.5:  # an inanimate distractor nearest to the pronoun
-            words += ["in", "the"]
-            mention([_pick(rng, _PLACES)])
-        words.append(",")
-        target, g = (a, g1) if rng.random() < 0.5 else (b, g2)
-        pron = len(words)
-        words.append(subj_pron[g])
-        words += _pick(rng, _PERSON_PRED) + ["."]
-    elif fam == "because":  # The nurse thanked the king because he was kind .
-        a = mention(_person(rng, g1)[0])
-        words.append(_pick(rng, _PERSON_PERSON_VERBS))
-        b = mention(_person(rng, g2)[0])
-        words.append(_pick(rng, ["because", "since", "after", "before"]))
-        target, g = (a, g1) if rng.random() < 0.5 else (b, g2)
-        pron = len(words)
-        words.append(subj_pron[g])
-        words += _pick(rng, _PERSON_PRED) + ["."]
-    elif fam == "across_sentences":  # Mary met John at the station . He was late .
-        a = mention(_person(rng, g1, names_p=0.7)[0])
-        words.append(_pick(rng, _PERSON_PERSON_VERBS))
-        b = mention(_person(rng, g2, names_p=0.7)[0])
-        words += ["at", "the"]
-        mention([_pick(rng, _PLACES)])
-        words.append(".")
-        target, g = (a, g1) if rng.random() < 0.5 else (b, g2)
-        pron = len(words)
-        words.append(subj_pron[g].capitalize())
-        words += _pick(rng, _PERSON_PRED) + ["."]
-        scope = "across_sentences"
-    elif fam == "animacy":  # The boy dropped the vase because it was heavy . / ... because he was tired .
-        a = mention(_person(rng, g1)[0])
-        words.append(_pick(rng, _PERSON_THING_VERBS))
-        b = mention(["the", _pick(rng, _THINGS)])
-        words.append("because")
-        pron = len(words)
-        if rng.random() < 0.5:
-            target = b
-            words.append("it")
-            words += _pick(rng, _THING_PRED) + ["."]
-        else:
-            target = a
-            words.append(subj_pron[g1])
-            words += _pick(rng, _PERSON_PRED) + ["."]
-        cue = "animacy"
-    elif fam == "number":  # The students thanked the king because they were late .
-        plural_first = rng.random() < 0.5
-        group = ["the", _pick(rng, _PLURAL_PEOPLE)]
-        single = _person(rng, g1)[0]
-        a = mention(group if plural_first else single)
-        words.append(_pick(rng, _PERSON_PERSON_VERBS))
-        b = mention(single if plural_first else group)
-        words.append(_pick(rng, ["because", "since", "after", "before"]))
-        pl_idx, sg_idx = (a, b) if plural_first else (b, a)
-        pron = len(words)
-        pred = list(_pick(rng, _PERSON_PRED))
-        if rng.random() < 0.5:
-            target = pl_idx
-            words.append("they")
-            if pred[0] == "was":
-                pred[0] = "were"
-        else:
-            target = sg_idx
-            words.append(subj_pron[g1])
-        words += pred + ["."]
-        cue = "number"
-    elif fam == "object_distractor":  # The king thanked the nurse near the boys because she was kind .
-        # the antecedent is the object: neither the subject nor the nearest noun, which is a
-        # distractor of the wrong gender (a person like the subject) or number (a group)
-        mention(_person(rng, g1)[0])
-        words.append(_pick(rng, _PERSON_PERSON_VERBS))
-        target, g = mention(_person(rng, g2)[0]), g2
-        words += [_pick(rng, ["near", "with", "beside", "behind"]), "the"]
-        if rng.random() < 0.4:  # the distances vary, so no fixed offset finds the antecedent
-            words.append(_pick(rng, _ADJ))
-        if rng.random() < 0.5:
-            mention([_pick(rng, _PLURAL_PEOPLE)])
-            cue = "gender+number"
-        else:
-            mention([_pick(rng, _MALE_NOUNS if g1 == "m" else _FEMALE_NOUNS)])
-        if rng.random() < 0.4:
-            words += ["in", "the"]
-            mention([_pick(rng, _PLACES)])
-        words += _pick(rng, [["because"], ["since"], ["after"], ["before"], ["even", "though"]])
-        pron = len(words)
-        words.append(subj_pron[g])
-        words += _pick(rng, _PERSON_PRED) + ["."]
-    else:  # pragma: no cover - _families guards this
-        raise AssertionError(fam)
-    words = _cap(words)
+    target, pron, scope, cue = _ANA_BUILDERS[fam](s, rng, g1, g2)  # _families guards fam
+    words = _cap(s.words)
     pronoun = words[pron].lower()
     gender, number, _ = _PRONOUN_FEATURES[pronoun]
-    before = [i for i in nouns if i < pron]
+    before = [i for i in s.nouns if i < pron]
     nearest = max(before)
     meta = (
         ("family", fam),

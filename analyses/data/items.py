@@ -25,6 +25,8 @@ __all__ = [
     "delimiter_positions",
     "sentence_end_positions",
     "keep_tokenizable",
+    "item_location",
+    "USER_FILE_SOURCES",
     "check_n",
     "rng",
 ]
@@ -78,6 +80,10 @@ class Item:
         from interp.alignment import join_words
 
         return join_words(self.words)[0]
+
+
+# sources that read a file the user names; their items carry the file's path ("conllu:FILE")
+USER_FILE_SOURCES = ("conllu", "text")
 
 
 def check_n(n, what: str) -> int:
@@ -141,3 +147,14 @@ def keep_tokenizable(items: Sequence[Item], tokenizer, max_tokens: int | None = 
             if len(covered) == len(it.words) and (max_tokens is None or lengths[k] <= max_tokens):
                 kept.append(it)
     return kept
+
+
+def item_location(item: Item, index: int | None = None) -> str:
+    """Where a sentence came from, for messages: FILE:LINE (the line the sentence starts at) for an
+    item read from a user's file (CoNLL-U, plain text), else "sentence INDEX (SOURCE)"."""
+    kind, _, path = item.source.partition(":")
+    info = item.info
+    line = info.get("sentence_line", info.get("line")) if kind in USER_FILE_SOURCES else None
+    if path and line is not None:
+        return f"{path}:{line}"
+    return f"sentence {index} ({item.source})" if index is not None else f"a sentence of {item.source}"

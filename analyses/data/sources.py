@@ -15,15 +15,16 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from analyses.data import corpora, poetry
+import analyses.data.corpora as corpora
+import analyses.data.poetry as poetry
 from analyses.data.generated import generate_anaphora, generate_delimiter, generate_subject_verb
-from analyses.data.items import Item, check_n, rng
+from analyses.data.items import USER_FILE_SOURCES, Item, check_n, rng
 
-__all__ = ["SOURCES", "load_dataset", "load_items", "describe"]
+__all__ = ["SOURCES", "load_dataset", "load_items", "describe", "parse_sources", "source_names"]
 
 # relation -> the sources that provide it ("conllu:<path>" for subject_verb takes any path)
 SOURCES = {
-    "subject_verb": ("generated", "spacy", "conllu:<path>"),
+    "subject_verb": ("generated", "spacy", "conllu:<path>", "text:<path>"),
     "anaphora": ("generated", "winobias"),
     "delimiter": ("generated", "xsum"),
     "rhyme": ("sonnets",),
@@ -38,6 +39,52 @@ def _subsample(items: list[Item], n: int | None, seed: int) -> list[Item]:
         return items
     keep = np.sort(rng(seed).choice(len(items), size=n, replace=False))
     return [items[i] for i in keep]
+
+
+def _builtin_sources() -> set[str]:
+    return {s for ss in SOURCES.values() for s in ss if ":" not in s}
+
+
+def source_names() -> str:
+    """Every source spelling ``--sources`` takes, for help texts and messages."""
+    return ", ".join(sorted(_builtin_sources())) + ", " + ", ".join(f"{k}=FILE" for k in USER_FILE_SOURCES)
+
+
+def _is_user_file(source: str) -> bool:
+    kind, sep, path = source.partition(":")
+    return kind in USER_FILE_SOURCES and bool(sep) and bool(path)
+
+
+def _user_source(source: str) -> str:
+    """ "conllu=FILE" (the command line's spelling) as "conllu:FILE"; anything else unchanged."""
+    kind, sep, path = source.partition("=")
+    return f"{kind.strip()}:{path.strip()}" if sep and kind.strip() in USER_FILE_SOURCES else source
+
+
+def parse_sources(sources: Sequence[str] | str) -> list[str]:
+    """The data sources of a run, checked: a comma-separated string or a list of ``generated``,
+    ``winobias``, ``spacy``, ``xsum``, ``sonnets`` and a user's files ``conllu=FILE`` (gold
+    ``nsubj`` arcs) and ``text=FILE`` (plain text, one sentence a line, parsed by spaCy);
+    ``conllu:FILE`` works too. Returns built-in names and "conllu:FILE"/"text:FILE"; a user's file
+    is checked to exist (a pipe such as ``<(...)`` is fine). ValueError naming what is wrong."""
+    if isinstance(sources, str):
+        sources = [s.strip() for s in sources.split(",") if s.strip()]
+    out = []
+    for s in sources:
+        if not isinstance(s, str):
+            raise TypeError(f"sources must be strings ({source_names()}), got {type(s).__name__}")
+        s = _user_source(s.strip())
+        if s in USER_FILE_SOURCES or s.rstrip(":") in USER_FILE_SOURCES:
+            raise ValueError(f"data source {s.rstrip(':')!r} needs its file: {s.rstrip(':')}=FILE")
+        if _is_user_file(s):
+            kind, _, path = s.partition(":")
+            corpora.readable_file(path, {"conllu": "CoNLL-U file", "text": "text file"}[kind])
+        elif s not in _builtin_sources():
+            raise ValueError(f"unknown data source {s!r}; known: {source_names()}")
+        out.append(s)
+    if not out:
+        raise ValueError(f"no data sources given; choose among {source_names()}")
+    return out
 
 
 def load_dataset(
@@ -67,13 +114,12 @@ def load_dataset(
         sources = (sources,)
     if not sources:
         raise ValueError("load_dataset: no sources given")
-    known = {s for ss in SOURCES.values() for s in ss if not s.startswith("conllu:")}
-    unknown = [s for s in sources if not isinstance(s, str) or (s not in known and not s.startswith("conllu:"))]
+    sources = [_user_source(s) if isinstance(s, str) else s for s in sources]
+    known = _builtin_sources()
+    unknown = [s for s in sources if not isinstance(s, str) or (s not in known and not _is_user_file(s))]
     if unknown:
-        raise ValueError(f"unknown sources {unknown}; known: {sorted(known)} and 'conllu:<path>'")
-    providing = [
-        s for s in sources if s in SOURCES[relation] or (relation == "subject_verb" and s.startswith("conllu:"))
-    ]
+        raise ValueError(f"unknown sources {unknown}; known: {sorted(known)}, 'conllu:<path>' and 'text:<path>'")
+    providing = [s for s in sources if s in SOURCES[relation] or (relation == "subject_verb" and _is_user_file(s))]
     if not providing:
         raise ValueError(
             f"none of the sources {list(sources)} provides relation {relation!r} (it does not provide "
@@ -106,7 +152,9 @@ def load_dataset(
                 ]
                 out += _subsample(controls, n, seed)
         else:
-            out += _subsample(corpora.read_conllu(src[len("conllu:") :]), n, seed)
+            kind, _, path = src.partition(":")
+            read = corpora.read_conllu if kind == "conllu" else corpora.read_text
+            out += _subsample(read(path), n, seed)
     return out
 
 
@@ -167,15 +215,19 @@ def load_items(
     sources: Sequence[str] | str = ("generated",),
     conllu: str | None = None,
     n_for: Mapping[str, int] | None = None,
+    text: str | None = None,
 ) -> list[Item]:
-    """``n`` items per relation (subject_verb, anaphora, delimiter) and source, each relation from
-    the given sources that provide it (``analyses.SOURCES``), plus a CoNLL-U file's ``nsubj``
-    arcs (all of them) if given. ``n_for`` overrides ``n`` per relation (``{"anaphora": 2500}``:
-    a relation whose label-carrying subset is a fraction of its items needs more of them), per
-    source (``{"winobias": 300}``) or per relation and source (``{"anaphora:winobias": 300}``); the
-    most specific key wins."""
+    """``n`` items per relation (subject_verb, anaphora, delimiter, rhyme, line_structure) and
+    built-in source, each relation from the given sources that provide it (``SOURCES``), then every
+    item of a user's files: ``conllu=FILE`` / ``text=FILE`` entries of ``sources`` (see
+    ``parse_sources``), then ``conllu`` (a CoNLL-U file's ``nsubj`` arcs) and ``text`` (a plain-text
+    file, one sentence a line) if given. ``sources`` holding only a user's files gives only their
+    items. ``n_for`` overrides ``n`` per relation (``{"anaphora": 2500}``: a relation whose
+    label-carrying subset is a fraction of its items needs more of them), per source
+    (``{"winobias": 300}``) or per relation and source (``{"anaphora:winobias": 300}``); the most
+    specific key wins."""
     n_for = dict(n_for or {})
-    all_sources = {s for srcs in SOURCES.values() for s in srcs if not s.startswith("conllu")}
+    all_sources = _builtin_sources()
     keys = set(SOURCES) | all_sources | {f"{r}:{s}" for r, srcs in SOURCES.items() for s in srcs}
     bad = sorted(set(n_for) - keys)
     if bad:
@@ -183,17 +235,16 @@ def load_items(
             f"n_for names unknown relations or sources {bad}; known: relations {list(SOURCES)}, "
             f"sources {sorted(all_sources)}, or RELATION:SOURCE"
         )
-    if isinstance(sources, str):
-        sources = [s.strip() for s in sources.split(",") if s.strip()]
-    unknown = [s for s in sources if not any(s in srcs for srcs in SOURCES.values())]
-    if unknown:
-        known = sorted({s for srcs in SOURCES.values() for s in srcs if not s.startswith("conllu")})
-        raise ValueError(f"unknown data source(s) {unknown}; known: {known} (and conllu=FILE)")
+    sources = parse_sources(sources) if sources else []
+    user = [s for s in sources if _is_user_file(s)]
+    user += [f"conllu:{conllu}"] * bool(conllu) + [f"text:{text}"] * bool(text)
+    if not sources and not user:
+        raise ValueError(f"no data sources given; choose among {source_names()}")
     items = []
     for relation, provided in SOURCES.items():
         for src in (s for s in sources if s in provided):
             size = n_for.get(f"{relation}:{src}", n_for.get(src, n_for.get(relation, n)))
             items += list(load_dataset(relation, size, seed, [src]))
-    if conllu:
-        items += list(load_dataset("subject_verb", None, seed, [f"conllu:{conllu}"]))
+    for src in user:
+        items += list(load_dataset("subject_verb", None, seed, [src]))
     return items

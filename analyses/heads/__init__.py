@@ -1,13 +1,105 @@
 """Head roles (``interp probe``): ``roles`` (names and table columns), ``scoring`` (scorers on
 tensors), ``probe`` (the probe over a dataset, with statistics), ``report`` (heads.csv, report.md,
-report.html, figures). Every public name of ``roles``, ``scoring`` and ``probe`` is importable from here.
+report.html, figures), ``run`` (``interp probe``'s work: load, filter, probe). Every public name of
+``roles``, ``scoring``, ``probe`` and ``run`` is re-exported here by name.
 
 >>> import models
 >>> from analyses import heads
 >>> df = heads.probe_heads(models.load("minilm"), n=200, seed=0)
 """
 
-from analyses.heads.examples import *  # noqa: F403
-from analyses.heads.probe import *  # noqa: F403
-from analyses.heads.roles import *  # noqa: F403
-from analyses.heads.scoring import *  # noqa: F403
+from analyses.heads.examples import EXAMPLE_SENTENCES, EXAMPLES, ExamplePatterns, Sentence, dequantise, example_patterns
+from analyses.heads.probe import (
+    LABEL_SUBSET,
+    SUBSETS,
+    Adapter,
+    adapt,
+    check_sentences,
+    detectable_effect,
+    head_summary,
+    headline,
+    in_stratum,
+    labelled_roles,
+    probe_heads,
+    probe_items,
+    role_map,
+    source_of,
+    top_head,
+)
+from analyses.heads.roles import (
+    BROAD_THRESHOLD,
+    COLUMNS,
+    LINGUISTIC_ROLES,
+    MAP_ROLES,
+    NORM_LABEL_ROLES,
+    OFFSET_ROLES,
+    RELATIONS,
+    ROLES,
+    SET_ROLES,
+    SPECIALS,
+    WEIGHTINGS,
+)
+from analyses.heads.run import ProbeRun, run_probe
+from analyses.heads.scoring import (
+    RelationPlan,
+    TokenPlan,
+    duplicate_detection,
+    norm_weighted,
+    relation_scores,
+    special_columns,
+    tl_detection_score,
+    token_plan,
+    token_role_scores,
+    value_norms,
+    visible_keys,
+    word_columns,
+)
+
+__all__ = [
+    "Adapter",
+    "adapt",
+    "probe_heads",
+    "probe_items",
+    "check_sentences",
+    "head_summary",
+    "example_patterns",
+    "top_head",
+    "EXAMPLES",
+    "EXAMPLE_SENTENCES",
+    "ExamplePatterns",
+    "Sentence",
+    "dequantise",
+    "headline",
+    "role_map",
+    "labelled_roles",
+    "detectable_effect",
+    "in_stratum",
+    "source_of",
+    "SUBSETS",
+    "LABEL_SUBSET",
+    "ROLES",
+    "LINGUISTIC_ROLES",
+    "RELATIONS",
+    "COLUMNS",
+    "SET_ROLES",
+    "OFFSET_ROLES",
+    "BROAD_THRESHOLD",
+    "SPECIALS",
+    "WEIGHTINGS",
+    "NORM_LABEL_ROLES",
+    "MAP_ROLES",
+    "visible_keys",
+    "TokenPlan",
+    "token_plan",
+    "tl_detection_score",
+    "token_role_scores",
+    "duplicate_detection",
+    "RelationPlan",
+    "relation_scores",
+    "word_columns",
+    "special_columns",
+    "value_norms",
+    "norm_weighted",
+    "ProbeRun",
+    "run_probe",
+]

@@ -60,7 +60,7 @@ and on a ``transformer_lens.TransformerBridge`` alike (see ``adapt``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,7 +69,7 @@ import torch
 from torch import Tensor
 
 from analyses.data.generated import random_repeated_tokens
-from analyses.data.items import Item, is_punctuation
+from analyses.data.items import USER_FILE_SOURCES, Item, is_punctuation, item_location
 from analyses.data.sources import load_items
 from analyses.heads.roles import (
     BROAD_THRESHOLD,
@@ -95,7 +95,7 @@ from analyses.heads.scoring import (
 )
 from interp import stats
 from interp.distributed import World, current
-from interp.names import act_name
+from interp.names import act_name, layer_of
 from interp.reducers import PairedReducer, PoissonBootstrap
 from interp.view import ModelView, view
 
@@ -104,6 +104,7 @@ __all__ = [
     "adapt",
     "probe_heads",
     "probe_items",
+    "check_sentences",
     "head_summary",
     "top_head",
     "headline",
@@ -396,88 +397,119 @@ class _RepeatBatch:
         self.token_to_word = [[-1] * ids.shape[1] for _ in range(ids.shape[0])]
 
 
+def check_sentences(model, items: Sequence[Item], tokenizer=None, chunk: int = 256) -> None:
+    """Refuse, before any forward pass, a sentence longer than the model's context or one in which a
+    word gets no token: ValueError naming where the sentence came from (FILE:LINE for a user's
+    CoNLL-U or text file, see ``analyses.data.item_location``)."""
+    adapter = adapt(model, tokenizer)
+    n_ctx = adapter.n_ctx
+
+    def too_long(i: int, n_tokens: int, what: str) -> ValueError:
+        it = items[i]
+        return ValueError(
+            f"{item_location(it, i)} has {n_tokens} {what}, more than the context of {adapter.name!r} "
+            f"(n_ctx={n_ctx}): {' '.join(it.words)[:120]!r}; drop or shorten it"
+        )
+
+    for i, it in enumerate(items):  # every word takes at least one token: no need to tokenize these
+        if len(it.words) > n_ctx:
+            raise too_long(i, len(it.words), "words")
+    for start in range(0, len(items), chunk):
+        part = items[start : start + chunk]
+        batch = adapter.tokenizer.words([list(it.words) for it in part])
+        for k, it in enumerate(part):
+            if batch.lengths[k] > n_ctx:
+                raise too_long(start + k, int(batch.lengths[k]), "tokens")
+            got = {w for w in batch.token_to_word[k] if w >= 0}
+            if len(got) != len(it.words):
+                lost = [it.words[w] for w in range(len(it.words)) if w not in got]
+                raise ValueError(f"words {lost} of {item_location(it, start + k)} got no token: {' '.join(it.words)!r}")
+
+
+def _token_sets(batch, chunk: Sequence[Item]) -> Tensor:
+    """[batch, pos, len(SET_ROLES)] bool: the attention_sink, sep_eos, punctuation and delimiter keys."""
+    mask = batch.attention_mask.bool()
+    sets = torch.zeros(len(chunk), batch.input_ids.shape[1], len(SET_ROLES), dtype=torch.bool)
+    for i, it in enumerate(chunk):
+        align = batch.token_to_word[i]
+        n = int(mask[i].sum())
+        special = [pos for pos in range(n) if align[pos] < 0]
+        punct = [pos for pos in range(n) if align[pos] >= 0 and is_punctuation(it.words[align[pos]])]
+        trailing = []
+        pos = n - 1
+        while pos > 0 and align[pos] < 0:
+            trailing.append(pos)
+            pos -= 1
+        if not trailing and is_punctuation(it.words[-1]):
+            trailing = [pos for pos in range(n) if align[pos] == len(it.words) - 1]
+        sets[i, 0, 0] = True  # attention_sink: the first token
+        for p_ in trailing:
+            sets[i, p_, 1] = True
+        for p_ in punct:
+            sets[i, p_, 2] = True
+        for p_ in set(punct) | set(special) | {0}:
+            sets[i, p_, 3] = True
+    return sets
+
+
+def _relation_plan(batch, chunk: Sequence[Item], tests: list, causal: bool) -> tuple[RelationPlan, dict, list]:
+    """(the stacked plan of the relation tests, test index -> per-sentence baseline, their test indices)."""
+    mask = batch.attention_mask.bool()
+    t = batch.input_ids.shape[1]
+    n_words = [len(it.words) for it in chunk]
+    cols, exists = word_columns(batch.token_to_word, mask, n_words)
+    rel = [k for k, test in enumerate(tests) if test.kind == "relation"]
+    rows = torch.zeros(len(chunk), len(rel), t)
+    gold = torch.zeros(len(chunk), len(rel), dtype=torch.long)
+    others = exists[:, None].repeat(1, len(rel), 1)
+    valid = torch.zeros(len(chunk), len(rel), dtype=torch.bool)
+    baselines = {}
+    for j, k in enumerate(rel):
+        test = tests[k]
+        base = torch.zeros(len(chunk))
+        for i, it in enumerate(chunk):
+            if not in_stratum(test, it):
+                continue
+            r, g = _row_gold(it, test.forward)
+            if causal and g > r:
+                continue
+            toks = [pos for pos, w in enumerate(batch.token_to_word[i]) if w == r and mask[i, pos]]
+            rows[i, j, toks] = 1.0 / len(toks)
+            gold[i, j] = g
+            others[i, j, r] = others[i, j, g] = False
+            valid[i, j] = True
+            base[i] = _item_baseline(test, it)
+        baselines[k] = base
+    plan = RelationPlan(
+        row_weights=rows,
+        columns=cols,
+        gold=gold,
+        others=others,
+        valid=valid,
+        special_cols=special_columns(exists, n_words),
+        exclude_specials=torch.tensor([tests[k].specials == "exclude" for k in rel], dtype=torch.bool),
+    )
+    return plan, baselines, rel
+
+
 def _sentence_batches(
     adapter: Adapter, items: Sequence[Item], tests: list, batch_size: int, world: World | None = None
 ):
     """The plans of the sentence batches this worker owns (batch k: rank k % N; all without ``world``);
-    units 0 .. len(items) - 1 in this order."""
-    causal = adapter.is_causal
+    units 0 .. len(items) - 1 in this order. The sentences were checked (``check_sentences``)."""
     for k, start in enumerate(range(0, len(items), batch_size)):
         if world is not None and not world.owns(k):
             continue
         chunk = items[start : start + batch_size]
         batch = adapter.tokenizer.words([list(it.words) for it in chunk])
-        t = batch.input_ids.shape[1]
-        if t > adapter.n_ctx:
-            lengths = batch.lengths
-            worst = int(np.argmax(lengths))
-            raise ValueError(
-                f"sentence {start + worst} has {lengths[worst]} tokens, more than the context of "
-                f"{adapter.name!r} (n_ctx={adapter.n_ctx}): {' '.join(chunk[worst].words)[:120]!r}; "
-                "drop or shorten it"
-            )
         mask = batch.attention_mask.bool()
-        for i, it in enumerate(chunk):
-            got = {w for w in batch.token_to_word[i] if w >= 0}
-            if len(got) != len(it.words):
-                lost = [it.words[w] for w in range(len(it.words)) if w not in got]
-                raise ValueError(f"words {lost} of sentence {start + i} got no token: {' '.join(it.words)!r}")
-        sets = torch.zeros(len(chunk), t, len(SET_ROLES), dtype=torch.bool)
-        for i, it in enumerate(chunk):
-            align = batch.token_to_word[i]
-            n = int(mask[i].sum())
-            special = [pos for pos in range(n) if align[pos] < 0]
-            punct = [pos for pos in range(n) if align[pos] >= 0 and is_punctuation(it.words[align[pos]])]
-            trailing = []
-            pos = n - 1
-            while pos > 0 and align[pos] < 0:
-                trailing.append(pos)
-                pos -= 1
-            if not trailing and is_punctuation(it.words[-1]):
-                trailing = [pos for pos in range(n) if align[pos] == len(it.words) - 1]
-            sets[i, 0, 0] = True  # attention_sink: the first token
-            for p_ in trailing:
-                sets[i, p_, 1] = True
-            for p_ in punct:
-                sets[i, p_, 2] = True
-            for p_ in set(punct) | set(special) | {0}:
-                sets[i, p_, 3] = True
         plan = _Batch(
-            kind="sentences", batch=batch, token=token_plan(mask, causal, sets), units=range(start, start + len(chunk))
+            kind="sentences",
+            batch=batch,
+            token=token_plan(mask, adapter.is_causal, _token_sets(batch, chunk)),
+            units=range(start, start + len(chunk)),
         )
-        n_words = [len(it.words) for it in chunk]
-        cols, exists = word_columns(batch.token_to_word, mask, n_words)
-        rel = [k for k, test in enumerate(tests) if test.kind == "relation"]
-        rows = torch.zeros(len(chunk), len(rel), t)
-        gold = torch.zeros(len(chunk), len(rel), dtype=torch.long)
-        others = exists[:, None].repeat(1, len(rel), 1)
-        valid = torch.zeros(len(chunk), len(rel), dtype=torch.bool)
-        for j, k in enumerate(rel):
-            test = tests[k]
-            base = torch.zeros(len(chunk))
-            for i, it in enumerate(chunk):
-                if not in_stratum(test, it):
-                    continue
-                r, g = _row_gold(it, test.forward)
-                if causal and g > r:
-                    continue
-                toks = [pos for pos, w in enumerate(batch.token_to_word[i]) if w == r and mask[i, pos]]
-                rows[i, j, toks] = 1.0 / len(toks)
-                gold[i, j] = g
-                others[i, j, r] = others[i, j, g] = False
-                valid[i, j] = True
-                base[i] = _item_baseline(test, it)
-            plan.baselines[k] = base
-        plan.relation = RelationPlan(
-            row_weights=rows,
-            columns=cols,
-            gold=gold,
-            others=others,
-            valid=valid,
-            special_cols=special_columns(exists, n_words),
-            exclude_specials=torch.tensor([tests[k].specials == "exclude" for k in rel], dtype=torch.bool),
-        )
-        plan.rel_index = rel
+        plan.relation, plan.baselines, plan.rel_index = _relation_plan(batch, chunk, tests, adapter.is_causal)
         yield plan
 
 
@@ -513,87 +545,145 @@ def _repeat_batches(
         )
 
 
+@dataclass
+class _Pass:
+    """One pass of the probe over a model: the sentences (in batch order), then ``n_repeat`` random
+    repeated-token sequences seeded by ``seed``. Units (bootstrap seeds, shards) number the
+    sentences first, then the sequences; batch k belongs to worker k % N."""
+
+    adapter: Adapter
+    sentences: Sequence[Item]
+    n_repeat: int
+    repeat_length: int
+    seed: int
+    batch_size: int
+
+    @property
+    def n_units(self) -> int:
+        return len(self.sentences) + max(self.n_repeat, 0)
+
+    def batches(self, tests: list, world: World | None):
+        n_sentence_batches = -(-len(self.sentences) // self.batch_size)
+        yield from _sentence_batches(self.adapter, self.sentences, tests, self.batch_size, world)
+        yield from _repeat_batches(
+            self.adapter,
+            self.n_repeat,
+            self.repeat_length,
+            self.seed,
+            self.batch_size,
+            world,
+            n_sentence_batches,
+            len(self.sentences),
+        )
+
+
+class _LayerScores:
+    """The hooks of one probe pass: each layer's pattern (and, for the norm lens, its value vectors)
+    is reduced to per-sentence scores as soon as that layer has delivered all of them, whatever order
+    the hooks fire in; nothing is kept across layers. ``begin`` sets up a batch."""
+
+    def __init__(self, adapter: Adapter, tests: list):
+        self.tests = tests
+        self.weightings = sorted({t.weighting for t in tests})
+        ws = self.weightings
+        self.token_idx = {w: [k for k, t in enumerate(tests) if t.kind == "token" and t.weighting == w] for w in ws}
+        self.repeat_idx = {w: [k for k, t in enumerate(tests) if t.kind == "repeat" and t.weighting == w] for w in ws}
+        self.rel_tests = [k for k, t in enumerate(tests) if t.kind == "relation"]  # the plan's stacking order
+        self.rel_by_weighting = {w: [j for j, k in enumerate(self.rel_tests) if tests[k].weighting == w] for w in ws}
+        L = adapter.n_layers
+        self.w_o = {l: _output_weights(adapter, l) for l in range(L)} if "norm" in ws else {}
+        self.needs = ("pattern", "v") if "norm" in ws else ("pattern",)
+        self.hooks = [(adapter.hook_name(l), self._capture("pattern")) for l in range(L)]
+        if "norm" in ws:  # the value vectors of each layer, for a_ij ||v_j W_O||
+            self.hooks += [(act_name(l, "attn.hook_v"), self._capture("v")) for l in range(L)]
+        self.adapter = adapter
+        self.pending: dict[int, dict] = {}
+
+    def begin(self, st: _Batch, scores: Tensor, mass: Tensor, special_mass: Tensor) -> None:
+        self.st, self.scores, self.mass, self.smass = _plan_to(st, self.adapter), scores, mass, special_mass
+        self.pending = {}
+        self.rel_plans = {}
+        if st.kind == "sentences" and self.rel_tests:
+            plan = _to(st.relation, self.adapter.device)
+            self.rel_plans = {
+                w: ([self.rel_tests[j] for j in cols], plan.take(cols))
+                for w, cols in self.rel_by_weighting.items()
+                if cols
+            }
+
+    def _capture(self, what: str):
+        def hook(x, hook):
+            layer = layer_of(hook.name)
+            got = self.pending.setdefault(layer, {})
+            got[what] = x.detach()
+            if all(n in got for n in self.needs):
+                self._reduce(layer, self.pending.pop(layer))
+            return None
+
+        return hook
+
+    def _reduce(self, layer: int, got: dict) -> None:
+        st, tests = self.st, self.tests
+        for w in self.weightings:
+            p = got["pattern"]
+            if w == "norm":  # what each key moves: a_ij ||v_j W_O||, renormalised per row
+                p = norm_weighted(p, value_norms(got["v"], self.w_o[layer].to(p.device)))
+            idx = self.token_idx[w] if st.kind == "sentences" else self.repeat_idx[w]
+            res = token_role_scores(p, st.token, [tests[k].role for k in idx])
+            for k in idx:
+                self.scores[:, k, layer] = self.mass[:, k, layer] = res[tests[k].role].cpu()
+            if st.kind == "sentences" and self.rel_by_weighting[w]:
+                ks, plan = self.rel_plans[w]  # this weighting's tests only: each scored once
+                acc, gm, sm = relation_scores(p, plan, special_mass=True)
+                self.scores[:, ks, layer], self.mass[:, ks, layer] = acc.cpu(), gm.cpu()
+                self.smass[:, ks, layer] = sm.cpu()
+
+    def end(self) -> None:
+        if self.pending:
+            raise RuntimeError(f"layers {sorted(self.pending)} delivered only part of {self.needs} to the probe")
+
+
+def _batch_baselines(st: _Batch, tests: list) -> tuple[Tensor, Tensor]:
+    """(baseline, valid) [batch, tests, 1, 1] of one batch."""
+    b = st.batch.input_ids.shape[0]
+    base = torch.zeros(b, len(tests), 1, 1)
+    valid = torch.zeros(b, len(tests), 1, 1, dtype=torch.bool)
+    for k, t in enumerate(tests):
+        if t.kind == "relation" and st.kind == "sentences":
+            base[:, k, 0, 0] = st.baselines[k]
+            valid[:, k, 0, 0] = st.relation.valid[:, st.rel_index.index(k)]
+        elif (t.kind == "token" and st.kind == "sentences") or (t.kind == "repeat" and st.kind == "repeat"):
+            base[:, k, 0, 0] = st.token.uniform[t.role]
+            valid[:, k, 0, 0] = st.token.set_valid[:, SET_ROLES.index(t.role)] if t.role in SET_ROLES else True
+    return base, valid
+
+
 def _run(
-    adapter: Adapter,
-    tests: list,
-    batches: Iterable[_Batch],
-    n_units: int,
-    n_boot: int,
-    seed: int,
-    progress: bool,
-    desc: str,
-    world: World | None = None,
+    pass_: _Pass, tests: list, n_boot: int, seed: int, progress: bool, desc: str, world: World | None = None
 ) -> tuple:
     """Reduce this worker's batches, merge over the workers; returns (summary, shards): shards[r]
     lists the (first, stop) unit spans worker r reduced (checked: disjoint, covering 0 .. n_units)."""
     from tqdm.auto import tqdm
 
     world = world or World()
+    adapter, n_units = pass_.adapter, pass_.n_units
     L, H = adapter.n_layers, adapter.n_heads
     reducer = PairedReducer((len(tests), L, H), n_boot=n_boot, extras=("mass", "special_mass"))
     boot = PoissonBootstrap(n_boot, seed)
     spans = []
-    weightings = sorted({t.weighting for t in tests})
-    token_idx = {w: [k for k, t in enumerate(tests) if t.kind == "token" and t.weighting == w] for w in weightings}
-    repeat_idx = {w: [k for k, t in enumerate(tests) if t.kind == "repeat" and t.weighting == w] for w in weightings}
-    rel_tests = [k for k, t in enumerate(tests) if t.kind == "relation"]  # the plan's stacking order
-    rel_by_weighting = {w: [j for j, k in enumerate(rel_tests) if tests[k].weighting == w] for w in weightings}
-    state = {}
-    w_o = {}
-    if "norm" in weightings:
-        w_o = {l: _output_weights(adapter, l) for l in range(L)}
-
-    def keep_v(v, hook):
-        state["v"] = v.detach()
-        return None
-
-    def hook(pattern, hook):
-        # reduce this layer's pattern to per-sentence scores now; the pattern itself is not kept
-        layer = int(hook.name.split(".")[1])
-        st = state["batch"]
-        scores, mass, smass = state["scores"], state["mass"], state["special_mass"]
-        for w in weightings:
-            p = pattern.detach()
-            if w == "norm":  # what each key moves: a_ij ||v_j W_O||, renormalised per row
-                p = norm_weighted(p, value_norms(state.pop("v"), w_o[layer].to(p.device)))
-            idx = token_idx[w] if st.kind == "sentences" else repeat_idx[w]
-            got = token_role_scores(p, st.token, [tests[k].role for k in idx])
-            for k in idx:
-                scores[:, k, layer] = mass[:, k, layer] = got[tests[k].role].cpu()
-            if st.kind == "sentences" and rel_by_weighting[w]:
-                ks, plan = state["rel_plans"][w]  # this weighting's tests only: each scored once
-                acc, gm, sm = relation_scores(p, plan, special_mass=True)
-                scores[:, ks, layer], mass[:, ks, layer] = acc.cpu(), gm.cpu()
-                smass[:, ks, layer] = sm.cpu()
-        return None
-
-    hooks = [(adapter.hook_name(l), hook) for l in range(L)]
-    if "norm" in weightings:  # the value vectors of each layer, read just before its pattern
-        hooks = [h for l in range(L) for h in ((act_name(l, "attn.hook_v"), keep_v), hooks[l])]
+    layers = _LayerScores(adapter, tests)
     share = f" (worker 0 of {world.size})" if world.size > 1 else ""
     bar = tqdm(total=n_units, desc=desc + share, disable=not (progress and world.is_main), leave=False)
     try:
-        for st in batches:
+        for st in pass_.batches(tests, world):
             b = st.batch.input_ids.shape[0]
-            base = torch.zeros(b, len(tests), 1, 1)
-            valid = torch.zeros(b, len(tests), 1, 1, dtype=torch.bool)
-            for k, t in enumerate(tests):
-                if t.kind == "relation" and st.kind == "sentences":
-                    base[:, k, 0, 0] = st.baselines[k]
-                    valid[:, k, 0, 0] = st.relation.valid[:, st.rel_index.index(k)]
-                elif (t.kind == "token" and st.kind == "sentences") or (t.kind == "repeat" and st.kind == "repeat"):
-                    base[:, k, 0, 0] = st.token.uniform[t.role]
-                    valid[:, k, 0, 0] = st.token.set_valid[:, SET_ROLES.index(t.role)] if t.role in SET_ROLES else True
+            base, valid = _batch_baselines(st, tests)
             scores, mass = torch.zeros(b, len(tests), L, H), torch.zeros(b, len(tests), L, H)
             smass = torch.full((b, len(tests), L, H), float("nan"))
-            state.update(batch=_plan_to(st, adapter), scores=scores, mass=mass, special_mass=smass)
-            if st.kind == "sentences" and rel_tests:
-                plan = _to(st.relation, adapter.device)
-                state["rel_plans"] = {
-                    w: ([rel_tests[j] for j in cols], plan.take(cols)) for w, cols in rel_by_weighting.items() if cols
-                }
+            layers.begin(st, scores, mass, smass)
             with torch.inference_mode():
-                adapter.forward(st.batch, hooks)
+                adapter.forward(st.batch, layers.hooks)
+            layers.end()
             # one update per batch: running sums and bootstrap replicates, O(tests x layers x heads)
             # bootstrap weights seeded per unit: the same whichever worker and batch the unit is in
             weights = boot.weights_for(st.units)
@@ -602,7 +692,6 @@ def _run(
             bar.update(b * world.size)  # rank 0 sees its own share; the others advance alike
     finally:
         bar.close()
-        state.clear()
     reducer.merge(world)
     shards = world.gather(spans)
     covered = sorted(u for spans_r in shards for a, z in spans_r for u in range(a, z))
@@ -637,6 +726,70 @@ def _plan_to(st: _Batch, adapter: Adapter) -> _Batch:
     if tp.detect:
         moved["detect"] = {k: v.to(dev) for k, v in tp.detect.items()}
     return _Batch(kind=st.kind, batch=st.batch, token=TokenPlan(**moved), relation=st.relation, baselines=st.baselines)
+
+
+def _check_options(items: list, alpha: float, specials: tuple, weighting: tuple) -> None:
+    if not items:
+        raise ValueError("empty dataset: no items to probe (need sentences with word-level gold)")
+    for i, it in enumerate(items):
+        if not isinstance(it, Item):
+            raise TypeError(f"item {i} is a {type(it).__name__}, not an analyses.data.Item")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    if not specials or any(s not in SPECIALS for s in specials) or len(set(specials)) != len(specials):
+        raise ValueError(
+            f"specials must be distinct values among {SPECIALS} (the first carries the labels), got {specials}"
+        )
+    if not weighting or weighting[0] != "attention" or any(w not in WEIGHTINGS for w in weighting):
+        raise ValueError(f"weighting must start with 'attention' and take values among {WEIGHTINGS}, got {weighting}")
+
+
+def _tests(
+    items: list, causal: bool, n_repeat: int, margin: float, mass_margin: float, specials: tuple, weighting: tuple
+) -> list[_Test]:
+    """Every test of a run, in table order: token roles, broad, word relations, repeats; then the
+    same again under the norm weighting if asked."""
+    tests = [
+        _Test(role=r, direction="all", metric="mass", kind="token", margin=mass_margin)
+        for r in ("local", "previous_token", "next_token", "self_token", *SET_ROLES)
+    ]
+    tests.append(
+        _Test(
+            role="broad",
+            direction="all",
+            metric="entropy",
+            kind="token",
+            baseline_kind=f"threshold {BROAD_THRESHOLD}",
+            margin=0.0,
+        )
+    )
+    tests += _relation_tests(items, causal, margin, specials)
+    if n_repeat > 0:
+        tests += [
+            _Test(role=r, direction="all", metric="mass", kind="repeat", margin=mass_margin)
+            for r in ("duplicate_token", "induction")
+        ]
+    if "norm" in weighting:
+        tests += [
+            dataclasses.replace(t, weighting="norm", carries_label=t.carries_label and t.role in NORM_LABEL_ROLES)
+            for t in tests
+        ]
+    return tests
+
+
+def _null_pass(
+    adapter: Adapter, items: list, null_n: int | None, n_repeat: int, repeat_length: int, seed: int, batch_size: int
+) -> _Pass | None:
+    """The pass over a randomly initialised model of the same architecture (None: no such model)."""
+    null_net = _null_network(adapter, seed)
+    if null_net is None:
+        return None
+    # the null is a reference score per head, not a test: an evenly spread subset suffices
+    keep = (
+        items if not null_n or null_n >= len(items) else [items[int(i)] for i in np.linspace(0, len(items) - 1, null_n)]
+    )
+    null_repeat = n_repeat if not null_n else min(n_repeat, max(10, null_n // 3))
+    return _Pass(adapt(null_net, adapter.tokenizer), keep, null_repeat, repeat_length, seed + 1, batch_size)
 
 
 def probe_items(
@@ -674,6 +827,8 @@ def probe_items(
     ``weighting``: "attention" (always, first: it carries the labels) and optionally "norm"
     (Kobayashi et al. 2020: every test again on a_ij ||v_j W_O|| renormalised per row; a delimiter
     label then needs the norm row to pass too, and the other norm rows are descriptive).
+    Every sentence is checked (``check_sentences``: it fits the context, every word keeps a token)
+    before the first forward pass.
 
     ``world`` (``interp.distributed``; default: the process group this process is in, else one
     process): every worker calls this with the same arguments, reduces the batches it owns (batch k:
@@ -682,95 +837,30 @@ def probe_items(
     lists the unit spans each worker reduced."""
     adapter = adapt(model, tokenizer)
     items = list(items)
-    if not items:
-        raise ValueError("empty dataset: no items to probe (need sentences with word-level gold)")
-    for i, it in enumerate(items):
-        if not isinstance(it, Item):
-            raise TypeError(f"item {i} is a {type(it).__name__}, not an analyses.data.Item")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
-    specials = tuple(specials)
-    if not specials or any(s not in SPECIALS for s in specials) or len(set(specials)) != len(specials):
-        raise ValueError(
-            f"specials must be distinct values among {SPECIALS} (the first carries the labels), got {specials}"
-        )
-    tests = [
-        _Test(role=r, direction="all", metric="mass", kind="token", margin=mass_margin)
-        for r in ("local", "previous_token", "next_token", "self_token", *SET_ROLES)
-    ]
-    tests.append(
-        _Test(
-            role="broad",
-            direction="all",
-            metric="entropy",
-            kind="token",
-            baseline_kind=f"threshold {BROAD_THRESHOLD}",
-            margin=0.0,
-        )
-    )
-    tests += _relation_tests(items, adapter.is_causal, margin, specials)
-    if n_repeat > 0:
-        tests += [
-            _Test(role=r, direction="all", metric="mass", kind="repeat", margin=mass_margin)
-            for r in ("duplicate_token", "induction")
-        ]
-    weighting = tuple(weighting)
-    if not weighting or weighting[0] != "attention" or any(w not in WEIGHTINGS for w in weighting):
-        raise ValueError(f"weighting must start with 'attention' and take values among {WEIGHTINGS}, got {weighting}")
-    if "norm" in weighting:
-        tests += [
-            dataclasses.replace(t, weighting="norm", carries_label=t.carries_label and t.role in NORM_LABEL_ROLES)
-            for t in tests
-        ]
-
+    specials, weighting = tuple(specials), tuple(weighting)
+    _check_options(items, alpha, specials, weighting)
+    check_sentences(adapter, items)
+    tests = _tests(items, adapter.is_causal, n_repeat, margin, mass_margin, specials, weighting)
     # batches of similar lengths pad little (the statistics do not depend on the order of sentences);
     # with several workers, batch k goes to worker k % N: the batches themselves do not change
     by_length = sorted(items, key=lambda it: len(it.words))
     world = world if world is not None else current()
-    n_sentence_batches = -(-len(by_length) // batch_size)
-
-    def batches():
-        yield from _sentence_batches(adapter, by_length, tests, batch_size, world)
-        yield from _repeat_batches(
-            adapter, n_repeat, repeat_length, seed + 1, batch_size, world, n_sentence_batches, len(by_length)
-        )
-
-    n_units = len(items) + max(n_repeat, 0)
-    summ, shards = _run(adapter, tests, batches(), n_units, n_boot, seed, progress, f"probe {adapter.name}", world)
+    main = _Pass(adapter, by_length, n_repeat, repeat_length, seed + 1, batch_size)
+    summ, shards = _run(main, tests, n_boot, seed, progress, f"probe {adapter.name}", world)
     null = None
-    if null_model:
-        null_net = _null_network(adapter, seed)
-        if null_net is not None:
-            null_adapter = adapt(null_net, adapter.tokenizer)
-            # the null is a reference score per head, not a test: an evenly spread subset suffices
-            keep = (
-                items
-                if not null_n or null_n >= len(items)
-                else [items[int(i)] for i in np.linspace(0, len(items) - 1, null_n)]
-            )
-            null_repeat = n_repeat if not null_n else min(n_repeat, max(10, null_n // 3))
-
-            n_null_batches = -(-len(keep) // batch_size)
-
-            def null_batches():
-                yield from _sentence_batches(null_adapter, keep, tests, batch_size, world)
-                yield from _repeat_batches(
-                    null_adapter, null_repeat, repeat_length, seed + 1, batch_size, world, n_null_batches, len(keep)
-                )
-
-            n_null_units = len(keep) + max(null_repeat, 0)
-            null, _ = _run(null_adapter, tests, null_batches(), n_null_units, 0, seed, progress, "null model", world)
+    null_pass = _null_pass(adapter, items, null_n, n_repeat, repeat_length, seed, batch_size) if null_model else None
+    if null_pass is not None:
+        null, _ = _run(null_pass, tests, 0, seed, progress, "null model", world)
     df = _table(adapter, tests, summ, null, alpha)
-    sources = pd.Series([it.source.split(":")[0] for it in items]).value_counts().to_dict()
-    relations = pd.Series([it.relation for it in items]).value_counts().to_dict()
     df.attrs.update(
         model=adapter.name,
         causal=adapter.is_causal,
         n_layers=adapter.n_layers,
         n_heads=adapter.n_heads,
         n_items=len(items),
-        sources=sources,
-        relations=relations,
+        sources=pd.Series([it.source.split(":")[0] for it in items]).value_counts().to_dict(),
+        relations=pd.Series([it.relation for it in items]).value_counts().to_dict(),
+        user_files=_user_files(items),
         n_repeat=n_repeat,
         repeat_length=min(repeat_length, adapter.n_ctx // 2),
         seed=seed,
@@ -786,6 +876,18 @@ def probe_items(
         shards=[[tuple(span) for span in spans] for spans in shards],
     )
     return df
+
+
+def _user_files(items: Sequence[Item]) -> dict[str, dict[str, int]]:
+    """Per file of the user's (CoNLL-U, text): its path, the sentences and the items drawn from it."""
+    out: dict[str, dict] = {}
+    for it in items:
+        kind, _, path = it.source.partition(":")
+        if kind in USER_FILE_SOURCES and path:
+            f = out.setdefault(path, {"kind": kind, "sentences": set(), "items": 0})
+            f["sentences"].add(it.info.get("sentence_line", it.words))  # two equal sentences count twice
+            f["items"] += 1
+    return {p: {"kind": f["kind"], "sentences": len(f["sentences"]), "items": f["items"]} for p, f in out.items()}
 
 
 def _null_network(adapter: Adapter, seed: int):

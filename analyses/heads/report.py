@@ -465,8 +465,11 @@ def _data_text(attrs: dict) -> str:
     ]
     if "spacy-silver" in src or "spacy" in src:
         parts.append("Subject-verb arcs from spaCy (`en-core-web-sm`) are **silver**, parser output, not gold.")
-    if any(str(k).startswith("conllu") for k in src):
-        parts.append("CoNLL-U `nsubj` arcs come from the user's treebank (gold as far as the treebank is).")
+    for path, f in attrs.get("user_files", {}).items():  # the user's own files, by name
+        what = (
+            "CoNLL-U `nsubj` arcs (gold as far as the treebank is)" if f["kind"] == "conllu" else "spaCy arcs (silver)"
+        )
+        parts.append(f"Your data: `{path}`, {f['sentences']} sentences, {f['items']} subject-verb items from {what}.")
     if "winobias" in src:
         parts.append("WinoBias anaphora items are gold (hand-annotated).")
     return " ".join(parts)

@@ -266,3 +266,65 @@ def test_run_from_layer_continues_the_forward_pass_exactly():
     assert torch.equal(again, logits)
     with pytest.raises(ValueError, match="layers 0..1"):
         model.run_from_layer(2, cache["blocks.1.hook_resid_pre"])
+
+
+def test_patching_table_is_layer_by_head_and_normalised_by_the_clean_corrupted_gap():
+    import warnings
+
+    import numpy as np
+
+    model = _model()
+    clean, corrupted = _tokens(seed=1), _tokens(seed=2)
+
+    def metric(lg):
+        return lg[:, -1, :5].sum(-1)
+
+    flat = iv.patch_heads(model, clean, corrupted, {"m": metric})["m"]  # [n_heads, batch], every head
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    raw = iv.head_table(model, flat)
+    assert raw.shape == (n_layers, n_heads) and raw.index.name == "layer" and raw.columns.name == "head"
+    np.testing.assert_allclose(raw.to_numpy(), flat.astype(float).mean(1).reshape(n_layers, n_heads), rtol=1e-12)
+    with torch.no_grad():
+        clean_v, corrupted_v = (float(metric(model(t)).double().mean()) for t in (clean, corrupted))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a clear gap: no warning
+        table = iv.patching_table(model, clean, corrupted, metric, min_gap=0.0)
+    assert table.attrs["gap"] == pytest.approx(clean_v - corrupted_v)
+    np.testing.assert_allclose(table.to_numpy(), (raw.to_numpy() - corrupted_v) / (clean_v - corrupted_v), rtol=1e-9)
+    part = iv.head_table(model, flat[:2], heads=[(0, 0), (0, 1)])  # unlisted heads are NaN
+    assert np.isnan(part.to_numpy()).sum() == n_layers * n_heads - 2 and part.loc[0, 1] == pytest.approx(
+        flat[1].astype(float).mean(), rel=1e-12
+    )
+
+
+def test_patching_table_warns_when_the_gap_is_too_small_to_normalise_by():
+    model = _model()
+    clean, corrupted = _tokens(seed=1), _tokens(seed=2)
+
+    def metric(lg):  # a metric the two prompts barely differ on
+        return lg[:, -1, :5].sum(-1) * 1e-3
+
+    with pytest.warns(UserWarning, match="too small a gap to normalise by"):
+        table = iv.patching_table(model, clean, corrupted, metric)
+    assert abs(table.attrs["gap"]) < iv.MIN_GAP
+    with pytest.raises(TypeError, match="metric must be a callable"):
+        iv.patching_table(model, clean, corrupted, {"m": metric})
+
+
+def test_plot_head_table_draws_a_layer_by_head_heatmap():
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    model = _model()
+    table = iv.head_table(
+        model, iv.patch_heads(model, _tokens(seed=1), _tokens(seed=2), {"m": lambda lg: lg[:, -1, 0]})["m"]
+    )
+    ax = iv.plot_head_table(table, title="patching")
+    assert ax.get_xlabel() == "head" and ax.get_ylabel() == "layer" and ax.get_title() == "patching"
+    np.testing.assert_allclose(np.asarray(ax.collections[0].get_array()).reshape(table.shape), table.to_numpy())
+    plt.close(ax.figure)
+    with pytest.raises(TypeError, match="table must be"):
+        iv.plot_head_table(table.to_numpy())

@@ -9,6 +9,7 @@ tables.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.metadata
 import importlib.util
 import re
@@ -351,7 +352,7 @@ def test_bad_options():
 
 def test_registry():
     assert SOURCES["rhyme"] == ("sonnets",) and SOURCES["line_structure"] == ("sonnets",)
-    assert SOURCES["subject_verb"] == ("generated", "spacy", "conllu:<path>")
+    assert SOURCES["subject_verb"] == ("generated", "spacy", "conllu:<path>", "text:<path>")
     assert SOURCES["anaphora"] == ("generated", "winobias") and SOURCES["delimiter"] == ("generated", "xsum")
     # rhyme comes with its control set, scored as relation "rhyme" from source "sonnets-control"
     rhyme = load_dataset("rhyme", sources="sonnets")
@@ -378,6 +379,7 @@ def test_registry():
 # Tokenisation under the real tokenizers
 
 
+@functools.lru_cache(maxsize=2)  # the same texts for both tokenizers: generated once per session
 def _all_texts(line_break):
     return sorted(
         {
