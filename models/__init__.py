@@ -28,7 +28,7 @@ from models.loading import (
 )
 from models.positions import alibi_slopes, rope_planes
 from models.tl_api import KVCache
-from models.tokenizer import Batch, LostWordsWarning, Tokenizer
+from models.tokenizer import Batch, LostWordsWarning, Tokenizer, UnreadableTextError
 from models.transformer import Transformer
 from models.weights import WeightEditError
 
@@ -40,6 +40,7 @@ __all__ = [
     "Config",
     "KVCache",
     "LostWordsWarning",
+    "UnreadableTextError",
     "Tokenizer",
     "Transformer",
     "WeightEditError",

@@ -19,6 +19,12 @@ if TYPE_CHECKING:  # transformers is imported only when a Hugging Face tokenizer
 Text = str | Sequence[str]  # a text, or a list of words
 
 
+class UnreadableTextError(ValueError):
+    """A text every word of which the tokenizer loses to its unknown token: the model would read
+    nothing of it. A ValueError (one line on the command line); callers that can do without one
+    sentence (built-in examples on a tiny vocabulary) catch this class."""
+
+
 class LostWordsWarning(UserWarning):
     """Words of a call lost to the unknown token or changed by the tokenizer's normalisation (see
     ``Batch.lost`` / ``Batch.changed``); its own category, so a caller can filter or record it."""
@@ -127,7 +133,7 @@ class Tokenizer:
         ]
         lost, changed = self._word_flags(words, ids, align)
         if words and all(lost):
-            raise ValueError(
+            raise UnreadableTextError(
                 f"text {index} ({text[:60]!r}): every word is unknown to the tokenizer (each became "
                 f"{self.hf.unk_token}), so the model would read nothing of it; use a model whose vocabulary covers it"
             )

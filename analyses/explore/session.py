@@ -22,11 +22,12 @@ import pandas as pd
 import torch
 
 from analyses.explore.limits import DEFAULT_MAX_TOKENS
-from analyses.heads.examples import EXAMPLE_SENTENCES
+from analyses.heads.examples import readable_sentences
 from analyses.heads.probe import adapt, labelled_roles, role_map
 from analyses.heads.roles import MAP_ROLES
 from analyses.heads.scoring import norm_weighted, value_norms
 from interp.alignment import word_attention
+from interp.display import token_label
 from interp.interventions import ablation_source, cache_z, normalize_heads, run_ablated
 from interp.names import act_name
 
@@ -35,7 +36,10 @@ __all__ = ["Session", "InputError", "TextTooLong", "MODES", "REFERENCE_NAME", "D
 MODES = ("zero", "mean")
 TOP_K = 10
 # the mean ablation's reference set: the report page's built-in example sentences (words)
-REFERENCE_NAME = "the report page's 4 built-in example sentences (analyses.heads.examples.EXAMPLE_SENTENCES)"
+REFERENCE_NAME = (
+    "the report page's built-in example sentences that the tokenizer can read "
+    "(analyses.heads.examples.EXAMPLE_SENTENCES, readable_sentences)"
+)
 MAX_HEADS = 64  # heads ablated at once: more than enough to explore, bounded work per request
 
 
@@ -87,7 +91,7 @@ class Session:
             "norm_lens": self._has_norm,
             "modes": list(MODES),
             "reference": REFERENCE_NAME,
-            "reference_sentences": [" ".join(s.words) for s in EXAMPLE_SENTENCES],
+            "reference_sentences": [" ".join(s.words) for s in readable_sentences(self.adapter.tokenizer)],
             "roles": list(MAP_ROLES),
             "heads": self.roles,
         }
@@ -158,6 +162,7 @@ class Session:
     def _tokens(self, batch) -> dict:
         return {
             "tokens": list(batch.tokens[0]),
+            "labels": [token_label(t) for t in batch.tokens[0]],  # as shown: the one display rule
             "words": list(batch.words[0]),
             "token_to_word": list(batch.token_to_word[0]),
             "ids": batch.input_ids[0].tolist(),
@@ -173,8 +178,10 @@ class Session:
                 logits = self.model.run_with_hooks(batch.input_ids, fwd_hooks=[], **self._forward_kwargs(batch))
             probs = torch.softmax(logits[0, -1].double(), -1)
             top = torch.topk(probs, min(TOP_K, probs.shape[0]))
+            tokens = [self._token(int(i)) for i in top.indices]
             out["next_token"] = [
-                {"id": int(i), "token": self._token(int(i)), "p": float(p)} for p, i in zip(top.values, top.indices)
+                {"id": int(i), "token": t, "label": token_label(t), "p": float(p)}
+                for p, i, t in zip(top.values, top.indices, tokens)
             ]
         return out
 
@@ -217,7 +224,7 @@ class Session:
     def mean_source(self) -> dict[int, torch.Tensor]:
         """Every layer's mean ``hook_z`` [head, d_head] over the real tokens of the reference set."""
         if self._mean is None:
-            ref = self.adapter.tokenizer.words([list(s.words) for s in EXAMPLE_SENTENCES])
+            ref = self.adapter.tokenizer.words([list(s.words) for s in readable_sentences(self.adapter.tokenizer)])
             kw = self._forward_kwargs(ref)
             mask = kw.pop("attention_mask")
             _, z = cache_z(self.model, ref.input_ids, range(self.view.n_layers), attention_mask=mask, **kw)
@@ -286,6 +293,7 @@ class Session:
             )
             for row in out["top"]:
                 row["token"] = self._token(row["id"])
+                row["label"] = token_label(row["token"])
             out["target_token"] = self._token(out["target_id"])
         else:
             out.update(_hidden_change(clean[0], ablated[0], position))

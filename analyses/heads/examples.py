@@ -28,8 +28,17 @@ from analyses.heads.probe import adapt, top_head
 from analyses.heads.scoring import norm_weighted, value_norms
 from interp.display import token_label
 from interp.names import act_name
+from models.tokenizer import UnreadableTextError
 
-__all__ = ["Sentence", "EXAMPLE_SENTENCES", "EXAMPLES", "ExamplePatterns", "example_patterns", "dequantise"]
+__all__ = [
+    "Sentence",
+    "EXAMPLE_SENTENCES",
+    "EXAMPLES",
+    "ExamplePatterns",
+    "example_patterns",
+    "dequantise",
+    "readable_sentences",
+]
 
 
 @dataclass(frozen=True)
@@ -136,10 +145,26 @@ def _norm_weights(adapter) -> dict | None:
     return w_o
 
 
+def readable_sentences(tokenizer, sentences: Sequence[Sentence] = EXAMPLE_SENTENCES) -> list[Sentence]:
+    """The sentences of which ``tokenizer`` can read some word (a tiny model's vocabulary may lose
+    every word of one to its unknown token): the reference set of a mean ablation."""
+    out = []
+    for s in sentences:
+        try:
+            tokenizer.words([list(s.words)])
+        except UnreadableTextError:
+            continue
+        out.append(s)
+    return out
+
+
 def _capture(adapter, words: Sequence[str], w_o: dict | None) -> tuple | None:
     """One forward pass: (batch, n tokens, {layer: [head, q, k] pattern}, {layer: normed} or None),
-    or None when the sentence is longer than the model's context."""
-    batch = adapter.tokenizer.words([list(words)])
+    or None when the sentence is longer than the model's context or unreadable to its tokenizer."""
+    try:
+        batch = adapter.tokenizer.words([list(words)])
+    except UnreadableTextError:
+        return None  # every word unknown to this vocabulary (a tiny model's): nothing to show
     if adapter.n_ctx and batch.input_ids.shape[1] > adapter.n_ctx:
         return None
     got: dict[str, torch.Tensor] = {}

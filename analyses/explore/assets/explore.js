@@ -128,8 +128,8 @@
     state.run = run;
     state.query = run.tokens.length - 1;
     drawTokens(run);
-    fillSelect($("query"), run.tokens, state.query);
-    fillSelect($("position"), run.tokens, run.tokens.length - 1);
+    fillSelect($("query"), run.labels, state.query);
+    fillSelect($("position"), run.labels, run.tokens.length - 1);
     clear($("ablation-result"));
     document.body.dataset.ran = String(Number(document.body.dataset.ran || 0) + 1);
     if (state.layer === null) await selectHead(0, 0); else await selectHead(state.layer, state.head);
@@ -141,7 +141,7 @@
     ran.appendChild(el("q", state.text, "ran-text"));
     const box = $("tokens");
     clear(box);
-    run.tokens.forEach((t, i) => {
+    run.labels.forEach((t, i) => {
       const w = run.token_to_word[i];
       const s = el("span", t, w < 0 ? "special" : "");
       s.title = "token " + i + (w < 0 ? " (special)" : ", word " + w + ": " + run.words[w]);
@@ -152,7 +152,7 @@
     if (run.next_token) {
       next.appendChild(el("p", "Most likely next tokens:"));
       const ol = el("ol");
-      for (const t of run.next_token) ol.appendChild(el("li", t.token + "  " + fmt(t.p)));
+      for (const t of run.next_token) ol.appendChild(el("li", t.label + "  " + fmt(t.p)));
       next.appendChild(ol);
     } else if (!info.causal) {
       next.appendChild(el("p", "Bidirectional model: every token sees the whole text, so there is no next-token view.", "caption"));
@@ -208,7 +208,7 @@
     const words = level() === "words";
     const key = lens() === "norm" && d.norm !== null ? "norm" : "pattern";
     const m = words ? d[key + "_words"] : d[key];
-    const labels = words ? d.word_labels : d.tokens;
+    const labels = words ? d.word_labels : d.labels;
     const table = $("pattern");
     clear(table);
     const thead = el("thead"), hr = el("tr");
@@ -251,13 +251,13 @@
     const l = state.layer, q = state.query;
     const d = await guarded("layer", () => post("/api/layer", { text: state.text, layer: l, query: q }));
     if (!d) return;
-    $("layer-name").textContent = "layer " + l + " (query token " + q + ": " + d.tokens[q] + ")";
+    $("layer-name").textContent = "layer " + l + " (query token " + q + ": " + d.labels[q] + ")";
     const m = lens() === "norm" && d.norm !== null ? d.norm : d.pattern;
     const table = $("layerview");
     clear(table);
     const thead = el("thead"), hr = el("tr");
     hr.appendChild(el("th", ""));
-    d.tokens.forEach((t) => hr.appendChild(el("th", t)));
+    d.labels.forEach((t) => hr.appendChild(el("th", t)));
     thead.appendChild(hr);
     table.appendChild(thead);
     const body = el("tbody");
@@ -274,7 +274,7 @@
         td.dataset.k = k;
         td.dataset.v = String(v);
         td.style.background = heat(v);
-        td.title = "H" + h + ": " + d.tokens[q] + " \u2192 " + d.tokens[k] + ": " + fmt(v, 4);
+        td.title = "H" + h + ": " + d.labels[q] + " \u2192 " + d.labels[k] + ": " + fmt(v, 4);
         tr.appendChild(td);
       });
       body.appendChild(tr);
@@ -324,7 +324,7 @@
       t.appendChild(hr);
       for (const row of r.top) {
         const tr = el("tr");
-        for (const v of [row.token, fmt(row.clean_p), fmt(row.ablated_p), fmt(row.ablated_p - row.clean_p)]) tr.appendChild(el("td", v));
+        for (const v of [row.label, fmt(row.clean_p), fmt(row.ablated_p), fmt(row.ablated_p - row.clean_p)]) tr.appendChild(el("td", v));
         t.appendChild(tr);
       }
       box.appendChild(t);
@@ -337,7 +337,7 @@
       box.appendChild(p);
       const t = el("table", null, "evidence");
       const top = Math.max(...r.relative_change, 1e-9);
-      state.run.tokens.forEach((tok, i) => {
+      state.run.labels.forEach((tok, i) => {
         const tr = el("tr");
         tr.appendChild(el("td", tok));
         const td = el("td");

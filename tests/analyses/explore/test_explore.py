@@ -28,10 +28,11 @@ import torch
 import models
 from analyses.explore.server import MAX_BODY, allowed_hosts, create_app
 from analyses.explore.session import Session
-from analyses.heads.examples import EXAMPLE_SENTENCES
+from analyses.heads.examples import readable_sentences
 from analyses.heads.roles import COLUMNS
 from analyses.heads.scoring import norm_weighted, value_norms
 from interp.alignment import word_attention
+from interp.display import token_label
 from interp.interventions import ablation_source, cache_z, run_ablated
 from tests.factories import VOCAB, randomized, tiny_config, word_tokenizer
 
@@ -94,7 +95,7 @@ def _norm_lens(model, cache, layer: int) -> torch.Tensor:
 
 
 def _reference_mean(model, layers) -> dict:
-    ref = model.to_words([list(s.words) for s in EXAMPLE_SENTENCES])
+    ref = model.to_words([list(s.words) for s in readable_sentences(model.tokenizer)])
     _, z = cache_z(model, ref.input_ids, layers, attention_mask=ref.attention_mask)
     return ablation_source(z, "mean", attention_mask=ref.attention_mask)
 
@@ -460,7 +461,7 @@ def test_smollm2_page_hostile_text_and_ablation(browser, smollm2, tmp_path):
         ctx, page, errors = _open(browser, url)
         _type_and_run(page, hostile)
         shown = page.eval_on_selector_all("#tokens span", "ss => ss.map(s => s.textContent)")
-        assert shown == b.tokens[0] and "</script><!--<script>" in "".join(shown)
+        assert shown == [token_label(t) for t in b.tokens[0]] and "</script><!--<script>" in "".join(shown)
         assert page.text_content("#ran q") == hostile and page.query_selector("#ran q *") is None
         assert page.eval_on_selector_all("script", "ss => ss.length") == 2
         _click_head(page, 5, 3)
