@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -89,3 +91,48 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def cheap_figures(monkeypatch):
+    """The probe report's figures as a few fixed bytes: what these tests check is which files a
+    command writes, keeps, flags or merges, not the pictures (tests/analyses/heads/test_report.py draws
+    them); drawing them was most of these tests' time."""
+    import analyses.heads.report as report
+
+    for name in ("heatmap_figure", "role_map_figure", "lens_figure", "pattern_figure"):
+        monkeypatch.setattr(report, name, lambda *a, _name=name, **k: f"png of {_name}".encode())
+
+
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+
+
+def _chromium_or_skip() -> str:
+    """The system Chromium's path and a working Playwright, or skip (fail under CI=true). Never a
+    downloaded browser: Playwright drives Debian's Chromium through ``executable_path``."""
+    exe = os.environ.get("INTERP_CHROMIUM") or next((p for p in CHROMIUM_CANDIDATES if Path(p).exists()), None)
+    exe = exe or shutil.which("chromium")
+    why = None if exe else "no system Chromium (apt-get install -y chromium; scripts/test.sh does it)"
+    if exe:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            why = "playwright is not installed (pip install -e '.[test]')"
+    if why:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and the browser test cannot run: {why}")
+        pytest.skip(why)
+    return exe
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium per test module (each test opens its own context); module-scoped so that
+    Playwright's event loop never outlives the module that asked for it."""
+    exe = _chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()

@@ -57,17 +57,6 @@ def word_planted(monkeypatch):
 
 
 @pytest.fixture
-def cheap_figures(monkeypatch):
-    """The probe report's figures as a few fixed bytes: what these tests check is which files a
-    command writes, keeps and flags, not the pictures (tests/analyses/heads/test_report.py draws
-    them); drawing them was most of these tests' time."""
-    import analyses.heads.report as report
-
-    for name in ("heatmap_figure", "role_map_figure", "lens_figure", "pattern_figure"):
-        monkeypatch.setattr(report, name, lambda *a, _name=name, **k: f"png of {_name}".encode())
-
-
-@pytest.fixture
 def causal_planted(monkeypatch):
     """`interp validate --model planted`: the hand-set causal model and its prompts."""
     import analyses.validation.run as run

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -37,7 +36,6 @@ from interp.interventions import ablation_source, cache_z, run_ablated
 from tests.factories import VOCAB, randomized, tiny_config, word_tokenizer
 
 TEXT = "the cat near the old box sleeps ."
-CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 
 
 def _tiny_lm() -> models.Transformer:
@@ -321,33 +319,6 @@ def test_parallel_requests_get_the_sequential_answers(tiny_lm):
 
 
 # -- the page in a browser -------------------------------------------------------------------------------
-
-
-def _browser_or_skip() -> str:
-    exe = os.environ.get("INTERP_CHROMIUM") or next((p for p in CHROMIUM_CANDIDATES if Path(p).exists()), None)
-    exe = exe or shutil.which("chromium")
-    why = None if exe else "no system Chromium (apt-get install -y chromium; scripts/test.sh does it)"
-    if exe:
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError:
-            why = "playwright is not installed (pip install -e '.[test]')"
-    if why:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and the browser test cannot run: {why}")
-        pytest.skip(why)
-    return exe
-
-
-@pytest.fixture(scope="module")
-def browser():
-    exe = _browser_or_skip()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
 
 
 def _shots(tmp_path: Path) -> Path:

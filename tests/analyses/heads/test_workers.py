@@ -68,7 +68,7 @@ def test_a_worker_that_fails_stops_the_probe_and_is_named():
 
 
 @pytest.mark.slow
-def test_minilm_cli_two_workers_write_the_same_heads_csv(tmp_path):
+def test_minilm_cli_two_workers_write_the_same_heads_csv(tmp_path, cheap_figures):
     """The main job's sources and options, a few sentences each: `interp probe --workers 2` writes
     the heads.csv `--workers 1` writes, byte for byte."""
     args = ["probe", "--model", "minilm", "--sources", "generated,winobias,spacy,xsum,sonnets", "--n", "4",

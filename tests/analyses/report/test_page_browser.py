@@ -21,38 +21,6 @@ from analyses.heads import report
 from analyses.report import page
 from tests.factories import planted_items, planted_model
 
-CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
-
-
-def _browser_or_skip() -> str:
-    """The system Chromium's path and a working Playwright, or skip (fail under CI=true)."""
-    why = None
-    exe = os.environ.get("INTERP_CHROMIUM") or next((p for p in CHROMIUM_CANDIDATES if Path(p).exists()), None)
-    exe = exe or shutil.which("chromium")
-    if exe is None:
-        why = "no system Chromium (apt-get install -y chromium; scripts/test.sh does it)"
-    else:
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError:
-            why = "playwright is not installed (pip install -e '.[test]')"
-    if why:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and the browser test cannot run: {why}")
-        pytest.skip(why)
-    return exe
-
-
-@pytest.fixture(scope="module")
-def browser():
-    exe = _browser_or_skip()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
-
 
 @pytest.fixture(scope="module")
 def page_file(tmp_path_factory) -> Path:
