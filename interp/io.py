@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # pandas and matplotlib are imported by the callers that pass
     from matplotlib.figure import Figure
 
 __all__ = [
+    "readable_input",
     "atomic_write",
     "atomic_save",
     "atomic_dir",
@@ -556,6 +557,25 @@ def sha256_file(path: str | os.PathLike) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def readable_input(path: str | os.PathLike, what: str, expected: str = "") -> Path:
+    """``path`` as a Path if it can be read once as a stream: a regular file, or a pipe (bash's
+    ``<(...)`` hands in /dev/fd/N). The one check every input file goes through (--conllu, --text,
+    --labels, --config): a missing path is a FileNotFoundError, a folder an IsADirectoryError, and
+    anything else (a device such as /dev/zero, which would never end) a ValueError, each naming
+    ``what``, the path and, when given, ``expected`` (what would be right)."""
+    path = Path(path)
+    hint = f" (expected {expected})" if expected else ""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} not found: {path}{hint}") from None
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(f"{what} is a folder, not a file: {path}{hint}")
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+        raise ValueError(f"{what} is not a regular file or a pipe: {path}{hint}")
+    return path
 
 
 def decode_text(raw: bytes, path: str | os.PathLike, expected: str = "a UTF-8 text file") -> str:

@@ -366,15 +366,12 @@ def read_config(path: str | Path) -> dict:
     import json
     import re
 
-    path = Path(path)
-    if not path.exists() or path.is_dir():
-        raise FileNotFoundError(
-            f"config file {path} does not exist" if not path.exists() else f"config {path} is a folder"
-        )
+    from interp.io import decode_text, readable_input
+
+    path = readable_input(path, "config file", "a .json or .toml training config")
     regular = path.is_file()
     if regular and path.suffix not in (".toml", ".json"):
         raise ValueError(f"config {path}: use a .json or .toml file")
-    from interp.io import decode_text
 
     text = decode_text(path.read_bytes(), path)
     toml = path.suffix == ".toml" if path.suffix in (".toml", ".json") else not text.lstrip().startswith("{")

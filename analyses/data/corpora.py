@@ -602,14 +602,10 @@ def _conllu_items(source: str, first: int, sent: list, sent_id: str | None, head
 
 
 def readable_file(path, what: str) -> Path:
-    """``path`` as a Path if it can be read as a stream: a regular file, or a pipe such as bash's
-    ``<(...)`` (/dev/fd/N); FileNotFoundError naming ``what`` otherwise."""
-    path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"{what} is a folder, not a file: {path}")
-    if not (path.is_file() or path.is_fifo() or path.is_char_device()):
-        raise FileNotFoundError(f"{what} not found: {path}")
-    return path
+    """``path`` if it can be read as a stream (a regular file or a pipe): ``interp.io.readable_input``."""
+    from interp.io import readable_input
+
+    return readable_input(path, what)
 
 
 def read_conllu(path) -> list[Item]:

@@ -20,7 +20,6 @@ import hashlib
 import math
 import numbers
 import re
-import stat
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,7 @@ import pandas as pd
 import torch
 
 from analyses.validation.prompts import PromptSet, repeated_tokens
-from interp.io import read_csv_rows
+from interp.io import read_csv_rows, readable_input
 from interp.names import act_name
 from interp.view import view
 
@@ -44,7 +43,7 @@ def read_labels(path) -> pd.DataFrame:
     the line and the column. The frame's index is the CSV line of each row; ``attrs`` hold ``path``
     and ``sha256`` (of the bytes read), so outputs can record which table they came from."""
     path = Path(path)
-    _check_readable(path)
+    readable_input(path, "labels file", "the heads.csv written by `interp probe`, e.g. DIR/heads.csv")
     data = path.read_bytes()
     header, rows = read_csv_rows(path, data)
     missing = [c for c in LABEL_COLUMNS if c not in header]
@@ -58,21 +57,6 @@ def read_labels(path) -> pd.DataFrame:
     df = pd.DataFrame([fields for _, fields in rows], columns=header, index=[line for line, _ in rows], dtype=object)
     df.attrs.update(path=str(path), sha256=hashlib.sha256(data).hexdigest())
     return check_labels(df)
-
-
-def _check_readable(path: Path) -> None:
-    """A regular file or a pipe (``--labels <(...)`` hands in /dev/fd/N): anything else is refused
-    with what it is, before a byte is read (a device such as /dev/zero would never end)."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such file (expected the heads.csv written by `interp probe`)") from None
-    if stat.S_ISDIR(mode):
-        raise ValueError(
-            f"{path}: is a folder; expected the heads.csv file written by `interp probe` (e.g. DIR/heads.csv)"
-        )
-    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-        raise ValueError(f"{path}: is not a regular file or a pipe; expected the heads.csv written by `interp probe`")
 
 
 def check_labels_model(labels: pd.DataFrame, model_names) -> None:

@@ -100,10 +100,12 @@ def test_labels_cli_reads_a_pipe(tmp_path, planted_cli):
 
 
 def test_labels_path_that_is_no_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no such file"):
+    with pytest.raises(FileNotFoundError, match="labels file not found: .*missing.csv .expected the heads.csv"):
         V.read_labels(tmp_path / "missing.csv")
-    with pytest.raises(ValueError, match="is a folder"):
+    with pytest.raises(IsADirectoryError, match="is a folder"):
         V.read_labels(tmp_path)
+    with pytest.raises(ValueError, match="not a regular file or a pipe"):
+        V.read_labels("/dev/zero")  # a device would never end: refused before a byte is read
 
 
 def test_every_role_the_heads_analysis_labels_has_its_metric_in_the_table():
