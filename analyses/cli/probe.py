@@ -69,6 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--conllu", default=None, help="a CoNLL-U treebank: its nsubj arcs become subject-verb items (= conllu=FILE)"
     )
     parser.add_argument("--text", default=None, help="plain text, one sentence a line, parsed by spaCy (= text=FILE)")
+    parser.add_argument(
+        "--examples",
+        default=None,
+        metavar="FILE",
+        help="your sentences for the report page's head detail, one a line (default: four built-in ones)",
+    )
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda, ...)")
     add_dtype_argument(parser)
     parser.add_argument("--no-null", action="store_true", help="skip the randomly initialised null model")
@@ -148,8 +154,23 @@ def _compute(world, args) -> dict | None:
     model, df = run.model, run.df
     with torch.no_grad():  # one pass: every head's patterns, for the figures and the page
         examples = heads.example_patterns(model, df)
-    page_examples = examples.page()
+        mine = _example_sentences(args.examples)
+        page_examples = (examples if mine is None else heads.example_patterns(model, sentences=mine)).page()
     return dict(df=df, examples=examples, page_examples=page_examples, n_items=run.n_items, name=run.name)
+
+
+def _example_sentences(path) -> list[str] | None:
+    """--examples FILE: one sentence a line (blank lines skipped), or None for the built-in ones."""
+    if path is None:
+        return None
+    from interp.io import decode_text, readable_input
+
+    p = readable_input(path, "--examples file", "a text file, one sentence a line")
+    lines = [line.strip() for line in decode_text(p.read_bytes(), p).splitlines()]
+    sentences = [line for line in lines if line]
+    if not sentences:
+        raise ValueError(f"--examples {path}: no sentence in it; expected one sentence a line")
+    return sentences
 
 
 def _write(args, tmp: Path, result: dict, t0: float) -> str:

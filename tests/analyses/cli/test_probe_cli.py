@@ -36,3 +36,28 @@ def test_unknown_source_is_a_clear_error(tmp_path):
     args = parser.parse_args(["--out", str(tmp_path), "--sources", "generated,bogus"])
     with pytest.raises(ValueError, match="unknown data source .bogus.; known: generated, sonnets"):
         heads_cli._items(args)
+
+
+def test_probe_examples_file_puts_your_sentences_in_the_page(minilm, tmp_path, monkeypatch, cheap_figures):
+    """`interp probe --examples FILE`: the page's head detail shows the file's sentences (one a line,
+    blank lines skipped) instead of the built-in ones, with the model's own attention on them."""
+    from analyses.report import page
+
+    monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: minilm)
+    mine = tmp_path / "mine.txt"
+    mine.write_text("the dog that chased the cats barks\n\nmy own second sentence .\n", encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    heads_cli.add_arguments(parser)
+    out = tmp_path / "out"
+    argv = ["--model", "minilm", "--out", str(out), "--n", "4", "--n-boot", "10", "--no-null", "--examples", str(mine)]
+    assert heads_cli.run(parser.parse_args(argv)) == 0
+    data = page.read_page_data((out / "report.html").read_text())
+    shown = [s["text"] for s in data["examples"]]
+    assert shown == ["the dog that chased the cats barks", "my own second sentence ."]
+    expected = heads.example_patterns(minilm, sentences=shown).page()["patterns"]["2,8"]
+    head = next(h for h in data["heads"] if (h["layer"], h["head"]) == (2, 8))
+    assert head["examples"] == expected
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(ValueError, match="no sentence in it"):
+        heads_cli.run(parser.parse_args([*argv[:-1], str(empty), "--force"]))
