@@ -149,6 +149,11 @@ def _compute(world, args) -> dict | None:
             f"interp probe: dropped {run.n_dropped} of {len(items)} sentences "
             f"in which a word got no token of its own under {run.name}'s tokenizer\n"
         )
+    if (run.words.get("lost") or run.words.get("changed")) and world.is_main:
+        sys.stderr.write(
+            f"interp probe: {run.words['lost']} of {run.words['words']} words lost to the unknown token and "
+            f"{run.words['changed']} changed by normalisation under {run.name}'s tokenizer\n"
+        )
     if not world.is_main:
         return None
     model, df = run.model, run.df

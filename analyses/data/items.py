@@ -128,20 +128,29 @@ def sentence_end_positions(words: Sequence[str]) -> list[int]:
     return [i for i, w in enumerate(words) if w in _SENTENCE_END]
 
 
-def keep_tokenizable(items: Sequence[Item], tokenizer, max_tokens: int | None = None) -> list[Item]:
+def keep_tokenizable(
+    items: Sequence[Item], tokenizer, max_tokens: int | None = None, counts: dict | None = None
+) -> list[Item]:
     """The items whose every word keeps at least one token under ``tokenizer`` (a
     ``models.Tokenizer``) and, if given, that fit in ``max_tokens`` tokens.
 
     Word-level attention (``interp.alignment.word_attention``) needs a token for every word; a
     byte-level BPE can merge two punctuation words into one token ('".' in real news text, where
     the quote and the period are two words), leaving the second without one. Generated items
-    never lose a word this way (tested for MiniLM and SmolLM2); real text loses a few percent."""
+    never lose a word this way (tested for MiniLM and SmolLM2); real text loses a few percent.
+    ``counts`` (a dict, filled in): ``words``, ``lost`` (every token of the word is the unknown
+    token) and ``changed`` (the normaliser rewrote it, or part of it became unknown) over all items,
+    from ``models.Batch.n_lost`` / ``n_changed``."""
     items = list(items)
     kept = []
     for start in range(0, len(items), 256):
         chunk = items[start : start + 256]
         batch = tokenizer.words([list(it.words) for it in chunk])
         lengths = batch.lengths
+        if counts is not None:
+            counts["words"] = counts.get("words", 0) + sum(len(it.words) for it in chunk)
+            counts["lost"] = counts.get("lost", 0) + batch.n_lost
+            counts["changed"] = counts.get("changed", 0) + batch.n_changed
         for k, it in enumerate(chunk):
             covered = {w for w in batch.token_to_word[k] if w >= 0}
             if len(covered) == len(it.words) and (max_tokens is None or lengths[k] <= max_tokens):

@@ -472,6 +472,12 @@ def _data_text(attrs: dict) -> str:
         parts.append(f"Your data: `{path}`, {f['sentences']} sentences, {f['items']} subject-verb items from {what}.")
     if "winobias" in src:
         parts.append("WinoBias anaphora items are gold (hand-annotated).")
+    losses = attrs.get("word_losses") or {}
+    if losses.get("lost") or losses.get("changed"):
+        parts.append(
+            f"The tokenizer lost {losses['lost']} of {losses['words']} words to its unknown token and changed "
+            f"{losses['changed']} by normalisation (or in part to the unknown token); their rows read less."
+        )
     return " ".join(parts)
 
 

@@ -9,14 +9,16 @@ probe every head (``analyses.heads.probe.probe_items``).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from analyses.data.items import Item, keep_tokenizable
 from analyses.heads.probe import probe_items
 from interp.distributed import World, current
+from models.tokenizer import LostWordsWarning
 
 __all__ = ["ProbeRun", "run_probe"]
 
@@ -30,6 +32,7 @@ class ProbeRun:
     model: object
     n_items: int
     n_dropped: int
+    words: dict = field(default_factory=dict)  # words, lost (to [UNK]), changed (by normalisation)
 
     @property
     def name(self) -> str:
@@ -69,18 +72,25 @@ def run_probe(
             if w.size > 1 and torch.device(device).type == "cuda":
                 device = f"cuda:{w.local_rank}"  # one GPU per worker
             model = models.load(model, device=device, dtype=dtype)
-        kept = items if model.tokenizer is None else keep_tokenizable(items, model.tokenizer)
-        df = probe_items(
-            model,
-            kept,
-            n_repeat=max(20, min(n, 200)),
-            seed=seed,
-            null_model=null_model,
-            n_boot=n_boot,
-            alpha=alpha,
-            batch_size=batch_size,
-            progress=progress and w.is_main,
-            weighting=tuple(weighting),
-            world=world,
-        )
-    return ProbeRun(df=df if w.is_main else None, model=model, n_items=len(kept), n_dropped=len(items) - len(kept))
+        words: dict = {}
+        with warnings.catch_warnings():  # lost and changed words are counted once for the run (``words``)
+            warnings.simplefilter("ignore", LostWordsWarning)
+            kept = items if model.tokenizer is None else keep_tokenizable(items, model.tokenizer, counts=words)
+            df = probe_items(
+                model,
+                kept,
+                n_repeat=max(20, min(n, 200)),
+                seed=seed,
+                null_model=null_model,
+                n_boot=n_boot,
+                alpha=alpha,
+                batch_size=batch_size,
+                progress=progress and w.is_main,
+                weighting=tuple(weighting),
+                world=world,
+            )
+    if w.is_main:
+        df.attrs["word_losses"] = words
+    return ProbeRun(
+        df=df if w.is_main else None, model=model, n_items=len(kept), n_dropped=len(items) - len(kept), words=words
+    )

@@ -190,3 +190,23 @@ def test_the_norm_lens_does_not_depend_on_the_order_the_hooks_fire_in(monkeypatc
     reordered = heads.probe_items(m, items, **kw)
     assert (usual["weighting"] == "norm").any()
     assert usual.equals(reordered)
+
+
+def test_a_run_counts_the_words_its_tokenizer_lost_or_changed(minilm, capsys):
+    """Issue 24 item 13: Japanese on MiniLM loses 猫 and 魚 to [UNK] and normalises が to か; the probe
+    run counts them once (df.attrs, the report's data paragraph) instead of saying nothing."""
+    import warnings
+
+    from analyses.data.items import Item, keep_tokenizable
+    from analyses.heads.report import _data_text
+    from models.tokenizer import LostWordsWarning
+
+    items = [Item(("猫", "が", "魚", "を", "見る"), "delimiter"), Item(("the", "cat", "sleeps", "."), "delimiter")]
+    counts: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LostWordsWarning)
+        keep_tokenizable(items, minilm.tokenizer, counts=counts)
+    assert counts["words"] == 9 and counts["lost"] >= 2 and counts["changed"] >= 1
+    assert counts["lost"] + counts["changed"] <= 5  # the English sentence loses nothing
+    assert f"lost {counts['lost']} of 9 words" in _data_text({"word_losses": counts})
+    assert "lost" not in _data_text({"word_losses": {"words": 4, "lost": 0, "changed": 0}})
