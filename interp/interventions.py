@@ -453,13 +453,18 @@ def patching_table(
     ``table.attrs`` holds ``clean``, ``corrupted`` and ``gap``. Warns (``UserWarning``) when
     |gap| < ``min_gap`` or a normalised score leaves [-2, 3]: the scale then divides by noise."""
     if not callable(metric):
-        raise TypeError(f"metric must be a callable from the model's output to a [batch] tensor, got {metric!r}")
+        raise TypeError(
+            f"metric must be a callable from the model's output to a [batch] tensor or a number, got {metric!r}"
+        )
     if not (isinstance(min_gap, (int, float)) and min_gap >= 0):
         raise ValueError(f"min_gap must be a number >= 0, got {min_gap!r}")
     heads = all_heads(model) if heads is None else normalize_heads(model, heads)
     patched = patch_heads(
         model, clean_tokens, corrupted_tokens, {"m": metric}, heads, attention_mask, corrupted_attention_mask
     )["m"]
+    patched = np.asarray(patched, dtype=float)
+    if patched.ndim == 1:  # a metric that returns one number (TransformerLens's habit: ``.mean()``)
+        patched = patched[:, None]
     table = head_table(model, patched, heads)
     mask = corrupted_attention_mask if corrupted_attention_mask is not None else attention_mask
     clean = _mean_metric(model, clean_tokens, attention_mask, metric)

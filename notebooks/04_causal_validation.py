@@ -92,3 +92,50 @@ mres.table[["layer", "head", "role", "metric", "effect", "null_mean", "null_std"
 # %%
 print(mres.info["clean_accuracy"])
 mres.unlabelled.head()
+
+# %% [markdown]
+# ## 4. Activation patching on SmolLM2, TransformerLens style
+#
+# An indirect-object prompt and its corruption (the repeated name swapped): the metric is the logit difference
+# " Mary" - " John" at the last token. `iv.patching_table` runs the corrupted prompt once per head with that head's
+# `hook_z` taken from the clean run, and returns a `[layer, head]` table normalised as
+# `(patched - corrupted) / (clean - corrupted)` (1: the head alone restores the clean answer). It warns when the
+# clean - corrupted gap is too small to divide by (`iv.MIN_GAP`). `transformer_lens.patching` takes our model
+# directly and gives the same numbers.
+
+# %%
+import transformer_lens.patching as tl_patching  # noqa: E402
+
+lm = models.load("smollm2")
+clean_ids = lm.to_tokens("When Mary and John went to the store, John gave a drink to")
+corrupt_ids = lm.to_tokens("When Mary and John went to the store, Mary gave a drink to")
+mary, john = lm.to_single_token(" Mary"), lm.to_single_token(" John")
+
+
+def logit_diff(logits):
+    return (logits[:, -1, mary] - logits[:, -1, john]).mean()
+
+
+layers = range(12, 15) if SMOKE else range(8, 20)
+heads_to_patch = [(layer, head) for layer in layers for head in range(lm.cfg.n_heads)]
+table = iv.patching_table(lm, clean_ids, corrupt_ids, logit_diff, heads=heads_to_patch)
+iv.plot_head_table(table.loc[list(layers)], title="patched logit difference, normalised")
+table.loc[list(layers)].round(2)
+
+# %%
+with torch.no_grad():
+    _, clean_cache = lm.run_with_cache(clean_ids)
+    theirs = tl_patching.generic_activation_patch(
+        lm,
+        corrupt_ids,
+        clean_cache,
+        logit_diff,
+        patch_setter=tl_patching.layer_head_vector_patch_setter,
+        activation_name="z",
+        index_df=pd.DataFrame(heads_to_patch[:4], columns=["layer", "head"]),
+    )
+    gap = (logit_diff(lm(clean_ids)) - logit_diff(lm(corrupt_ids))).item()
+    base = logit_diff(lm(corrupt_ids)).item()
+ours = [table.loc[layer, head] for layer, head in heads_to_patch[:4]]
+print("ours (normalised):           ", [round(float(x), 4) for x in ours])
+print("transformer_lens (same, norm):", [round((float(t) - base) / gap, 4) for t in theirs])

@@ -291,6 +291,9 @@ def test_patching_table_is_layer_by_head_and_normalised_by_the_clean_corrupted_g
         table = iv.patching_table(model, clean, corrupted, metric, min_gap=0.0)
     assert table.attrs["gap"] == pytest.approx(clean_v - corrupted_v)
     np.testing.assert_allclose(table.to_numpy(), (raw.to_numpy() - corrupted_v) / (clean_v - corrupted_v), rtol=1e-9)
+    # a metric that returns one number (TransformerLens's `.mean()` habit) gives the same table
+    scalar = iv.patching_table(model, clean, corrupted, lambda lg: metric(lg).double().mean(), min_gap=0.0)
+    np.testing.assert_allclose(scalar.to_numpy(), table.to_numpy(), rtol=1e-9)
     part = iv.head_table(model, flat[:2], heads=[(0, 0), (0, 1)])  # unlisted heads are NaN
     assert np.isnan(part.to_numpy()).sum() == n_layers * n_heads - 2 and part.loc[0, 1] == pytest.approx(
         flat[1].astype(float).mean(), rel=1e-12
