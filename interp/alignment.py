@@ -13,6 +13,7 @@ words (plus whatever went to special tokens).
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 
@@ -69,7 +70,11 @@ def join_words(words: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
 def token_to_word(
     text: str, word_spans: Sequence[tuple[int, int]], token_offsets: Sequence[tuple[int, int]]
 ) -> list[int]:
-    """For each token, the index of the word it belongs to, or -1 (special or whitespace token)."""
+    """For each token, the index of the word it belongs to, or -1 (special or whitespace token).
+    Ties go to the first word. Spans in text order (what ``split_words`` and ``join_words`` give)
+    are searched by bisection, so a long text (a sonnet) costs tokens x log(words), not tokens x words."""
+    ordered = all(a[1] <= b[0] for a, b in zip(word_spans, word_spans[1:]))
+    ends = [we for _, we in word_spans]
     out = []
     for start, end in token_offsets:
         # shrink the token span to its non-space characters (byte-level BPE spans include " ")
@@ -79,7 +84,12 @@ def token_to_word(
             end -= 1
         best, best_overlap = -1, 0
         if end > start:
-            for w, (ws, we) in enumerate(word_spans):
+            # in order, no word ending at or before `start` can overlap: begin at the first that ends after it
+            first = bisect.bisect_right(ends, start) if ordered else 0
+            for w in range(first, len(word_spans)):
+                ws, we = word_spans[w]
+                if ordered and ws >= end:
+                    break  # this word and every later one start after the token
                 overlap = min(end, we) - max(start, ws)
                 if overlap > best_overlap:
                     best, best_overlap = w, overlap

@@ -60,6 +60,41 @@ def test_token_spanning_two_words_goes_to_larger_overlap():
     assert token_to_word(text, spans, [(1, 5)]) == [1]  # "b" (1 char) vs "cd" (2 chars)
 
 
+def _token_to_word_by_scan(text, spans, offsets):
+    """The definition, written as a plain scan over every word: the reference for the bisection."""
+    out = []
+    for start, end in offsets:
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        overlaps = [min(end, we) - max(start, ws) if end > start else 0 for ws, we in spans]
+        out.append(max(range(len(spans)), key=lambda w: (overlaps[w], -w)) if max(overlaps, default=0) > 0 else -1)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_token_to_word_on_long_texts_equals_the_scan(seed):
+    """Random words and random token spans (straddling words, spaces, specials); spans in text
+    order take the bisection, the same spans shuffled the full scan: both give the definition."""
+    import random
+
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("abc,'") for _ in range(rng.randint(1, 6))).strip() or "x" for _ in range(300)]
+    text, spans = join_words(words)
+    offsets = [(0, 0)]
+    while len(offsets) < 600:
+        a = rng.randrange(len(text))
+        offsets.append((a, min(len(text), a + rng.randint(1, 12))))
+    got = token_to_word(text, spans, offsets)
+    assert got == _token_to_word_by_scan(text, spans, offsets)
+    assert len(set(got)) > 100  # the tokens reach many words, not only the first or none
+    order = list(range(len(spans)))
+    rng.shuffle(order)
+    shuffled = [spans[i] for i in order]
+    assert token_to_word(text, shuffled, offsets) == _token_to_word_by_scan(text, shuffled, offsets)
+
+
 def test_word_matrix():
     m = word_matrix([-1, 0, 0, 1, -1], n_words=2)
     assert torch.equal(m, torch.tensor([[0.0, 1, 1, 0, 0], [0, 0, 0, 1, 0]]))
