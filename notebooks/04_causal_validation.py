@@ -11,9 +11,11 @@ import os
 
 import pandas as pd
 import torch
+from IPython.display import Markdown
 
 import models
 from analyses import validation as V
+from analyses.validation.report import report_markdown
 from interp import interventions as iv
 
 torch.set_num_threads(1)  # small batches: one thread is fastest on a shared CPU
@@ -39,22 +41,7 @@ labels = pd.DataFrame(
     ]
 )
 res = V.validate(planted, labels, prompts=prompts, seed=0)
-res.table[
-    [
-        "layer",
-        "head",
-        "role",
-        "metric",
-        "effect",
-        "ci_low",
-        "ci_high",
-        "null_mean",
-        "null_std",
-        "z",
-        "p_value",
-        "verdict",
-    ]
-]
+Markdown(report_markdown(res, "two hand-set labels"))  # the validation.md `interp validate` writes
 
 # %%
 assert res.table.verdict.tolist() == ["validated", "pattern only"]
