@@ -10,8 +10,9 @@ Two checks, so that the cheap one runs on every edit and the expensive one once:
   five notebooks share one kernel (started once: torch, transformers and the models' files are read
   once), each starting from an emptied namespace (``%reset -f``: a name a notebook forgot to define or
   import still fails) with torch's grad mode, thread count and default dtype, pandas' options and
-  matplotlib's figures put back; and with ``NOTEBOOKS_SMOKE=1``, which notebooks 02 and 04 read to
-  probe and validate fewer sentences.
+  matplotlib's figures put back; ``models.load("minilm")`` and ``models.load("smollm2")`` load each
+  model once for all five and hand every call a deep copy (``_SHARED_LOADS``); and with
+  ``NOTEBOOKS_SMOKE=1``, which notebooks 02 and 04 read to probe and validate fewer sentences.
 Outputs are not compared byte for byte across machines (numbers may differ in the last bits between
 CPUs); ``build.clean`` strips what differs between two runs on one machine."""
 
@@ -85,7 +86,25 @@ def kernel():
     )
     env = {**os.environ, "NOTEBOOKS_SMOKE": "1", "PYTHONHASHSEED": "0"}
     with client.setup_kernel(env=env):
+        client.nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(_SHARED_LOADS)])
+        client.execute_cell(client.nb.cells[0], 0)
         yield client
+
+
+# Four notebooks load MiniLM and SmolLM2 (a SmolLM2 load is most of a notebook's model time): in the
+# shared kernel the first load of each is the real one, and every call gets a deep copy of it, so a
+# notebook that edits its model (weights, hooks, train/eval) edits its own copy only.
+_SHARED_LOADS = """
+import copy as _copy, models as _models
+def _shared_load(name, *args, _load=_models.load, _copy=_copy.deepcopy, _seen={}, **kwargs):
+    if name not in ("minilm", "smollm2") or args or kwargs:
+        return _load(name, *args, **kwargs)
+    if name not in _seen:
+        _seen[name] = _load(name)
+    return _copy(_seen[name])
+_models.load = _shared_load
+del _copy, _models, _shared_load
+"""
 
 
 @pytest.mark.slow
