@@ -496,7 +496,7 @@ def _token_sets(batch, chunk: Sequence[Item]) -> Tensor:
             sets[i, p_, 1] = True
         for p_ in punct:
             sets[i, p_, 2] = True
-        for p_ in set(punct) | set(special):  # the sink (position 0) is left out by token_plan
+        for p_ in (set(punct) | set(special)) - {0}:  # not the sink (token_plan leaves it out too)
             sets[i, p_, 3] = True
     return sets
 
