@@ -39,7 +39,10 @@ STATS_TEXT = (
     "margin over its per-row reference, the normalised entropy a random row over the same keys has on "
     "average). **One family per role**: Holm-Bonferroni over the role's "
     "label-carrying tests ({n_tests} tests in all) keeps the chance that the role's list holds even one "
-    "false head at or below {alpha}, whatever the dependence between heads. One family per role rather "
+    "false head at or below {alpha}, whatever the dependence between heads. **The map as a whole is not "
+    "controlled at {alpha}**: it joins {n_families} families (the roles, and the boundary roles' norm "
+    "rows), so the chance of some false label anywhere in it is bounded only by {n_families} x {alpha} = "
+    "{map_bound} (union bound); to hold the whole map at {alpha}, run with alpha = {alpha} / {n_families}. One family per role rather "
     "than one per model because each role is its own claim: a reader checks the anaphora heads against "
     "the anaphora evidence, and a head's anaphora label should not depend on how many unrelated roles "
     "were tested beside it. FWER rather than FDR because a label is a claim about one specific head that "
@@ -603,7 +606,10 @@ def _has_norm(df: pd.DataFrame) -> bool:
 def _method_markdown(df: pd.DataFrame, attrs: dict) -> str:
     n_tests = int((df["family"] != "").sum()) if "family" in df else int(df["p_value"].notna().sum())
     alpha = attrs.get("alpha", 0.05)
+    n_families = len(set(df["family"].fillna("")) - {""}) if "family" in df else 0
     stats_text = STATS_TEXT.format(
+        n_families=n_families,
+        map_bound=fmt(min(1.0, n_families * alpha), 2, True),
         margin=attrs.get("margin", "?"),
         mass_margin=attrs.get("mass_margin", "?"),
         n_tests=n_tests,
