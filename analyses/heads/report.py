@@ -296,10 +296,10 @@ def role_map_figure(heads_map: pd.DataFrame, title: str = "") -> bytes:
         fontsize=7,
         frameon=False,
     )
-    if title:
-        fig.suptitle(title, fontsize=9)
     # margins in inches, not fractions: a fraction of a tall map (SmolLM2: 30 layers) left a blank
     # band above and below it on the index page
+    if title:
+        fig.suptitle(title, fontsize=9, y=1 - 0.05 / height, va="top")
     fig.subplots_adjust(
         left=0.6 / width, right=1 - 1.9 / width, bottom=0.55 / height, top=1 - 0.5 / height, wspace=0.9 / cell_w
     )
