@@ -15,11 +15,15 @@ The choice, and why
   accurate; ``tests/analyses/test_stats.py`` checks its calibration by simulation. A bootstrap
   p-value was not used because Holm over ~1000 tests needs p-values near 1e-5, far below the
   resolution ``1/n_boot`` of any affordable bootstrap.
-* **Multiple comparisons**: **Holm-Bonferroni**, controlling the family-wise error rate over every
-  test of a model (all heads x roles x directions) at ``alpha`` (0.05): the probability that the
-  report contains *even one* false label is at most 5%, under any dependence between heads. FWER
-  rather than FDR because a label is a claim about one specific head that later tools act on
-  (ablations, circuit work); Holm is uniformly more powerful than plain Bonferroni with the same
+* **Multiple comparisons**: **Holm-Bonferroni** (``holm``), which the head probe applies within
+  each family of label-carrying tests (one per role, and one per boundary role's norm-weighted
+  rows: ``analyses.heads.probe``), not over every test of a model: the probability that one
+  role's list holds *even one* false head is at most ``alpha`` (0.05), under any dependence between
+  heads. The map as a whole is not controlled at ``alpha``: with F families, the chance of some
+  false label anywhere is at most F x alpha (union bound; ~18 families, so the bound says little).
+  A reader who needs the whole map at 5% runs the probe with ``alpha = 0.05 / F`` (the report states
+  F). FWER rather than FDR because a label is a claim about one specific head that later tools act
+  on (ablations, circuit work); Holm is uniformly more powerful than plain Bonferroni with the same
   guarantee. Benjamini-Hochberg is provided too (``bh``) for exploratory use.
 * **Interval**: 95% percentile bootstrap over sentences (streaming Poisson bootstrap, see
   ``interp.reducers``). It is a per-head interval, reported beside the score; a label needs the

@@ -72,14 +72,28 @@ class Tokenizer:
     """Text or word lists in; token ids, mask and token-to-word alignment out.
 
     ``prepend_bos``: None follows the tokenizer's own habit (BERT adds [CLS]/[SEP]; SmolLM2 adds
-    nothing); True puts the BOS token first where the tokenizer would not.
+    nothing); True puts the BOS token first where the tokenizer would not. ``bos``: the special
+    token ``prepend_bos`` puts first, where it is not the tokenizer's own BOS (the head probe
+    starts SmolLM2's sentences with ``<|endoftext|>``, its pre-training document separator, not
+    with its BOS ``<|im_start|>``, a chat-turn marker).
     """
 
-    def __init__(self, hf_tokenizer: PreTrainedTokenizerBase, prepend_bos: bool | None = None) -> None:
+    def __init__(
+        self, hf_tokenizer: PreTrainedTokenizerBase, prepend_bos: bool | None = None, bos: str | None = None
+    ) -> None:
         if not getattr(hf_tokenizer, "is_fast", False):
             raise TypeError("a fast (Rust-backed) Hugging Face tokenizer is needed for character offsets")
+        if bos is not None and bos not in set(hf_tokenizer.all_special_tokens):
+            known = hf_tokenizer.all_special_tokens
+            raise ValueError(f"bos={bos!r} is not a special token of this tokenizer; it has {known}")
         self.hf = hf_tokenizer
         self.prepend_bos = prepend_bos
+        self.bos = bos
+
+    @property
+    def bos_token_id(self) -> int | None:
+        """The id ``prepend_bos=True`` puts first: ``bos``'s, else the tokenizer's BOS."""
+        return self.hf.bos_token_id if self.bos is None else self.hf.convert_tokens_to_ids(self.bos)
 
     @property
     def pad_token_id(self) -> int:
@@ -121,7 +135,7 @@ class Tokenizer:
         ids = list(enc["input_ids"])
         offsets = [tuple(o) for o in enc["offset_mapping"]]
         types = list(enc.get("token_type_ids") or [0] * len(ids))
-        bos = self.hf.bos_token_id
+        bos = self.bos_token_id
         if self.prepend_bos and bos is not None and (not ids or ids[0] != bos):
             ids, offsets, types = [bos] + ids, [(0, 0)] + offsets, [0] + types
         align = token_to_word(text, spans, offsets)

@@ -65,7 +65,7 @@ class Session:
     def __init__(self, model, heads: pd.DataFrame | None = None, max_tokens: int = DEFAULT_MAX_TOKENS):
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        self.adapter = adapt(model)
+        self.adapter = adapt(model, sink=False)  # the user's text as the model tokenises it (no added BOS)
         self.view = self.adapter.view
         self.model = self.view.model
         self.limit = min(max_tokens, self.view.n_ctx)

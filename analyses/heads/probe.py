@@ -72,12 +72,15 @@ from analyses.data.generated import random_repeated_tokens
 from analyses.data.items import USER_FILE_SOURCES, Item, is_punctuation, item_location
 from analyses.data.sources import load_items
 from analyses.heads.roles import (
-    BROAD_THRESHOLD,
+    BROAD_REFERENCE,
+    CEILINGS,
     COLUMNS,
-    MAP_ROLES,
+    IDLE,
+    MAP_PRIMARY,
     NORM_LABEL_ROLES,
     RELATIONS,
     SET_ROLES,
+    SINK_ROLES,
     SPECIALS,
     WEIGHTINGS,
 )
@@ -102,6 +105,8 @@ from interp.view import ModelView, view
 __all__ = [
     "Adapter",
     "adapt",
+    "sink_tokenizer",
+    "SINK_TOKENS",
     "probe_heads",
     "probe_items",
     "check_sentences",
@@ -129,6 +134,7 @@ class Adapter:
 
     view: ModelView
     tokenizer: object  # models.Tokenizer
+    sink: str = "first token"  # what position 0 of every sentence is (``sink_tokenizer``)
 
     name = property(lambda self: self.view.name)
     n_layers = property(lambda self: self.view.n_layers)
@@ -170,11 +176,14 @@ class Adapter:
         return None if w is None else torch.as_tensor(w).detach().float().clone()
 
 
-def adapt(model, tokenizer=None) -> Adapter:
+def adapt(model, tokenizer=None, sink: bool = True) -> Adapter:
     """An ``Adapter`` for a ``models.Transformer`` or a ``transformer_lens.TransformerBridge`` (or
     any HookedRootModule-like model with ``cfg.n_layers``, ``cfg.n_heads``, ``hook_dict`` holding
     ``blocks.{l}.attn.hook_pattern`` and ``run_with_hooks``). ``tokenizer`` overrides the model's own
-    (a ``models.Tokenizer`` or a Hugging Face fast tokenizer)."""
+    (a ``models.Tokenizer`` or a Hugging Face fast tokenizer). ``sink=True`` (the default) starts
+    every sentence with a special token where the tokenizer adds none (``sink_tokenizer``), so that
+    the attention sink is a special token that ``specials="exclude"`` leaves out of every word
+    argmax; ``sink=False`` keeps the tokenizer as it is."""
     if isinstance(model, Adapter):
         return model
     from models.tokenizer import Tokenizer
@@ -197,7 +206,45 @@ def adapt(model, tokenizer=None) -> Adapter:
         )
     if not isinstance(tok, Tokenizer):
         tok = Tokenizer(tok)
-    return Adapter(view=v, tokenizer=tok)
+    tok, what = sink_tokenizer(tok) if sink else (tok, _sink_of(tok))
+    return Adapter(view=v, tokenizer=tok, sink=what)
+
+
+# the special tokens a sentence may start with where the tokenizer adds none, in order of preference:
+# a pre-training document separator (GPT-2's and SmolLM2's ``<|endoftext|>``) before the tokenizer's
+# own BOS (SmolLM2's is ``<|im_start|>``, the instruct model's chat-turn marker)
+SINK_TOKENS = ("<|endoftext|>",)
+
+
+def _sink_of(tok) -> str:
+    """What position 0 of a sentence is under ``tok``: its special token, else "first word"."""
+    hf = tok.hf
+    if tok.prepend_bos and tok.bos_token_id is not None:
+        return hf.convert_ids_to_tokens(tok.bos_token_id)
+    ids = list(hf("x")["input_ids"])
+    special = set(hf.all_special_ids) - {hf.unk_token_id}
+    return hf.convert_ids_to_tokens(ids[0]) if ids and ids[0] in special else "first word"
+
+
+def sink_tokenizer(tok) -> tuple[object, str]:
+    """(the tokenizer the head analyses use, what its sink position is). Every model gets an
+    explicit sink position that the relation scorers leave out of the argmax, as Clark et al.
+    (2019) leave out [CLS] and [SEP]: position 0, a special token. A tokenizer that starts every
+    sentence with one ([CLS], ``<s>``) is kept. One that adds none (SmolLM2: no BOS, so its sink
+    would be the sentence's first word, which cannot then be anyone's subject) gets a copy that
+    prepends the first of ``SINK_TOKENS`` it knows, else its BOS token: ``"<|endoftext|> (prepended)"``.
+    With neither, the sink stays the first word ("first word"). The model's own tokenizer, and so
+    ``to_tokens``, is not changed."""
+    from models.tokenizer import Tokenizer
+
+    first = _sink_of(tok)
+    if first != "first word":
+        return tok, first
+    known = set(tok.hf.all_special_tokens)
+    choice = next((t for t in SINK_TOKENS if t in known), None) or tok.hf.bos_token
+    if choice is None:
+        return tok, first
+    return Tokenizer(tok.hf, prepend_bos=True, bos=choice), f"{choice} (prepended)"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -427,7 +474,9 @@ def check_sentences(model, items: Sequence[Item], tokenizer=None, chunk: int = 2
 
 
 def _token_sets(batch, chunk: Sequence[Item]) -> Tensor:
-    """[batch, pos, len(SET_ROLES)] bool: the attention_sink, sep_eos, punctuation and delimiter keys."""
+    """[batch, pos, len(SET_ROLES)] bool: the attention_sink (position 0: the sink, see
+    ``sink_tokenizer``), sep_eos, punctuation and delimiter keys (punctuation and special tokens
+    other than the sink: a delimiter head attends to delimiters, not to the sink)."""
     mask = batch.attention_mask.bool()
     sets = torch.zeros(len(chunk), batch.input_ids.shape[1], len(SET_ROLES), dtype=torch.bool)
     for i, it in enumerate(chunk):
@@ -447,7 +496,7 @@ def _token_sets(batch, chunk: Sequence[Item]) -> Tensor:
             sets[i, p_, 1] = True
         for p_ in punct:
             sets[i, p_, 2] = True
-        for p_ in set(punct) | set(special) | {0}:
+        for p_ in (set(punct) | set(special)) - {0}:  # not the sink (token_plan leaves it out too)
             sets[i, p_, 3] = True
     return sets
 
@@ -630,8 +679,9 @@ class _LayerScores:
                 p = norm_weighted(p, value_norms(got["v"], self.w_o[layer].to(p.device)))
             idx = self.token_idx[w] if st.kind == "sentences" else self.repeat_idx[w]
             res = token_role_scores(p, st.token, [tests[k].role for k in idx])
-            for k in idx:
-                self.scores[:, k, layer] = self.mass[:, k, layer] = res[tests[k].role].cpu()
+            for k in idx:  # mass: the weight itself where the score is renormalised (delimiter)
+                self.scores[:, k, layer] = res[tests[k].role].cpu()
+                self.mass[:, k, layer] = res.get(f"{tests[k].role}:absolute", res[tests[k].role]).cpu()
             if st.kind == "sentences" and self.rel_by_weighting[w]:
                 ks, plan = self.rel_plans[w]  # this weighting's tests only: each scored once
                 acc, gm, sm = relation_scores(p, plan, special_mass=True)
@@ -754,14 +804,7 @@ def _tests(
         for r in ("local", "previous_token", "next_token", "self_token", *SET_ROLES)
     ]
     tests.append(
-        _Test(
-            role="broad",
-            direction="all",
-            metric="entropy",
-            kind="token",
-            baseline_kind=f"threshold {BROAD_THRESHOLD}",
-            margin=0.0,
-        )
+        _Test(role="broad", direction="all", metric="entropy", kind="token", baseline_kind=BROAD_REFERENCE, margin=0.0)
     )
     tests += _relation_tests(items, causal, margin, specials)
     if n_repeat > 0:
@@ -870,6 +913,7 @@ def probe_items(
         mass_margin=mass_margin,
         null_model=null is not None,
         correction="holm per role",
+        sink=adapter.sink,
         specials=list(specials),
         weighting=list(weighting),
         workers=world.size,
@@ -1016,9 +1060,12 @@ def detectable_effect(df: pd.DataFrame, alpha: float = 0.05, power: float = 0.8)
 
 def labelled_roles(df: pd.DataFrame) -> pd.DataFrame:
     """The labelled rows that make a head's roles: attention-weighted rows with ``label``, and,
-    where the table has norm-weighted delimiter rows, ``delimiter`` split into ``delimiter`` (the
-    norm row is labelled too: the head moves information from the boundaries it attends to) and
-    ``noop_sink`` (it is not). Adds ``effect`` = score - baseline and ``standardised``."""
+    where the table has norm-weighted rows, each boundary role (``NORM_LABEL_ROLES``:
+    attention_sink, delimiter, punctuation, sep_eos) split into itself (the norm row is labelled too:
+    the head moves information from where it attends) and ``noop_sink`` (it is not). Adds ``effect``
+    = score - baseline, ``standardised`` = effect / margin and ``relative``, the ceiling-normalised
+    effect (score - baseline) / (ceiling - baseline) (``CEILINGS``; 1 for most roles): the share of
+    the way from the baseline to the best score the metric allows."""
     lab = df[df["label"]].copy()
     if "weighting" in df and (df["weighting"] == "norm").any():
         normed = lab[lab["weighting"] == "norm"]
@@ -1028,54 +1075,65 @@ def labelled_roles(df: pd.DataFrame) -> pd.DataFrame:
             r in NORM_LABEL_ROLES and (l, h, r) not in confirmed
             for l, h, r in zip(lab["layer"], lab["head"], lab["role"])
         ]
-        lab.loc[weight_only, "role"] = "noop_sink"
+    else:
+        weight_only = [False] * len(lab)
     lab["effect"] = lab["score"] - lab["baseline"]
     lab["standardised"] = lab["effect"] / lab["margin"].where(lab["margin"] > 0, 0.05)
+    ceiling = lab["role"].map(lambda r: CEILINGS.get(r, 1.0)).astype(float)
+    room = ceiling - lab["baseline"]
+    lab["relative"] = lab["effect"] / room.where(room > 0)
+    lab.loc[weight_only, "role"] = "noop_sink"
     return lab
 
 
+def _sink_layer(df: pd.DataFrame) -> pd.DataFrame:
+    """Per head: the attention_sink score by weight (``sink_weight``) and by norm (``sink_norm``,
+    NaN without norm rows), from the pooled rows."""
+    g = df[(df["role"] == "attention_sink") & (df["source"] == "all")]
+    w = g[g["weighting"] == "attention"] if "weighting" in g else g
+    out = w.groupby(["layer", "head"])["score"].max().rename("sink_weight").to_frame()
+    if "weighting" in g and (g["weighting"] == "norm").any():
+        out["sink_norm"] = g[g["weighting"] == "norm"].groupby(["layer", "head"])["score"].max()
+    else:
+        out["sink_norm"] = np.nan
+    return out
+
+
 def role_map(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per head: its primary role, the effect behind it, and its other (secondary) roles.
+    """One row per head: its primary role (what it does when it is not idling), the effect behind
+    it, its other (secondary) roles, and the sink layer of the map beside them.
 
-    A head's labelled roles are ranked by the standardised effect (score - baseline) / margin: how
-    many of the role's minimum effects the head clears, which puts accuracy roles (margin 0.05) and
-    mass roles (margin 0.1) on one scale (``broad``, an entropy threshold without a margin, uses
-    0.05). The primary role is the first; heads with no label are "unclassified".
-
-    Where the table has norm-weighted rows, a head labelled ``delimiter`` by its attention weights
-    whose norm-weighted delimiter row is not labelled (it attends to boundaries but moves almost
-    nothing from them) is shown as ``noop_sink``."""
+    A head's labelled roles outside the sink (``SINK_ROLES``: attention_sink, noop_sink) are ranked
+    by the ceiling-normalised effect ``relative`` = (score - baseline) / (ceiling - baseline)
+    (``labelled_roles``), which puts accuracy roles, mass roles, the induction score (which cannot
+    exceed 0.5) and ``broad``'s entropy on one scale; the first is the primary role. A head whose
+    only labels are sink roles is ``"idle (sink)"``, one with none "unclassified". The sink is its
+    own layer: ``sink`` (the head's sink label, "attention_sink" when the norm lens confirms it,
+    "noop_sink" for a boundary label by weight only, "" for none), ``sink_weight`` and ``sink_norm``
+    (its attention_sink score by weight and by norm). ``standardised`` (effect / margin) is kept."""
     h = headline(df)
     lab = labelled_roles(df)
-    best = lab.sort_values("standardised", ascending=False).drop_duplicates(["layer", "head", "role"])
+    best = lab.sort_values("relative", ascending=False).drop_duplicates(["layer", "head", "role"])
+    sinks = _sink_layer(df)
     rows = []
     for (layer, head_), _ in h.groupby(["layer", "head"], sort=True):
         g = best[(best["layer"] == layer) & (best["head"] == head_)]
-        if g.empty:
-            rows.append(
-                dict(
-                    layer=int(layer),
-                    head=int(head_),
-                    primary="unclassified",
-                    effect=np.nan,
-                    standardised=np.nan,
-                    secondary="",
-                )
-            )
-            continue
-        top = g.iloc[0]
-        rows.append(
-            dict(
-                layer=int(layer),
-                head=int(head_),
-                primary=str(top["role"]),
-                effect=float(top["effect"]),
-                standardised=float(top["standardised"]),
-                secondary=", ".join(g["role"].iloc[1:]),
-            )
-        )
+        active = g[~g["role"].isin(SINK_ROLES)]
+        idle = g[g["role"].isin(SINK_ROLES)]
+        row = dict(layer=int(layer), head=int(head_), primary="unclassified", effect=np.nan, standardised=np.nan)
+        row.update(relative=np.nan, secondary="", sink=", ".join(sorted(set(idle["role"]))))
+        if not active.empty:
+            top = active.iloc[0]
+            row.update(primary=str(top["role"]), effect=float(top["effect"]), standardised=float(top["standardised"]))
+            row.update(relative=float(top["relative"]), secondary=", ".join(active["role"].iloc[1:]))
+        elif not idle.empty:
+            row["primary"] = IDLE
+        key = (layer, head_)
+        row["sink_weight"] = float(sinks.loc[key, "sink_weight"]) if key in sinks.index else np.nan
+        row["sink_norm"] = float(sinks.loc[key, "sink_norm"]) if key in sinks.index else np.nan
+        rows.append(row)
     out = pd.DataFrame(rows)
-    out["primary"] = pd.Categorical(out["primary"], [*MAP_ROLES, "unclassified"])
+    out["primary"] = pd.Categorical(out["primary"], list(MAP_PRIMARY))
     return out
 
 

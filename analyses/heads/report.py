@@ -35,10 +35,14 @@ __all__ = [
 STATS_TEXT = (
     "Each (head, role, direction) is tested with a paired one-sided t-test of the per-sentence score "
     "minus the per-sentence baseline against a minimum effect (margin {margin} of accuracy for "
-    "`subject_verb`/`anaphora`, {mass_margin} of attention mass for the mass roles; for `broad` the fixed "
-    "threshold {broad} with no margin). **One family per role**: Holm-Bonferroni over the role's "
+    "`subject_verb`/`anaphora`, {mass_margin} of attention mass for the mass roles; for `broad`, no "
+    "margin over its per-row reference, the normalised entropy a random row over the same keys has on "
+    "average). **One family per role**: Holm-Bonferroni over the role's "
     "label-carrying tests ({n_tests} tests in all) keeps the chance that the role's list holds even one "
-    "false head at or below {alpha}, whatever the dependence between heads. One family per role rather "
+    "false head at or below {alpha}, whatever the dependence between heads. **The map as a whole is not "
+    "controlled at {alpha}**: it joins {n_families} families (the roles, and the boundary roles' norm "
+    "rows), so the chance of some false label anywhere in it is bounded only by {n_families} x {alpha} = "
+    "{map_bound} (union bound); to hold the whole map at {alpha}, run with alpha = {alpha} / {n_families}. One family per role rather "
     "than one per model because each role is its own claim: a reader checks the anaphora heads against "
     "the anaphora evidence, and a head's anaphora label should not depend on how many unrelated roles "
     "were tested beside it. FWER rather than FDR because a label is a claim about one specific head that "
@@ -66,7 +70,13 @@ CONVENTIONS_TEXT = (
     "other words; `specials = include` lets special tokens compete as columns of their own, so a row "
     "whose largest weight goes to [SEP] counts as wrong. `special_mass` is the attention the row word "
     "puts on special tokens, reported beside the accuracy. A model whose inputs have no special tokens "
-    "(SmolLM2 here: no BOS is added) gets identical rows under both conventions."
+    "gets identical rows under both conventions.\n\n"
+    "**The sink.** Every model has an explicit sink position, position 0, and it is a special token: "
+    "MiniLM's [CLS]; SmolLM2, whose tokenizer adds no BOS, gets `<|endoftext|>` (its pre-training "
+    "document separator) prepended for the head analyses, so that its first word is free to be a "
+    "subject and `specials = exclude` leaves the sink out of every word argmax (the model's own "
+    "`to_tokens` still adds nothing). `delimiter` leaves the sink out too and is scored on the "
+    "sink-excluded row, renormalised: a delimiter head attends to delimiters when it is not idling."
 )
 
 POWER_TEXT = (
@@ -79,10 +89,15 @@ POWER_TEXT = (
 )
 
 MAP_TEXT = (
-    "Every head with its primary role: its labelled roles ranked by the standardised effect "
-    "(score - baseline) / margin (how many of the role's minimum effects it clears; `broad`, a "
-    "threshold without margin, uses 0.05), which puts accuracy roles (margin 0.05) and mass roles "
-    "(margin 0.1) on one scale. Secondary roles follow, in the same order."
+    "Every head with its primary role: what it does when it is not idling on the sink. Its labelled "
+    "roles other than the sink roles (`attention_sink`, `noop_sink`) are ranked by the "
+    "ceiling-normalised effect (score - baseline) / (ceiling - baseline), the share of the way from "
+    "the baseline to the best score the metric allows (1 for accuracies, masses and entropy; 0.5 for "
+    "the induction and duplicate-token scores, which only the repeated half of a sequence can earn), "
+    "so roles with different ceilings share one scale; the number in each cell is that share in %. "
+    "Secondary roles follow, in the same order. The sink is the map's second layer: a framed cell "
+    "holds a sink label, and the right-hand grid shows every head's attention on the sink by weight "
+    "(grey) and by norm (the number, in %). A head whose only labels are sink roles is `idle (sink)`."
 )
 
 
@@ -94,22 +109,25 @@ ROLE_TEXT = {
     "partner, against the best fixed offset and the first word.",
     "anaphora": "from a pronoun to its antecedent (or back), on items where the antecedent is neither the "
     "subject nor the nearest noun.",
-    "delimiter": "attention on punctuation, special tokens and the first token, and (where the norm lens ran) "
-    "what it reads from them has weight: ||a v W_O|| confirms it.",
+    "delimiter": "attention on punctuation and special tokens other than the sink, on the row without the sink "
+    "(renormalised), and (where the norm lens ran) what it reads from them has weight: ||a v W_O|| confirms it.",
     "previous_token": "attention on the token just before.",
     "next_token": "attention on the token just after (bidirectional models).",
     "self_token": "attention on the token itself.",
-    "attention_sink": "attention on the first token ([CLS], BOS or token 0): where the weight goes, whatever it moves.",
+    "attention_sink": "attention on the sink, position 0 ([CLS], or the <|endoftext|> prepended for a model "
+    "without a BOS), confirmed by the norm lens: the head moves something from it. The map's second layer.",
     "sep_eos": "attention on trailing special tokens ([SEP], EOS), else on the sentence-final punctuation.",
     "punctuation": "attention on punctuation words.",
-    "broad": "attention spread out: row entropy over log(visible keys) above 0.9.",
+    "broad": "attention spread out: row entropy over log(visible keys) above a random row's over the same keys.",
     "induction": "attention on the token after an earlier copy of the current token (A B ... A -> B).",
     "duplicate_token": "attention on earlier copies of the current token.",
     "rhyme": "from a line's last word to its rhyme partner's (sonnets).",
     "line_structure": "from a line's first word to the previous line's first word.",
-    "noop_sink": "a boundary head by attention weight only: it attends to delimiters, but the norm lens "
-    "(||a v W_O||) shows it moves almost nothing from them (Kobayashi et al. 2020), so it is not counted "
-    "as a delimiter head.",
+    "noop_sink": "a boundary head by attention weight only: it attends to the sink or to delimiters, but the "
+    "norm lens (||a v W_O||) shows it moves almost nothing from them (Kobayashi et al. 2020), so it is "
+    "counted as neither. Part of the map's sink layer.",
+    "idle (sink)": "no role besides the sink: the head puts its weight on the sink (or on boundaries it "
+    "moves nothing from) and passes no other test.",
     "unclassified": "no role passed its test for this head.",
 }
 
@@ -205,25 +223,39 @@ def heatmap_figure(df: pd.DataFrame, roles: Sequence[str] = ROLES, title: str = 
 
 
 def role_map_figure(heads_map: pd.DataFrame, title: str = "") -> bytes:
-    """One seaborn layer x head grid: colour = primary role (``probe.role_map``), number = the
-    standardised effect behind it. Returns PNG bytes."""
+    """Two seaborn layer x head grids side by side. Left, the primary role (``probe.role_map``):
+    colour = the role, number = its ceiling-normalised effect in % (``relative``), a dark frame =
+    the head holds a sink label. Right, the sink layer: attention on the sink by weight (colour),
+    with the norm-weighted value as the number where the norm lens ran. Returns PNG bytes."""
     import seaborn as sns
     from matplotlib.colors import ListedColormap
-    from matplotlib.patches import Patch
+    from matplotlib.patches import Patch, Rectangle
+
+    from analyses.heads.roles import IDLE
 
     plt = _plt()
     cats = list(heads_map["primary"].cat.categories)
     present = [c for c in cats if (heads_map["primary"] == c).any()]
     palette = sns.color_palette("tab20", len(cats))
-    colour = {c: (0.93, 0.93, 0.93) if c == "unclassified" else palette[i] for i, c in enumerate(cats)}
+    colour = {c: palette[i] for i, c in enumerate(cats)}
+    colour.update({"unclassified": (0.93, 0.93, 0.93), IDLE: (0.79, 0.79, 0.79)})
     L, H = int(heads_map["layer"].max()) + 1, int(heads_map["head"].max()) + 1
     codes = np.full((L, H), np.nan)
     annot = np.full((L, H), "", dtype=object)
-    for r in heads_map.itertuples():
+    sink_w, sink_n = np.full((L, H), np.nan), np.full((L, H), "", dtype=object)
+    framed = []
+    rel = heads_map["relative"] if "relative" in heads_map else pd.Series(np.nan, index=heads_map.index)
+    for r, x in zip(heads_map.itertuples(), rel):
         codes[r.layer, r.head] = present.index(r.primary)
-        annot[r.layer, r.head] = "" if not np.isfinite(r.standardised) else f"{r.standardised:.0f}"
-    width, height = max(4.0, 0.45 * H + 3.2), max(2.5, 0.3 * L + 1.2)
-    fig, ax = plt.subplots(figsize=(width, height))
+        annot[r.layer, r.head] = "" if not np.isfinite(x) else f"{100 * x:.0f}"
+        if "sink_weight" in heads_map:
+            sink_w[r.layer, r.head] = r.sink_weight
+            sink_n[r.layer, r.head] = "" if not np.isfinite(r.sink_norm) else f"{100 * r.sink_norm:.0f}"
+        if getattr(r, "sink", ""):
+            framed.append((r.layer, r.head))
+    cell_w = max(0.45 * H, 1.5)
+    width, height = 2 * cell_w + 3.4, max(2.5, 0.3 * L + 1.4)
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(width, height))
     sns.heatmap(
         codes,
         ax=ax,
@@ -237,21 +269,40 @@ def role_map_figure(heads_map: pd.DataFrame, title: str = "") -> bytes:
         linewidths=0.3,
         linecolor="white",
     )
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
-    ax.tick_params(labelsize=7)
-    ax.legend(
+    for l, h in framed:
+        ax.add_patch(Rectangle((h + 0.06, l + 0.06), 0.88, 0.88, fill=False, edgecolor="#333", lw=1.0))
+    sns.heatmap(
+        sink_w,
+        ax=ax2,
+        vmin=0,
+        vmax=1,
+        cmap="Greys",
+        cbar=False,
+        annot=sink_n,
+        fmt="",
+        annot_kws={"fontsize": 5, "color": "tab:red"},
+        linewidths=0.3,
+        linecolor="white",
+    )
+    for a_, t in ((ax, "primary role (number: % of baseline-to-ceiling)"), (ax2, "sink: weight (grey), norm (%)")):
+        a_.set_xlabel("head")
+        a_.set_ylabel("layer")
+        a_.tick_params(labelsize=7)
+        a_.set_title(t, fontsize=7)
+    ax2.legend(
         handles=[Patch(color=colour[c], label=c) for c in present],
-        bbox_to_anchor=(1.01, 1),
+        bbox_to_anchor=(1.03, 1),
         loc="upper left",
         fontsize=7,
         frameon=False,
     )
-    if title:
-        ax.set_title(title, fontsize=9)
     # margins in inches, not fractions: a fraction of a tall map (SmolLM2: 30 layers) left a blank
     # band above and below it on the index page
-    fig.subplots_adjust(left=0.6 / width, right=0.72, bottom=0.55 / height, top=1 - 0.35 / height)
+    if title:
+        fig.suptitle(title, fontsize=9, y=1 - 0.05 / height, va="top")
+    fig.subplots_adjust(
+        left=0.6 / width, right=1 - 1.9 / width, bottom=0.55 / height, top=1 - 0.5 / height, wspace=0.9 / cell_w
+    )
     return png_bytes(fig)
 
 
@@ -260,11 +311,10 @@ LENS_TEXT = (
     "writes, ||a_ij v_j W_O|| (renormalised per row here, so scores stay comparable). Attention to "
     "[CLS], [SEP], the first token or punctuation often carries vectors of almost no norm: the head "
     "looks there and moves nothing (Clark et al. 2019 suspected such attention is a no-op). A "
-    "boundary label (`delimiter`, `punctuation`, `sep_eos`) therefore needs both: the attention row "
+    "boundary label (`attention_sink`, `delimiter`, `punctuation`, `sep_eos`) therefore needs both: the attention row "
     "and the norm-weighted row (`weighting = norm`, family `<role>@norm`) must pass. A head that "
-    "passes only by its weights is shown in the map as `noop_sink` (`attention_sink` keeps its "
-    "meaning: where the weight goes). Left: delimiter mass by attention weight; right: by norm; "
-    "dots: labelled."
+    "passes only by its weights is `noop_sink`, part of the map's sink layer. Left: mass by "
+    "attention weight; right: by norm; dots: labelled."
 )
 
 
@@ -306,15 +356,19 @@ def lens_table(df: pd.DataFrame, role: str = "delimiter") -> pd.DataFrame:
 
 
 def map_table(heads_map: pd.DataFrame) -> pd.DataFrame:
-    """The role map as a table: one row per head, primary role, effect, standardised effect, others."""
+    """The role map as a table: one row per head, primary role, effect, ceiling-normalised effect,
+    the other roles, and the sink layer (its sink label, sink mass by weight and by norm)."""
     return pd.DataFrame(
         {
             "layer": heads_map["layer"],
             "head": heads_map["head"],
             "primary": heads_map["primary"].astype(str),
             "effect": heads_map["effect"].map(fmt3),
-            "standardised": heads_map["standardised"].map(lambda x: fmt(x, 1, True)),
+            "of ceiling": heads_map["relative"].map(lambda x: fmt(x, 2, True)),
             "secondary": heads_map["secondary"],
+            "sink": heads_map["sink"],
+            "sink weight": heads_map["sink_weight"].map(fmt3),
+            "sink norm": heads_map["sink_norm"].map(fmt3),
         }
     )
 
@@ -552,10 +606,12 @@ def _has_norm(df: pd.DataFrame) -> bool:
 def _method_markdown(df: pd.DataFrame, attrs: dict) -> str:
     n_tests = int((df["family"] != "").sum()) if "family" in df else int(df["p_value"].notna().sum())
     alpha = attrs.get("alpha", 0.05)
+    n_families = len(set(df["family"].fillna("")) - {""}) if "family" in df else 0
     stats_text = STATS_TEXT.format(
+        n_families=n_families,
+        map_bound=fmt(min(1.0, n_families * alpha), 2, True),
         margin=attrs.get("margin", "?"),
         mass_margin=attrs.get("mass_margin", "?"),
-        broad=0.9,
         n_tests=n_tests,
         alpha=alpha,
         n_boot=attrs.get("n_boot", "?"),
@@ -607,6 +663,9 @@ def report_sections(
     layers = role_layers(df)
     lab = _labelled_table(df)
     n_unclassified = int((the_map["primary"] == "unclassified").sum())
+    counts = the_map["primary"].value_counts()
+    count_text = ", ".join(f"{r} {n}" for r, n in counts.items() if n)
+    sink_text = f"Sink position: {attrs['sink']}. " if attrs.get("sink") else ""
     out = [
         Section("intro", title or f"Head roles of {model}", intro, level=1),
         Section("map", "The map: every head and its primary role", MAP_TEXT),
@@ -614,6 +673,7 @@ def report_sections(
             "map-detail",
             None,
             "![role map](role_map.png)\n\n"
+            + f"{sink_text}Primary roles: {count_text}.\n\n"
             + md_table(the_map[the_map["primary"] != "unclassified"])
             + f"\n{n_unclassified} of {len(the_map)} heads earned no label.",
         ),
@@ -623,7 +683,11 @@ def report_sections(
             Section(
                 "lens",
                 "What heads move: attention weight against norm",
-                LENS_TEXT + "\n\n![lens](lens.png)\n\n" + md_table(lens_table(df)),
+                LENS_TEXT
+                + "\n\n![lens](lens.png)\n\n"
+                + md_table(lens_table(df))
+                + "\n\nThe sink by weight and by norm:\n\n"
+                + md_table(lens_table(df, "attention_sink")),
             )
         )
     out += [

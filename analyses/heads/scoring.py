@@ -10,12 +10,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from analyses.heads.roles import BROAD_THRESHOLD, OFFSET_ROLES, SET_ROLES
+from analyses.heads.roles import OFFSET_ROLES, SET_ROLES, SINK_EXCLUDED_ROLES
 
 __all__ = [
     "visible_keys",
     "TokenPlan",
     "token_plan",
+    "broad_reference",
     "tl_detection_score",
     "token_role_scores",
     "duplicate_detection",
@@ -50,17 +51,34 @@ class TokenPlan:
     log_visible: Tensor  # [batch, pos] log of the number of visible keys (1 where < 2)
     uniform: dict  # role -> [batch] baseline of a uniform head
     detect: dict | None = None  # "duplicate_token"/"induction" -> [batch, q, k] detection patterns
+    sink: Tensor | None = None  # [batch, pos] float: the sink keys (SINK_EXCLUDED_ROLES leave them out)
+
+
+def broad_reference(n_visible: Tensor) -> Tensor:
+    """The expected normalised entropy H / ln n of a random attention row over n visible keys drawn
+    uniformly from the simplex (Dirichlet(1, ..., 1)): (psi(n + 1) - psi(2)) / ln n, exactly
+    (E[-x ln x] for x ~ Beta(1, n - 1) is (psi(n + 1) - psi(2)) / n). ``broad``'s per-row baseline:
+    0.72 at 2 keys, 0.84 at 10, 0.87 at 20, rising to 1 only as ln n grows. Rows with fewer than
+    two keys get 1 (they are not scored)."""
+    n = n_visible.double().clamp(min=2)
+    ref = (torch.special.digamma(n + 1) - torch.special.digamma(torch.full_like(n, 2.0))) / n.log()
+    return torch.where(n_visible >= 2, ref, torch.ones_like(ref)).to(torch.float32)
 
 
 def token_plan(mask: Tensor, causal: bool, sets: Tensor, detect: dict | None = None) -> TokenPlan:
     """``sets``: [batch, pos, len(SET_ROLES)] bool, which tokens are sink / sep_eos / punctuation /
-    delimiter keys. ``detect``: optional detection patterns for duplicate/induction."""
+    delimiter keys. ``detect``: optional detection patterns for duplicate/induction. The
+    ``SINK_EXCLUDED_ROLES`` (delimiter) are scored on the row without the sink keys (the
+    attention_sink set), renormalised: their keys, rows and uniform baseline leave the sink out."""
     mask = mask.bool()
     b, t = mask.shape
     real = mask.float()
     n_real = real.sum(-1, keepdim=True)
     vis = visible_keys(mask, causal).float()  # [b, q, k]
     n_vis = vis.sum(-1)  # [b, q]
+    sink = sets[..., SET_ROLES.index("attention_sink")].float() * real
+    excl = torch.tensor([r in SINK_EXCLUDED_ROLES for r in SET_ROLES])
+    sets = sets & ~(excl[None, None, :] & sink.bool()[..., None])  # never a key of its own there
     inv_vis = torch.where(n_vis > 0, 1.0 / n_vis.clamp(min=1), torch.zeros_like(n_vis))
     rows = real / n_real
     uniform = {}
@@ -75,16 +93,24 @@ def token_plan(mask: Tensor, causal: bool, sets: Tensor, detect: dict | None = N
     uniform["local"] = uniform["previous_token"] + uniform["self_token"] + uniform["next_token"]
     sets_f = sets.float() * real[..., None]
     set_rows = real[..., None] * (1 - sets_f)  # [b, q, n_sets]
+    # sink-excluded roles: the sink's own row and rows that see nothing but the sink are not scored
+    vis_rest = vis * (1 - sink[:, None, :])
+    n_rest = vis_rest.sum(-1)  # [b, q] visible keys other than the sink
+    rest_rows = (1 - sink) * (n_rest > 0).float()
+    set_rows = torch.where(excl[None, None, :], set_rows * rest_rows[..., None], set_rows)
     counts = set_rows.sum(1, keepdim=True)
     set_valid = (counts[:, 0] > 0) & (sets_f.sum(1) > 0)
     set_rows = set_rows / counts.clamp(min=1)
     uni_sets = torch.einsum("bqk,bks->bqs", vis, sets_f) * inv_vis[..., None]  # [b, q, n_sets]
+    inv_rest = torch.where(n_rest > 0, 1.0 / n_rest.clamp(min=1), torch.zeros_like(n_rest))
+    uni_rest = torch.einsum("bqk,bks->bqs", vis_rest, sets_f) * inv_rest[..., None]
+    uni_sets = torch.where(excl[None, None, :], uni_rest, uni_sets)
     for i, role in enumerate(SET_ROLES):
         uniform[role] = (uni_sets[..., i] * set_rows[..., i]).sum(-1)
     ent_rows = real * (n_vis >= 2).float()
     ent_rows = ent_rows / ent_rows.sum(-1, keepdim=True).clamp(min=1)
     log_visible = torch.where(n_vis >= 2, n_vis.clamp(min=2).log(), torch.ones_like(n_vis))
-    uniform["broad"] = torch.full((b,), BROAD_THRESHOLD)
+    uniform["broad"] = (broad_reference(n_vis) * ent_rows).sum(-1)
     if detect:
         for role, pat in detect.items():
             uniform[role] = ((pat.float() * vis).sum(-1) * inv_vis * rows).sum(-1)
@@ -98,6 +124,7 @@ def token_plan(mask: Tensor, causal: bool, sets: Tensor, detect: dict | None = N
         log_visible=log_visible,
         uniform=uniform,
         detect=detect,
+        sink=sink,
     )
 
 
@@ -129,6 +156,13 @@ def token_role_scores(pattern: Tensor, plan: TokenPlan, roles: Sequence[str]) ->
         per = (mass * plan.set_rows[:, None]).sum(2)  # [b, h, n_sets]
         for i in wanted:
             out[SET_ROLES[i]] = per[..., i]
+        if plan.sink is not None and any(SET_ROLES[i] in SINK_EXCLUDED_ROLES for i in wanted):
+            rest = 1 - (p @ plan.sink[:, None, :, None])[..., 0]  # [b, h, q]: weight off the sink
+            for i in wanted:
+                if SET_ROLES[i] in SINK_EXCLUDED_ROLES:  # renormalised; the weight itself kept beside it
+                    share = torch.where(rest > 0, mass[..., i] / rest.clamp(min=1e-30), torch.zeros_like(rest))
+                    out[f"{SET_ROLES[i]}:absolute"] = per[..., i]
+                    out[SET_ROLES[i]] = (share * plan.set_rows[:, None, :, i]).sum(-1)
     if "broad" in roles:
         ent = -torch.special.xlogy(p, p).sum(-1) / plan.log_visible[:, None]  # [b, h, q]
         out["broad"] = (ent * plan.entropy_rows[:, None]).sum(-1)

@@ -82,8 +82,11 @@ def role_colours(roles: Sequence[str]) -> dict[str, str]:
     from matplotlib import colormaps
     from matplotlib.colors import to_hex
 
+    from analyses.heads.roles import IDLE
+
     cmap = colormaps["tab20"]
     out = {r: to_hex(cmap(i % 20)) for i, r in enumerate(roles)}
+    out[IDLE] = "#c9c9c9"  # a head that only idles on the sink: grey, darker than unclassified
     out["unclassified"] = "#ededed"
     return out
 
@@ -180,7 +183,7 @@ def page_data(
     ``_score_rows``), the per-role score grids, the validation verdicts per head, and the example
     patterns (``ExamplePatterns.page()``, or the ``examples.json`` the probe wrote)."""
     from analyses.heads.probe import role_map
-    from analyses.heads.roles import MAP_ROLES
+    from analyses.heads.roles import MAP_PRIMARY
 
     if df.empty:
         raise ValueError("page_data: the heads table is empty; pass the probe's table (heads.csv)")
@@ -197,7 +200,11 @@ def page_data(
             "head": int(r.head),
             "primary": str(r.primary),
             "standardised": _num(r.standardised, 2),
+            "relative": _num(r.relative, 3),
             "secondary": str(r.secondary or ""),
+            "sink": str(r.sink or ""),
+            "sink_weight": _num(r.sink_weight, 3),
+            "sink_norm": _num(r.sink_norm, 3),
             "scores": [_score_record(s) for s in by_head[(r.layer, r.head)].itertuples()]
             if (r.layer, r.head) in by_head
             else [],
@@ -205,17 +212,23 @@ def page_data(
         }
         for r in rmap.itertuples()
     ]
-    roles = [r for r in MAP_ROLES if r in set(rmap["primary"].astype(str))]
+    roles = [r for r in MAP_PRIMARY if r in set(rmap["primary"].astype(str)) and r != "unclassified"]
+    grids = _role_grids(df, L, H)
+    if rmap["sink_norm"].notna().any():  # the sink layer by norm, beside attention_sink's weight grid
+        norm = [[None] * H for _ in range(L)]
+        for r in rmap.itertuples():
+            norm[int(r.layer)][int(r.head)] = _num(r.sink_norm, 3)
+        grids["attention_sink (norm)"] = norm
     return {
         "model": model,
         "n_layers": L,
         "n_heads": H,
         "causal": bool(df.attrs.get("causal", not (df["direction"] == "subject->verb").any())),
         "roles": roles,
-        "colours": role_colours([*MAP_ROLES]),
-        "role_text": {r: ROLE_TEXT.get(r, "") for r in [*MAP_ROLES, "unclassified"]},
+        "colours": role_colours([r for r in MAP_PRIMARY if r != "unclassified"]),
+        "role_text": {r: ROLE_TEXT.get(r, "") for r in MAP_PRIMARY},
         "heads": records,
-        "role_scores": _role_grids(df, L, H),
+        "role_scores": grids,
         "verdicts": _verdicts(validation),
         "has_validation": validation is not None,
         "examples": (examples or {}).get("sentences", []),
@@ -248,18 +261,28 @@ def _explorer_view(data: dict) -> dict:
                 row.append(None)
                 continue
             also = f" (also {rec['secondary']})" if rec["secondary"] else ""
+            sink = _sink_note(rec)
             row.append(
                 {
                     "layer": l,
                     "head": h,
-                    "title": f"L{l}H{h}: {rec['primary']}{also}",
+                    "title": f"L{l}H{h}: {rec['primary']}{also}{'; ' + sink if sink else ''}",
                     "colour": data["colours"].get(rec["primary"], "#ededed"),
-                    "num": "" if rec["standardised"] is None else f"{rec['standardised']:.0f}",
+                    "num": "" if rec.get("relative") is None else f"{100 * rec['relative']:.0f}",
+                    "sink": bool(rec.get("sink")),
                 }
             )
         grid.append(row)
     uid = "hx-" + hashlib.sha1(json.dumps([data["model"], L, H]).encode()).hexdigest()[:8]
     return {"uid": uid, "data": data, "grid": grid, "legend": [*data["roles"], "unclassified"]}
+
+
+def _sink_note(rec: dict) -> str:
+    """ "sink: noop_sink (weight 0.84, norm 0.05)" for a head with a sink label, else ""."""
+    if not rec.get("sink"):
+        return ""
+    parts = [f"{k} {rec[f'sink_{k}']:.2f}" for k in ("weight", "norm") if rec.get(f"sink_{k}") is not None]
+    return f"sink: {rec['sink']}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 def label_counts(df: pd.DataFrame) -> tuple[int, int]:

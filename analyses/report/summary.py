@@ -79,9 +79,11 @@ def _maps_section(heads: dict[str, pd.DataFrame], dirs: list[Path]) -> str:
     lines = [
         "## The maps: every head's primary role",
         "",
-        "Each head's labelled roles ranked by (score - baseline) / margin; the primary role is the "
-        "first (see each report's map for the secondary roles; `noop_sink`: a boundary head by "
-        "attention weight only, which moves almost nothing from the boundary).",
+        "Each head's labelled roles other than the sink ranked by the ceiling-normalised effect "
+        "(score - baseline) / (ceiling - baseline); the primary role is the first (see each report's "
+        "map for the secondary roles and the sink layer). `idle (sink)`: a head whose only labels are "
+        "`attention_sink` or `noop_sink` (a boundary or sink head by attention weight only, which "
+        "moves almost nothing from there).",
         "",
     ]
     for d in dirs:

@@ -40,14 +40,14 @@
     var caption = root.querySelector(".hx-caption");
     function recolour() {
       var what = colourBy ? colourBy.value : "primary";
-      if (caption) caption.textContent = what === "primary" ? "number: standardised effect of the primary role" :
+      if (caption) caption.textContent = what === "primary" ? "number: effect of the primary role, % of the way from baseline to ceiling; framed: a sink head" :
         "colour, number: " + what + " score x 100";
       grid.querySelectorAll("td.hx-cell").forEach(function (td) {
         var h = byKey[td.getAttribute("data-layer") + "," + td.getAttribute("data-head")];
         if (what === "primary") {
           td.style.background = data.colours[h.primary] || "#eeeeee";
           td.style.color = "#111";
-          td.textContent = h.standardised === null ? "" : Math.round(h.standardised);
+          td.textContent = (h.relative === null || h.relative === undefined) ? "" : Math.round(100 * h.relative);
         } else {
           var s = data.role_scores[what] ? data.role_scores[what][h.layer][h.head] : null;
           td.style.background = viridis(s);
@@ -120,6 +120,9 @@
         "L" + h.layer + "H" + h.head + " (layer " + h.layer + ", head " + h.head + "): " + h.primary);
       detail.appendChild(title);
       if (h.secondary) detail.appendChild(el("p", {"class": "hx-also"}, "Also: " + h.secondary + "."));
+      if (h.sink_weight !== null && h.sink_weight !== undefined) detail.appendChild(el("p", {"class": "hx-sink-note"},
+        "Sink: " + (h.sink || "no sink label") + "; attention on the sink " + fmt(h.sink_weight, 3) +
+        (h.sink_norm === null || h.sink_norm === undefined ? "" : " by weight, " + fmt(h.sink_norm, 3) + " by norm") + "."));
       detail.appendChild(roleNotes(h));
       var v = (data.verdicts[key] || []);
       detail.appendChild(el("p", {"class": "hx-verdicts"}, v.length ?

@@ -43,12 +43,13 @@ def test_a_head_that_moves_nothing_from_its_delimiter_is_a_noop_sink():
     assert delim.loc["attention", "label"] and delim.loc["attention", "score"] > 0.9
     assert not delim.loc["norm", "label"] and delim.loc["norm", "score"] < delim.loc["norm", "baseline"]
     assert delim.loc["norm", "family"] == "delimiter@norm"
-    # the map calls it what it is; the previous-token head, whose values are not zero, keeps its role
+    # the map calls it what it is (the previous-token head, whose values are not zero, keeps its role);
+    # a no-op sink is the map's sink layer, not a primary role: the head does nothing else, so it idles
     rmap = heads.role_map(df).set_index("head")
-    assert rmap.loc[1, "primary"] == "noop_sink"
+    assert rmap.loc[1, "primary"] == "idle (sink)" and rmap.loc[1, "sink"] == "noop_sink"
     assert rmap.loc[0, "primary"] in ("previous_token", "local")
     # norm rows other than the boundary roles' are descriptive
-    other = df[(df["weighting"] == "norm") & ~df["role"].isin(["delimiter", "punctuation", "sep_eos"])]
+    other = df[(df["weighting"] == "norm") & ~df["role"].isin(heads.NORM_LABEL_ROLES)]
     assert (other["family"] == "").all() and not other["label"].any()
 
 
