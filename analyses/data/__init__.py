@@ -17,6 +17,7 @@ from analyses.data.corpora import (
     readable_file,
     spacy_subject_verb,
     split_passages,
+    xsum_clusters,
     xsum_delimiter_items,
     xsum_sentences,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "split_passages",
     "load_winobias",
     "xsum_sentences",
+    "xsum_clusters",
     "xsum_delimiter_items",
     "spacy_subject_verb",
     "read_conllu",

@@ -139,7 +139,9 @@ def load_dataset(
         elif src == "spacy":
             # parse only about as many sentences as needed (about 2 arcs per sentence)
             limit = _SPACY_DEFAULT_SENTENCES if n is None else max(50, n)
-            out += _subsample(corpora.spacy_subject_verb(corpora.xsum_sentences(limit=limit)), n, seed)
+            sentences = corpora.xsum_sentences(limit=limit)
+            arcs = corpora.spacy_subject_verb(sentences, clusters=corpora.xsum_clusters(sentences))
+            out += _subsample(arcs, n, seed)
         elif src == "xsum":
             out += _subsample(corpora.xsum_delimiter_items(), n, seed)
         elif src == "sonnets":

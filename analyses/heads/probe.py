@@ -115,6 +115,9 @@ __all__ = [
     "source_of",
     "SUBSETS",
     "LABEL_SUBSET",
+    "LABEL_GATES",
+    "noun_heuristics",
+    "cluster_order",
 ]
 
 
@@ -222,6 +225,10 @@ class _Test:
     subset: str = "all"  # relation tests: a slice of the items (SUBSETS), or "all"
     carries_label: bool = True  # False: descriptive (own p-value, outside the family, never a label)
     weighting: str = "attention"  # "attention" (the pattern) or "norm" (Kobayashi et al.'s ||a f(x)||)
+    heuristics: bool = False  # the noun heuristics (nearest, first, k-th noun) enter ``baseline``
+    noun_k: int = 0  # the best k-th noun heuristic's k (relation tests)
+    heuristic: str = "-"  # the best noun heuristic's name, and its accuracy on the test's items
+    heuristic_baseline: float = float("nan")
 
     @property
     def family(self) -> str:
@@ -242,6 +249,45 @@ def source_of(item: Item) -> str:
 
 def _first_noun(item: Item) -> int:
     return min(set(item.candidates) | {item.target})
+
+
+def _nouns_before(item: Item) -> list[int]:
+    """The item's nouns (its candidates and its target) before the query word, in sentence order."""
+    return sorted(c for c in set(item.candidates) | {item.target} if c < item.query)
+
+
+def _kth_noun(item: Item, k: int) -> int:
+    """The k-th noun (1-based) before the query word, or -1 where there are fewer."""
+    nouns = _nouns_before(item)
+    return nouns[k - 1] if len(nouns) >= k else -1
+
+
+# the noun heuristics a relation head must beat, looking back from the query (verb, pronoun):
+# the nearest preceding noun, the first noun, and the k-th noun for the best fixed k <= MAX_NOUN_K
+HEURISTIC_RELATIONS = ("subject_verb", "anaphora")
+MAX_NOUN_K = 4
+
+
+def _noun_heuristic(item: Item, kind: str, k: int = 0) -> bool:
+    """Whether noun heuristic ``kind`` ("nearest noun", "first noun", "noun k") finds the gold target."""
+    if kind == "nearest noun":
+        return _nearest_candidate(item) == item.target
+    if kind == "first noun":
+        nouns = _nouns_before(item)
+        return bool(nouns) and nouns[0] == item.target
+    return _kth_noun(item, k) == item.target
+
+
+def noun_heuristics(items: Sequence[Item]) -> dict[str, float]:
+    """The accuracy of each noun heuristic on ``items`` (looking back from the query): "nearest
+    noun", "first noun" and "noun k" for k = 2 .. MAX_NOUN_K (k = 1 is the first noun)."""
+    items = list(items)
+    if not items:
+        return {}
+    out = {kind: float(np.mean([_noun_heuristic(it, kind) for it in items])) for kind in ("nearest noun", "first noun")}
+    for k in range(2, MAX_NOUN_K + 1):
+        out[f"noun {k}"] = float(np.mean([_noun_heuristic(it, "noun", k) for it in items]))
+    return out
 
 
 def _intervening(item: Item) -> bool:
@@ -328,6 +374,12 @@ def _relation_tests(
                         source=source,
                         subset=subset,
                         carries_label=label_stratum and k == 0,
+                        # subject-verb on all items keeps the positional baselines: there the first
+                        # noun is usually the subject, so its label is gated on the subsets where
+                        # the heuristics fail instead (LABEL_GATES)
+                        heuristics=forward
+                        and relation in HEURISTIC_RELATIONS
+                        and not (relation == "subject_verb" and subset == "all"),
                     )
                     members = [it for it in rel if in_stratum(probe, it)]
                     if members or (source, subset) == ("all", "all"):  # the pooled row is always there
@@ -336,8 +388,10 @@ def _relation_tests(
 
 
 def _with_baseline(t: _Test, rel: Sequence[Item], causal: bool) -> _Test:
-    """Set the test's baseline: the best of a fixed word offset, the first word and (anaphora,
-    looking back) the nearest preceding candidate noun, over the test's own items."""
+    """Set the test's baseline: the best of a fixed word offset, the first word, (anaphora and
+    rhyme, looking back) the nearest preceding candidate and, where ``t.heuristics``, the noun
+    heuristics (``noun_heuristics``: nearest, first and k-th noun), over the test's own items. The
+    best noun heuristic is recorded either way (``heuristic``, ``heuristic_baseline``)."""
     pairs = [_row_gold(it, t.forward) for it in rel]
     if causal:
         pairs = [(r, g) for r, g in pairs if g < r]
@@ -355,7 +409,15 @@ def _with_baseline(t: _Test, rel: Sequence[Item], causal: bool) -> _Test:
         cand = [float(_nearest_candidate(it) == it.target) for it in rel if not causal or it.target < it.query]
         t.candidate_baseline = float(np.mean(cand)) if cand else float("nan")
         if cand and t.candidate_baseline > best_acc:
-            t.baseline_kind = "nearest candidate"
+            t.baseline_kind, best_acc = "nearest candidate", t.candidate_baseline
+    if t.relation in HEURISTIC_RELATIONS and t.forward:
+        heur = noun_heuristics([it for it in rel if not causal or it.target < it.query])
+        if heur:
+            kind = max(heur, key=lambda name: (heur[name], name == "nearest noun"))  # ties: the nearest noun
+            t.heuristic, t.heuristic_baseline = kind, heur[kind]
+            t.noun_k = int(kind.split()[1]) if kind.startswith("noun ") else 0
+            if t.heuristics and heur[kind] > best_acc:
+                t.baseline_kind, best_acc = kind, heur[kind]
     return t
 
 
@@ -367,8 +429,10 @@ def _nearest_candidate(item: Item) -> int:
 
 def _item_baseline(test: _Test, item: Item) -> float:
     r, g = _row_gold(item, test.forward)
-    if test.baseline_kind == "nearest candidate":
+    if test.baseline_kind in ("nearest candidate", "nearest noun"):
         return float(_nearest_candidate(item) == item.target)
+    if test.baseline_kind == "first noun" or test.baseline_kind.startswith("noun "):
+        return float(_noun_heuristic(item, test.baseline_kind, test.noun_k))
     if test.baseline_kind == "first word":
         return float(g == 0)
     return float(g - r == test.offset)
@@ -386,7 +450,8 @@ class _Batch:
     relation: RelationPlan | None = None  # the stacked relation tests
     baselines: dict = field(default_factory=dict)  # test index -> [batch]
     rel_index: list = field(default_factory=list)  # test indices of the stacked relation tests
-    units: range = range(0)  # the run's unit indices of the batch's rows (bootstrap seeds, shards)
+    units: range = range(0)  # the run's unit indices of the batch's rows (shards)
+    clusters: Sequence[int] = ()  # the rows' cluster numbers (bootstrap seeds, the clustered test)
 
 
 class _RepeatBatch:
@@ -492,22 +557,66 @@ def _relation_plan(batch, chunk: Sequence[Item], tests: list, causal: bool) -> t
     return plan, baselines, rel
 
 
+def cluster_order(items: Sequence[Item]) -> tuple[list[Item], list[int]]:
+    """The items in probe order and each one's cluster number: clusters (``Item.cluster`` within a
+    source; an item without one is alone) kept together, ordered by their longest sentence (batches
+    of similar lengths pad little), a cluster's number being the position of its first item. Items
+    without clusters come out exactly as ``sorted(items, key=len(words))`` and numbered 0, 1, ..."""
+    groups: dict = {}
+    for i, it in enumerate(items):
+        groups.setdefault((it.source, it.cluster) if it.cluster else ("", i), []).append(it)
+    ordered = sorted(groups.values(), key=lambda g: max(len(it.words) for it in g))
+    out, numbers = [], []
+    for g in ordered:
+        first = len(out)
+        for it in sorted(g, key=lambda it: len(it.words)):
+            out.append(it)
+            numbers.append(first)
+    return out, numbers
+
+
+def _batch_spans(clusters: Sequence[int], batch_size: int) -> list[tuple[int, int]]:
+    """(start, stop) of each sentence batch: ``batch_size`` items, cut only between clusters (a
+    cluster larger than a batch is a batch of its own), so each cluster is reduced whole."""
+    spans, start = [], 0
+    n = len(clusters)
+    while start < n:
+        stop = min(start + batch_size, n)
+        while 0 < stop < n and clusters[stop] == clusters[stop - 1] and stop > start:
+            stop -= 1  # back to the start of the cluster the cut would split
+        if stop == start:  # one cluster longer than a batch: take it whole
+            stop = start + 1
+            while stop < n and clusters[stop] == clusters[start]:
+                stop += 1
+        spans.append((start, stop))
+        start = stop
+    return spans
+
+
 def _sentence_batches(
-    adapter: Adapter, items: Sequence[Item], tests: list, batch_size: int, world: World | None = None
+    adapter: Adapter,
+    items: Sequence[Item],
+    tests: list,
+    batch_size: int,
+    world: World | None = None,
+    clusters: Sequence[int] | None = None,
 ):
     """The plans of the sentence batches this worker owns (batch k: rank k % N; all without ``world``);
-    units 0 .. len(items) - 1 in this order. The sentences were checked (``check_sentences``)."""
-    for k, start in enumerate(range(0, len(items), batch_size)):
+    units 0 .. len(items) - 1 in this order, ``clusters`` their cluster numbers (default: each its
+    own). The sentences were checked (``check_sentences``)."""
+    clusters = list(range(len(items))) if clusters is None else list(clusters)
+    for k, (start, stop) in enumerate(_batch_spans(clusters, batch_size)):
         if world is not None and not world.owns(k):
             continue
-        chunk = items[start : start + batch_size]
+        chunk = items[start:stop]
         batch = adapter.tokenizer.words([list(it.words) for it in chunk])
         mask = batch.attention_mask.bool()
         plan = _Batch(
             kind="sentences",
             batch=batch,
             token=token_plan(mask, adapter.is_causal, _token_sets(batch, chunk)),
-            units=range(start, start + len(chunk)),
+            units=range(start, stop),
+            clusters=clusters[start:stop],
         )
         plan.relation, plan.baselines, plan.rel_index = _relation_plan(batch, chunk, tests, adapter.is_causal)
         yield plan
@@ -542,6 +651,7 @@ def _repeat_batches(
             batch=_RepeatBatch(chunk),
             token=token_plan(mask, adapter.is_causal, sets, detect=det),
             units=range(first_unit + start, first_unit + start + chunk.shape[0]),
+            clusters=range(first_unit + start, first_unit + start + chunk.shape[0]),
         )
 
 
@@ -557,14 +667,16 @@ class _Pass:
     repeat_length: int
     seed: int
     batch_size: int
+    clusters: Sequence[int] | None = None  # the sentences' cluster numbers (``cluster_order``)
 
     @property
     def n_units(self) -> int:
         return len(self.sentences) + max(self.n_repeat, 0)
 
     def batches(self, tests: list, world: World | None):
-        n_sentence_batches = -(-len(self.sentences) // self.batch_size)
-        yield from _sentence_batches(self.adapter, self.sentences, tests, self.batch_size, world)
+        clusters = self.clusters if self.clusters is not None else list(range(len(self.sentences)))
+        n_sentence_batches = len(_batch_spans(clusters, self.batch_size))
+        yield from _sentence_batches(self.adapter, self.sentences, tests, self.batch_size, world, clusters)
         yield from _repeat_batches(
             self.adapter,
             self.n_repeat,
@@ -669,6 +781,7 @@ def _run(
     adapter, n_units = pass_.adapter, pass_.n_units
     L, H = adapter.n_layers, adapter.n_heads
     reducer = PairedReducer((len(tests), L, H), n_boot=n_boot, extras=("mass", "special_mass"))
+    clustered = stats.ClusterSums((len(tests), L, H))  # the test over clusters
     boot = PoissonBootstrap(n_boot, seed)
     spans = []
     layers = _LayerScores(adapter, tests)
@@ -686,18 +799,27 @@ def _run(
             layers.end()
             # one update per batch: running sums and bootstrap replicates, O(tests x layers x heads)
             # bootstrap weights seeded per unit: the same whichever worker and batch the unit is in
-            weights = boot.weights_for(st.units)
+            # cluster bootstrap: one Poisson weight per cluster, shared by its units
+            weights = boot.weights_for(st.clusters)
             reducer.update(slice(None), scores, base, valid, weights, extra={"mass": mass, "special_mass": smass})
+            clustered.update((scores - base).numpy(), valid.numpy(), np.asarray(st.clusters))
             spans.append((st.units.start, st.units.stop))
             bar.update(b * world.size)  # rank 0 sees its own share; the others advance alike
     finally:
         bar.close()
     reducer.merge(world)
+    if world.size > 1:
+        sums = [torch.from_numpy(a) for a in clustered.arrays()]
+        world.sum_(sums)
+        for a, t in zip(clustered.arrays(), sums):
+            a[...] = t.numpy()
     shards = world.gather(spans)
     covered = sorted(u for spans_r in shards for a, z in spans_r for u in range(a, z))
     if covered != list(range(n_units)):
         raise RuntimeError(f"{desc}: the workers' shards do not cover units 0..{n_units - 1} exactly once")
-    return reducer.summary(), shards
+    summ = reducer.summary()
+    summ.extra["clustered"] = clustered
+    return summ, shards
 
 
 def _output_weights(adapter: Adapter, layer: int) -> Tensor:
@@ -843,9 +965,9 @@ def probe_items(
     tests = _tests(items, adapter.is_causal, n_repeat, margin, mass_margin, specials, weighting)
     # batches of similar lengths pad little (the statistics do not depend on the order of sentences);
     # with several workers, batch k goes to worker k % N: the batches themselves do not change
-    by_length = sorted(items, key=lambda it: len(it.words))
+    ordered, clusters = cluster_order(items)
     world = world if world is not None else current()
-    main = _Pass(adapter, by_length, n_repeat, repeat_length, seed + 1, batch_size)
+    main = _Pass(adapter, ordered, n_repeat, repeat_length, seed + 1, batch_size, clusters)
     summ, shards = _run(main, tests, n_boot, seed, progress, f"probe {adapter.name}", world)
     null = None
     null_pass = _null_pass(adapter, items, null_n, n_repeat, repeat_length, seed, batch_size) if null_model else None
@@ -870,6 +992,9 @@ def probe_items(
         mass_margin=mass_margin,
         null_model=null is not None,
         correction="holm per role",
+        test="paired one-sided t over clusters (Liang-Zeger standard error, clusters - 1 df)",
+        interval="95% cluster Poisson bootstrap; accuracy rows widened to the Wilson interval at the clusters",
+        n_clusters=len(set(clusters)),
         specials=list(specials),
         weighting=list(weighting),
         workers=world.size,
@@ -906,8 +1031,21 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
     ci_low, ci_high = summ.ci(0.95)
     n_tests = len(tests)
     margin = np.array([t.margin for t in tests])[:, None, None] * np.ones((1, L, H))
-    p = stats.one_sided_p_from_sums(summ.n, summ.mean_diff, summ.sd_diff, margin)
+    clustered = summ.extra.get("clustered")
+    n_clusters = clustered.g if clustered is not None else summ.n
+    # the test runs over clusters (one cluster per item where items have none: the item t-test)
+    if clustered is not None:
+        p = clustered.p_value(margin)
+    else:
+        p = stats.one_sided_p_from_sums(summ.n, summ.mean_diff, summ.sd_diff, margin)
     p = np.where(summ.n >= 2, p, np.nan)
+    # accuracy intervals: the cluster bootstrap's, widened to the Wilson interval at the number of
+    # clusters, so that a small all-correct sample does not get the interval [1, 1]
+    acc = np.array([t.metric == "accuracy" for t in tests])[:, None, None]
+    w_lo, w_hi = stats.wilson_interval(summ.score * n_clusters, n_clusters)
+    with np.errstate(invalid="ignore"):
+        ci_low = np.where(acc & np.isfinite(w_lo), np.fmin(ci_low, w_lo), ci_low)
+        ci_high = np.where(acc & np.isfinite(w_hi), np.fmax(ci_high, w_hi), ci_high)
     # one family per role (each role is its own claim), over its label-carrying tests only
     p_adj = np.full_like(p, np.nan)
     for role in {t.family for t in tests} - {""}:
@@ -947,6 +1085,9 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
                     "weighting": t.weighting,
                     "sd_diff": summ.sd_diff[k].ravel(),
                     "special_mass": summ.extra["special_mass"][k].ravel(),
+                    "heuristic": t.heuristic,
+                    "heuristic_baseline": t.heuristic_baseline,
+                    "n_clusters": n_clusters[k].ravel().astype(int),
                 }
             )
         )
@@ -954,7 +1095,33 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
     clears_null = (df["ci_low"] > df["null_score"]) | df["null_score"].isna() | (df["role"] == "broad")
     df["label"] = (df["p_adjusted"] <= alpha) & (df["ci_low"] > df["baseline"]) & clears_null
     df["label"] = df["label"].fillna(False).astype(bool) & (df["family"] != "")
+    df["gates"] = _gates(df)
+    df["label"] &= df["gates"]
     return df[COLUMNS]
+
+
+# the subsets on which a relation label must also clear the best heuristic (its row's baseline
+# there: best offset, first word, nearest / first / k-th noun): the items where the heuristics
+# disagree with the gold. A head that follows a heuristic scores at most that heuristic there.
+LABEL_GATES = {"subject_verb": ("attractor", "distance 3+")}
+
+
+def _gates(df: pd.DataFrame) -> pd.Series:
+    """Per row: False for a label-carrying row of a gated relation whose head does not clear, on
+    each of ``LABEL_GATES``' subsets (pooled over sources, same direction, specials convention and
+    weighting), ci_low > that subset's baseline, or where the run has no such items; else True."""
+    ok = pd.Series(True, index=df.index)
+    keys = ["layer", "head", "direction", "specials", "weighting"]
+    for relation, subsets in LABEL_GATES.items():
+        rows = (df["role"] == relation) & (df["family"] != "")
+        if not rows.any():
+            continue
+        for sub in subsets:
+            g = df[(df["role"] == relation) & (df["source"] == "all") & (df["subset"] == sub)]
+            passed = g.assign(passed=(g["ci_low"] > g["baseline"]) & (g["n"] > 0)).set_index(keys)["passed"]
+            key = pd.MultiIndex.from_frame(df.loc[rows, keys])
+            ok.loc[rows] &= passed.reindex(key).fillna(False).astype(bool).to_numpy()
+    return ok
 
 
 def headline(df: pd.DataFrame) -> pd.DataFrame:
