@@ -9,6 +9,7 @@ generator of repeated random token sequences.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -24,6 +25,8 @@ __all__ = [
     "generate_subject_verb",
     "generate_anaphora",
     "generate_delimiter",
+    "generate_minimal_pairs",
+    "MINIMAL_PAIR_SOURCE",
     "random_repeated_tokens",
     "noun_number",
     "noun_gender",
@@ -921,6 +924,87 @@ def generate_anaphora(n: int, seed: int = 0, families: Iterable[str] | None = No
     n = _check_n(n, "generate_anaphora")
     fams = _families(families, ANAPHORA_FAMILIES, "generate_anaphora")
     return _generate(n, seed, fams, _ana_item, "generate_anaphora")
+
+
+# ---------------------------------------------------------------------------------------------
+# Minimal pairs
+# ---------------------------------------------------------------------------------------------
+
+MINIMAL_PAIR_SOURCE = "minimal-pairs"
+_PRONOUN_SWAP = {"he": "she", "she": "he", "his": "her", "her": "his"}
+_NUMBER_SWAP = {**{sg: pl for sg, pl in _ANIMATE + _INANIMATE}, **{pl: sg for sg, pl in _ANIMATE + _INANIMATE}}
+# the anaphora families whose two people have opposite genders and whose other nouns have none
+_PAIR_ANAPHORA_FAMILIES = ("within_clause", "because", "subordinate", "across_sentences")
+
+
+def _swap_case(new: str, old: str) -> str:
+    return new[:1].upper() + new[1:] if old[:1].isupper() else new
+
+
+def _anaphora_pair(it: Item) -> Item | None:
+    """The item with its pronoun's gender swapped and the antecedent moved to the other person, or
+    None where the swap does not give exactly one person of the new gender."""
+    old = it.words[it.query]
+    new = _PRONOUN_SWAP.get(old.lower())
+    if new is None:
+        return None
+    gender = "f" if new in ("she", "her") else "m"
+    others = [c for c in it.candidates if c != it.target and noun_gender(it.words[c]) == gender]
+    if len(others) != 1 or noun_gender(it.words[it.target]) == gender:
+        return None
+    words = list(it.words)
+    words[it.query] = _swap_case(new, old)
+    return dataclasses.replace(it, words=tuple(words), target=others[0])
+
+
+def _subject_verb_pair(it: Item) -> Item | None:
+    """The item with the number of the noun nearest the verb (between subject and verb) swapped;
+    the subject, the verb and the gold stay. None where there is no such noun."""
+    between = [c for c in it.candidates if it.target < c < it.query]
+    if not between or it.words[between[-1]] not in _NUMBER_SWAP:
+        return None
+    words = list(it.words)
+    words[between[-1]] = _NUMBER_SWAP[words[between[-1]]]
+    return dataclasses.replace(it, words=tuple(words))
+
+
+def generate_minimal_pairs(relation: str, n: int, seed: int = 0) -> list[Item]:
+    """``n`` minimal pairs (2n items, the two of a pair adjacent), deterministic from ``seed``:
+    sentences that differ in one word, the cue.
+
+    ``anaphora``: the pronoun's gender swapped ("The king met the queen because he was late" /
+    "... because she was late"), so the antecedent moves to the other person (families
+    within_clause, because, subordinate, across_sentences: two people of opposite genders, no
+    other gendered noun). A head that tracks the antecedent moves its argmax with the cue; a head
+    that attends to a position or to the nearest noun cannot be right in both.
+    ``subject_verb``: the number of the attractor nearest the verb swapped ("The keys to the
+    cabinet are" / "The keys to the cabinets are"; families pp, pp2), the subject and verb kept:
+    a subject head keeps its argmax on the subject through the swap.
+
+    Both items of a pair have source ``MINIMAL_PAIR_SOURCE`` and the cluster "pair K"; meta adds
+    pair (K), member (0: the original, 1: the swapped one) and cue ("gender" / "attractor number").
+    """
+    n = _check_n(n, "generate_minimal_pairs")
+    if relation == "anaphora":
+        make, cue = _anaphora_pair, "gender"
+        base = lambda m: generate_anaphora(m, seed, _PAIR_ANAPHORA_FAMILIES)  # noqa: E731
+    elif relation == "subject_verb":
+        make, cue = _subject_verb_pair, "attractor number"
+        base = lambda m: generate_subject_verb(m, seed, ("pp", "pp2"))  # noqa: E731
+    else:
+        raise ValueError(f"generate_minimal_pairs: relation must be 'subject_verb' or 'anaphora', got {relation!r}")
+    out: list[Item] = []
+    for it in base(3 * n):
+        swapped = make(it)
+        if swapped is None:
+            continue
+        k = len(out) // 2
+        for member, x in enumerate((it, swapped)):
+            meta = (*x.meta, ("pair", k), ("member", member), ("cue", cue))
+            out.append(dataclasses.replace(x, source=MINIMAL_PAIR_SOURCE, cluster=f"pair {k}", meta=meta))
+        if len(out) == 2 * n:
+            return out
+    raise ValueError(f"generate_minimal_pairs: could make only {len(out) // 2} {relation} pairs; ask for fewer (n={n})")
 
 
 # ---------------------------------------------------------------------------------------------

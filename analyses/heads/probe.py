@@ -68,7 +68,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from analyses.data.generated import random_repeated_tokens
+from analyses.data.generated import MINIMAL_PAIR_SOURCE, random_repeated_tokens
 from analyses.data.items import USER_FILE_SOURCES, Item, is_punctuation, item_location
 from analyses.data.sources import load_items
 from analyses.heads.roles import (
@@ -116,6 +116,7 @@ __all__ = [
     "SUBSETS",
     "LABEL_SUBSET",
     "LABEL_GATES",
+    "PAIR_SHARE_MIN",
     "noun_heuristics",
     "cluster_order",
 ]
@@ -329,6 +330,10 @@ LABEL_SUBSET = {
     "line_structure": "all",
 }
 CONTROL_SOURCES = ("sonnets-control",)
+# sources whose rows never carry a label of their own: the rhyme control, and the minimal pairs,
+# which are scored per pair (a pair counts as right only where the head is right on both of its
+# sentences: the argmax moved with the cue) and enter the labels as a gate (LABEL_GATES)
+NON_LABEL_SOURCES = (*CONTROL_SOURCES, MINIMAL_PAIR_SOURCE)
 
 
 def in_stratum(test: _Test, item: Item) -> bool:
@@ -352,8 +357,8 @@ def _relation_tests(
         rel = [it for it in items if it.relation == relation and it.query >= 0 and it.target >= 0]
         sources = sorted({source_of(it) for it in rel})
         label_subset = LABEL_SUBSET[relation]
-        strata = [("all", "all", False)] + [(s, label_subset, s not in CONTROL_SOURCES) for s in sources]
-        strata += [(s, "all", False) for s in sources if label_subset != "all"]
+        strata = [("all", "all", False)] + [(s, label_subset, s not in NON_LABEL_SOURCES) for s in sources]
+        strata += [(s, "all", False) for s in sources if label_subset != "all" or s == MINIMAL_PAIR_SOURCE]
         strata += [("all", sub, False) for sub in SUBSETS[relation]]
         for forward, name in ((True, fwd_name), (False, rev_name)):
             if causal and not forward:
@@ -379,7 +384,7 @@ def _relation_tests(
                         # the heuristics fail instead (LABEL_GATES)
                         heuristics=forward
                         and relation in HEURISTIC_RELATIONS
-                        and not (relation == "subject_verb" and subset == "all"),
+                        and not (relation == "subject_verb" and subset == "all" and source != MINIMAL_PAIR_SOURCE),
                     )
                     members = [it for it in rel if in_stratum(probe, it)]
                     if members or (source, subset) == ("all", "all"):  # the pooled row is always there
@@ -797,6 +802,8 @@ def _run(
             with torch.inference_mode():
                 adapter.forward(st.batch, layers.hooks)
             layers.end()
+            if st.kind == "sentences":
+                _score_pairs(tests, st.clusters, scores, base, valid)
             # one update per batch: running sums and bootstrap replicates, O(tests x layers x heads)
             # bootstrap weights seeded per unit: the same whichever worker and batch the unit is in
             # cluster bootstrap: one Poisson weight per cluster, shared by its units
@@ -820,6 +827,26 @@ def _run(
     summ = reducer.summary()
     summ.extra["clustered"] = clustered
     return summ, shards
+
+
+def _score_pairs(tests: list, clusters: Sequence[int], scores: Tensor, base: Tensor, valid: Tensor) -> None:
+    """In place, for the minimal-pair tests: each sentence of a pair gets the pair's score, the
+    minimum over its two sentences (1: the head is right on both: its argmax moved with the cue),
+    and the baseline's likewise; a pair with one sentence out of the stratum counts for neither.
+    A pair is one cluster, so both of its sentences are in this batch."""
+    ks = [k for k, t in enumerate(tests) if t.kind == "relation" and t.source == MINIMAL_PAIR_SOURCE]
+    if not ks:
+        return
+    c = torch.as_tensor(list(clusters))
+    for k in ks:
+        v = valid[:, k, 0, 0]
+        for cluster in torch.unique(c[v]).tolist():
+            rows = torch.nonzero((c == cluster) & v).flatten()
+            if len(rows) != 2:
+                valid[(c == cluster), k] = False
+                continue
+            scores[rows, k] = scores[rows, k].amin(0, keepdim=True)
+            base[rows, k] = base[rows, k].amin(0, keepdim=True)
 
 
 def _output_weights(adapter: Adapter, layer: int) -> Tensor:
@@ -1100,27 +1127,44 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
     return df[COLUMNS]
 
 
-# the subsets on which a relation label must also clear the best heuristic (its row's baseline
-# there: best offset, first word, nearest / first / k-th noun): the items where the heuristics
-# disagree with the gold. A head that follows a heuristic scores at most that heuristic there.
-LABEL_GATES = {"subject_verb": ("attractor", "distance 3+")}
+# the strata (source, subset) on which a relation label must also clear the best heuristic (the
+# row's baseline there: best offset, first word, nearest / first / k-th noun): the items where the
+# heuristics disagree with the gold (required: no such items, no label), and the minimal pairs
+# (where the run has them: ``--sources pairs``), whose score must also reach PAIR_SHARE_MIN.
+# A head that follows a heuristic scores at most that heuristic there.
+LABEL_GATES = {
+    "subject_verb": (("all", "attractor"), ("all", "distance 3+"), (MINIMAL_PAIR_SOURCE, "all")),
+    "anaphora": ((MINIMAL_PAIR_SOURCE, "all"),),
+}
+PAIR_SHARE_MIN = 0.5  # a gated head moves its argmax with the cue in at least half of the pairs
 
 
 def _gates(df: pd.DataFrame) -> pd.Series:
     """Per row: False for a label-carrying row of a gated relation whose head does not clear, on
-    each of ``LABEL_GATES``' subsets (pooled over sources, same direction, specials convention and
-    weighting), ci_low > that subset's baseline, or where the run has no such items; else True."""
+    each of ``LABEL_GATES``' strata (same direction, specials convention and weighting), ci_low >
+    that stratum's baseline (and, on the minimal pairs, score >= PAIR_SHARE_MIN), or where the
+    run has no items in a required stratum; else True. Directions the stratum has no rows for
+    (a reverse direction, on the minimal pairs) are not gated by it."""
     ok = pd.Series(True, index=df.index)
     keys = ["layer", "head", "direction", "specials", "weighting"]
-    for relation, subsets in LABEL_GATES.items():
+    for relation, strata in LABEL_GATES.items():
         rows = (df["role"] == relation) & (df["family"] != "")
         if not rows.any():
             continue
-        for sub in subsets:
-            g = df[(df["role"] == relation) & (df["source"] == "all") & (df["subset"] == sub)]
-            passed = g.assign(passed=(g["ci_low"] > g["baseline"]) & (g["n"] > 0)).set_index(keys)["passed"]
+        for source, sub in strata:
+            g = df[(df["role"] == relation) & (df["source"] == source) & (df["subset"] == sub)]
+            pairs = source == MINIMAL_PAIR_SOURCE
+            if pairs and g.empty:
+                continue  # not measured in this run
+            passed = (g["ci_low"] > g["baseline"]) & (g["n"] > 0)
+            if pairs:
+                passed &= g["score"] >= PAIR_SHARE_MIN
+            passed = g.assign(passed=passed).set_index(keys)["passed"]
             key = pd.MultiIndex.from_frame(df.loc[rows, keys])
-            ok.loc[rows] &= passed.reindex(key).fillna(False).astype(bool).to_numpy()
+            got = passed.reindex(key)
+            if pairs:  # only the directions measured on the pairs
+                got = got.where(~got.isna() | key.get_level_values("direction").isin(g["direction"]), True)
+            ok.loc[rows] &= got.fillna(False).astype(bool).to_numpy()
     return ok
 
 

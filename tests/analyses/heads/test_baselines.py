@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+import analyses.data as data
 import analyses.heads as heads
 from analyses.data import Item
 from analyses.heads import probe
@@ -17,6 +18,7 @@ NOUN_IDS = {ID[w] for w in SUBJECTS + ATTRACTORS}
 SUBJECT_IDS = {ID[w] for w in SUBJECTS}
 # the planted heads, by what their verb row attends to
 NEAREST, FIRST, SECOND, SUBJECT = 0, 1, 2, 3
+SV_GATES = [sub for source, sub in probe.LABEL_GATES["subject_verb"] if source == "all"]
 
 
 def _items(n: int, seed: int) -> list[Item]:
@@ -47,12 +49,9 @@ def _items(n: int, seed: int) -> list[Item]:
     return out
 
 
-def _heuristic_model():
-    """The planted one-layer model with its four patterns replaced: from every query token, head 0
-    attends to the nearest noun before it, head 1 to the first noun, head 2 to the second noun (the
-    only one where there is one only: a k-th-noun head with a fallback, which beats every single
-    heuristic on the distance 3+ items), head 3 to the nearest subject noun (the true subject
-    head); a query with no noun before it attends to itself."""
+def _planted(pick):
+    """The planted one-layer model (four heads) with its patterns replaced: the row of query q of
+    sentence ``toks`` (token ids) puts all its weight on key ``pick(toks, q)[head]``."""
     m = planted_model()
     seen = {}
 
@@ -64,24 +63,33 @@ def _heuristic_model():
         new = torch.zeros_like(out)
         for b in range(ids.shape[0]):
             toks = ids[b].tolist()
-            nouns = [p for p, t in enumerate(toks) if t in NOUN_IDS]
-            subjects = [p for p, t in enumerate(toks) if t in SUBJECT_IDS]
             for q in range(ids.shape[1]):
-                before = [p for p in nouns if p < q]
-                subj = [p for p in subjects if p < q]
-                picks = {
-                    NEAREST: before[-1] if before else q,
-                    FIRST: before[0] if before else q,
-                    SECOND: before[1] if len(before) > 1 else (before[0] if before else q),
-                    SUBJECT: subj[-1] if subj else q,
-                }
-                for h, key in picks.items():
+                for h, key in pick(toks, q).items():
                     new[b, h, q, key] = 1.0
         return new
 
     m.hook_embed.register_forward_hook(grab)
     m.blocks[0].attn.hook_pattern.register_forward_hook(plant)
     return m
+
+
+def _heuristic_pick(toks, q):
+    """Head 0 attends to the nearest noun before the query, head 1 to the first noun, head 2 to the
+    second noun (the only one where there is one only: a k-th-noun head with a fallback, which
+    beats every single heuristic on the distance 3+ items), head 3 to the nearest subject noun
+    (the true subject head); a query with no noun before it attends to itself."""
+    before = [p for p, t in enumerate(toks[:q]) if t in NOUN_IDS]
+    subj = [p for p, t in enumerate(toks[:q]) if t in SUBJECT_IDS]
+    return {
+        NEAREST: before[-1] if before else q,
+        FIRST: before[0] if before else q,
+        SECOND: before[1] if len(before) > 1 else (before[0] if before else q),
+        SUBJECT: subj[-1] if subj else q,
+    }
+
+
+def _heuristic_model():
+    return _planted(_heuristic_pick)
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +126,7 @@ def test_a_heuristic_head_is_not_labelled_subject_verb(heuristic_df, head):
     row = _sv(heuristic_df, head)
     assert not row["label"]
     assert not row["gates"]  # it fails on the items where its heuristic disagrees with the gold
-    gates = [_sv(heuristic_df, head, "all", sub) for sub in probe.LABEL_GATES["subject_verb"]]
+    gates = [_sv(heuristic_df, head, "all", sub) for sub in SV_GATES]
     for gate in gates:
         assert gate["baseline"] >= gate["heuristic_baseline"] - 1e-12  # the best heuristic is in the baseline
     failed = [gate["ci_low"] <= gate["baseline"] for gate in gates]
@@ -137,7 +145,7 @@ def test_the_gate_is_what_keeps_the_k_th_noun_head_out(heuristic_df):
 def test_a_true_subject_head_is_labelled(heuristic_df):
     row = _sv(heuristic_df, SUBJECT)
     assert row["label"] and row["gates"]
-    for sub in probe.LABEL_GATES["subject_verb"]:
+    for sub in SV_GATES:
         gate = _sv(heuristic_df, SUBJECT, "all", sub)
         assert gate["score"] == 1.0 and gate["ci_low"] > gate["baseline"]
         assert gate["ci_low"] < 1.0  # the Wilson floor: an all-correct sample is not certainty
@@ -158,7 +166,7 @@ def test_subject_verb_baselines_hold_the_best_heuristic_on_the_gate_subsets():
     items = _items(80, seed=2)
     tests = probe._relation_tests(items, causal=False, margin=0.05)
     by = {(t.direction, t.source, t.subset, t.specials): t for t in tests}
-    for sub in probe.LABEL_GATES["subject_verb"]:
+    for sub in SV_GATES:
         t = by[("verb->subject", "all", sub, "exclude")]
         members = [it for it in items if probe.in_stratum(t, it)]
         best = max(probe.noun_heuristics(members).values())
@@ -168,3 +176,86 @@ def test_subject_verb_baselines_hold_the_best_heuristic_on_the_gate_subsets():
     label = by[("verb->subject", "generated", "all", "exclude")]
     assert label.carries_label and not label.heuristics
     assert label.baseline_kind.startswith("offset") or label.baseline_kind == "first word"
+
+
+# --------------------------------------------------------------------------------------------------
+# Minimal pairs
+
+CUE_FIRST = {ID["sleeps"], ID["sits"]}  # the cue: these verbs point at the first noun, the others at the second
+
+
+def _pairs(n: int, seed: int) -> list[Item]:
+    """Anaphora-like pairs in the planted vocabulary: 'the S1 near the S2 V .', the query V, the
+    gold S1 where V is 'sleeps'/'sits' and S2 where the swapped member has 'runs'/'barks' (the cue)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n):
+        s1, s2 = (str(w) for w in rng.choice(SUBJECTS, 2, replace=False))
+        first, second = str(rng.choice(["sleeps", "sits"])), str(rng.choice(["runs", "barks"]))
+        for member, (v, target) in enumerate(((first, 1), (second, 4))):
+            out.append(
+                Item(
+                    ("the", s1, "near", "the", s2, v, "."),
+                    "anaphora",
+                    query=5,
+                    target=target,
+                    candidates=(1, 4),
+                    source=data.MINIMAL_PAIR_SOURCE,
+                    cluster=f"pair {k}",
+                    meta=(("pair", k), ("member", member)),
+                )
+            )
+    return out
+
+
+def _cue_pick(toks, q):
+    """Head 0 follows the cue (first noun after 'sleeps'/'sits', second after 'runs'/'barks'), head
+    1 always attends to word 1 (a position head), heads 2 and 3 to the nearest noun."""
+    nouns = [p for p, t in enumerate(toks[:q]) if t in NOUN_IDS]
+    if not nouns:
+        return {h: q for h in range(4)}
+    cue = nouns[0] if toks[q] in CUE_FIRST else nouns[-1]
+    return {0: cue, 1: 1 if q > 1 else q, 2: nouns[-1], 3: nouns[-1]}
+
+
+def test_minimal_pairs_separate_a_cue_following_head_from_a_position_head():
+    items = _pairs(40, seed=1)
+    df = heads.probe_items(_planted(_cue_pick), items, n_repeat=0, seed=0, n_boot=50, null_model=False)
+    g = df[
+        (df["role"] == "anaphora")
+        & (df["direction"] == "pronoun->antecedent")
+        & (df["source"] == data.MINIMAL_PAIR_SOURCE)
+        & (df["subset"] == "all")
+        & (df["specials"] == "exclude")
+    ].set_index("head")
+    assert g.loc[0, "score"] == 1.0 and g.loc[1, "score"] == 0.0 and g.loc[2, "score"] == 0.0
+    assert (g["n"] == 80).all() and (g["n_clusters"] == 40).all()  # 40 pairs: the test's and the interval's unit
+    assert g.loc[0, "ci_low"] > max(g.loc[0, "baseline"], probe.PAIR_SHARE_MIN - 0.5)
+    assert g.loc[1, "ci_high"] < probe.PAIR_SHARE_MIN
+    # sentence by sentence the position head is right half the time: only the pairs show it ignores the cue
+    pooled = df[
+        (df["role"] == "anaphora")
+        & (df["direction"] == "pronoun->antecedent")
+        & (df["source"] == "all")
+        & (df["subset"] == "all")
+        & (df["specials"] == "exclude")
+    ].set_index("head")
+    assert pooled.loc[1, "score"] == 0.5 and pooled.loc[0, "score"] == 1.0
+    # no heuristic follows the cue: on the pairs the baseline (offset, first word, nouns) is 0
+    assert g.loc[0, "baseline"] == 0.0
+
+
+def test_generated_minimal_pairs_differ_in_the_cue_alone():
+    for relation in ("anaphora", "subject_verb"):
+        items = data.generate_minimal_pairs(relation, 60, seed=3)
+        assert len(items) == 120
+        for a, b in zip(items[::2], items[1::2]):
+            assert a.cluster == b.cluster and a.source == b.source == data.MINIMAL_PAIR_SOURCE
+            diff = [i for i, (x, y) in enumerate(zip(a.words, b.words)) if x != y]
+            assert len(a.words) == len(b.words) and len(diff) == 1
+            if relation == "anaphora":  # the pronoun's gender: the antecedent moves to the other person
+                assert diff == [a.query] and a.target != b.target
+                assert data.noun_gender(a.words[a.target]) != data.noun_gender(b.words[b.target])
+            else:  # the attractor's number: the subject stays
+                assert a.target == b.target and a.target < diff[0] < a.query
+                assert data.noun_number(a.words[diff[0]]) != data.noun_number(b.words[diff[0]])
