@@ -259,3 +259,31 @@ def test_generated_minimal_pairs_differ_in_the_cue_alone():
             else:  # the attractor's number: the subject stays
                 assert a.target == b.target and a.target < diff[0] < a.query
                 assert data.noun_number(a.words[diff[0]]) != data.noun_number(b.words[diff[0]])
+
+
+# --------------------------------------------------------------------------------------------------
+# Real text behind a label
+
+
+def test_a_generated_label_needs_real_text_behind_it():
+    """The true-subject head is labelled on the generated items (test_a_true_subject_head_is_labelled);
+    add real-text items on which it is never right (their gold is the fronted noun) and the
+    generated label goes: real_text_heads names the best real-text head and what keeps it out."""
+    import dataclasses
+
+    real = [
+        dataclasses.replace(it, source="spacy-silver", target=2, cluster=f"text {i}")
+        for i, it in enumerate(_items(120, seed=9))
+        if it.words[0] == "near"
+    ]
+    items = _items(160, seed=5) + real
+    df = heads.probe_items(_heuristic_model(), items, n_repeat=0, seed=0, n_boot=50, null_model=False)
+    row = _sv(df, SUBJECT)
+    assert row["p_adjusted"] <= 0.05 and row["ci_low"] > row["baseline"]  # it would be a label on its own
+    assert not row["label"] and not row["gates"]
+    assert _sv(df, SUBJECT, "spacy-silver")["score"] == 0.0
+    assert df.attrs["real_text"] == ["spacy-silver"]
+    best = probe.real_text_heads(df).set_index(["role", "direction"]).loc[("subject_verb", "verb->subject")]
+    assert best["source"] == "spacy-silver" and not best["label"] and best["kept_out_by"]
+    # its real-text score is the heuristic head's: the fronted noun is the first noun there
+    assert best["head"] == FIRST
