@@ -116,6 +116,7 @@ __all__ = [
     "SUBSETS",
     "LABEL_SUBSET",
     "LABEL_GATES",
+    "CONTROL_SUBSET",
     "PAIR_SHARE_MIN",
     "real_text_heads",
     "noun_heuristics",
@@ -244,6 +245,26 @@ def _row_gold(item: Item, forward: bool) -> tuple[int, int]:
     return (item.query, item.target) if forward else (item.target, item.query)
 
 
+# the reverse directions' control (antecedent->pronoun, subject->verb): the row of another noun of
+# the sentence, the gold still the query word. A head whose every noun attends to the pronoun is
+# not an antecedent->pronoun head; a reverse label must beat this control (LABEL_GATES' "control")
+CONTROL_SUBSET = "other noun"
+
+
+def _other_noun(item: Item) -> int:
+    """The candidate noun other than the target nearest to the query (-1 where there is none)."""
+    others = [c for c in item.candidates if c not in (item.target, item.query)]
+    return min(others, key=lambda c: (abs(c - item.query), c)) if others else -1
+
+
+def _test_row_gold(test: _Test, item: Item) -> tuple[int, int]:
+    """(row word, gold word) of ``item`` under ``test``: the relation's direction, or for the
+    reverse control the other noun's row and the query as the gold."""
+    if test.subset == CONTROL_SUBSET:
+        return _other_noun(item), item.query
+    return _row_gold(item, test.forward)
+
+
 def source_of(item: Item) -> str:
     """The source family of an item: "generated", "winobias", "spacy-silver", "conllu"."""
     return item.source.split(":")[0]
@@ -343,6 +364,8 @@ def in_stratum(test: _Test, item: Item) -> bool:
         return False
     if test.source != "all" and source_of(item) != test.source:
         return False
+    if test.subset == CONTROL_SUBSET:
+        return _other_noun(item) >= 0
     return test.subset == "all" or SUBSETS[test.relation][test.subset](item)
 
 
@@ -361,10 +384,13 @@ def _relation_tests(
         strata = [("all", "all", False)] + [(s, label_subset, s not in NON_LABEL_SOURCES) for s in sources]
         strata += [(s, "all", False) for s in sources if label_subset != "all" or s == MINIMAL_PAIR_SOURCE]
         strata += [("all", sub, False) for sub in SUBSETS[relation]]
+        controls = []  # the reverse control, beside every label-carrying source and pooled
+        if relation in HEURISTIC_RELATIONS:
+            controls = [("all", CONTROL_SUBSET, False)] + [(s, CONTROL_SUBSET, False) for s, _, lab in strata if lab]
         for forward, name in ((True, fwd_name), (False, rev_name)):
             if causal and not forward:
                 continue  # a causal row cannot see a later word; the forward direction looks back
-            for source, subset, label_stratum in strata:
+            for source, subset, label_stratum in strata + ([] if forward else controls):
                 for k, convention in enumerate(specials):
                     if k > 0 and not label_stratum and (source, subset) != ("all", "all"):
                         continue
@@ -398,7 +424,7 @@ def _with_baseline(t: _Test, rel: Sequence[Item], causal: bool) -> _Test:
     rhyme, looking back) the nearest preceding candidate and, where ``t.heuristics``, the noun
     heuristics (``noun_heuristics``: nearest, first and k-th noun), over the test's own items. The
     best noun heuristic is recorded either way (``heuristic``, ``heuristic_baseline``)."""
-    pairs = [_row_gold(it, t.forward) for it in rel]
+    pairs = [_test_row_gold(t, it) for it in rel]
     if causal:
         pairs = [(r, g) for r, g in pairs if g < r]
     offsets = pd.Series([g - r for r, g in pairs], dtype="int64")
@@ -434,7 +460,7 @@ def _nearest_candidate(item: Item) -> int:
 
 
 def _item_baseline(test: _Test, item: Item) -> float:
-    r, g = _row_gold(item, test.forward)
+    r, g = _test_row_gold(test, item)
     if test.baseline_kind in ("nearest candidate", "nearest noun"):
         return float(_nearest_candidate(item) == item.target)
     if test.baseline_kind == "first noun" or test.baseline_kind.startswith("noun "):
@@ -541,7 +567,7 @@ def _relation_plan(batch, chunk: Sequence[Item], tests: list, causal: bool) -> t
         for i, it in enumerate(chunk):
             if not in_stratum(test, it):
                 continue
-            r, g = _row_gold(it, test.forward)
+            r, g = _test_row_gold(test, it)
             if causal and g > r:
                 continue
             toks = [pos for pos, w in enumerate(batch.token_to_word[i]) if w == r and mask[i, pos]]
@@ -1172,6 +1198,16 @@ def _gates(df: pd.DataFrame) -> pd.Series:
             if pairs:  # only the directions measured on the pairs
                 got = got.where(~got.isna() | key.get_level_values("direction").isin(g["direction"]), True)
             ok.loc[rows] &= got.fillna(False).astype(bool).to_numpy()
+    for relation in HEURISTIC_RELATIONS:  # the reverse control: other nouns attend to the query less
+        reverse = RELATIONS[relation][1]
+        rows = (df["role"] == relation) & (df["family"] != "") & (df["direction"] == reverse)
+        ctrl = df[(df["role"] == relation) & (df["subset"] == CONTROL_SUBSET) & (df["direction"] == reverse)]
+        if not rows.any() or ctrl.empty:
+            continue
+        ctrl_score = ctrl.set_index(["source", *keys])["score"]
+        key = pd.MultiIndex.from_frame(df.loc[rows, ["source", *keys]])
+        against = ctrl_score.reindex(key).to_numpy()  # NaN: no other noun in that source's items
+        ok.loc[rows] &= ~(df.loc[rows, "ci_low"].to_numpy() <= against)
     for relation in REAL_TEXT_RELATIONS:
         label_rows = (df["role"] == relation) & (df["family"] != "")
         synthetic = label_rows & df["source"].isin(SYNTHETIC_SOURCES)

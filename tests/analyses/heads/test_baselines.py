@@ -287,3 +287,40 @@ def test_a_generated_label_needs_real_text_behind_it():
     assert best["source"] == "spacy-silver" and not best["label"] and best["kept_out_by"]
     # its real-text score is the heuristic head's: the fronted noun is the first noun there
     assert best["head"] == FIRST
+
+
+# --------------------------------------------------------------------------------------------------
+# The reverse directions' control
+
+VERB_IDS = {ID[w] for w in VERBS}
+
+
+def _reverse_pick(toks, q):
+    """From a noun query: head 0 attends to the verb whatever the noun (every noun attends to it),
+    head 1 only from a subject noun (other nouns attend to '.'); heads 2 and 3 to themselves."""
+    verb = next((p for p, t in enumerate(toks) if t in VERB_IDS), q)
+    dot = next((p for p, t in enumerate(toks) if t == ID["."]), q)
+    if toks[q] not in NOUN_IDS:
+        return {h: q for h in range(4)}
+    return {0: verb, 1: verb if toks[q] in SUBJECT_IDS else dot, 2: q, 3: q}
+
+
+def test_a_reverse_label_must_beat_the_other_nouns_control():
+    df = heads.probe_items(_planted(_reverse_pick), _items(120, seed=4), n_repeat=0, seed=0, n_boot=50, null_model=False)
+
+    def row(head, subset):
+        g = df[
+            (df["head"] == head)
+            & (df["role"] == "subject_verb")
+            & (df["direction"] == "subject->verb")
+            & (df["source"] == "generated")
+            & (df["subset"] == subset)
+            & (df["specials"] == "exclude")
+        ]
+        assert len(g) == 1
+        return g.iloc[0]
+
+    every, only = row(0, "all"), row(1, "all")
+    assert every["score"] == only["score"] == 1.0
+    assert row(0, probe.CONTROL_SUBSET)["score"] == 1.0 and row(1, probe.CONTROL_SUBSET)["score"] == 0.0
+    assert only["label"] and not every["label"] and not every["gates"]
