@@ -306,7 +306,8 @@ def _reverse_pick(toks, q):
 
 
 def test_a_reverse_label_must_beat_the_other_nouns_control():
-    df = heads.probe_items(_planted(_reverse_pick), _items(120, seed=4), n_repeat=0, seed=0, n_boot=50, null_model=False)
+    items = _items(120, seed=4)
+    df = heads.probe_items(_planted(_reverse_pick), items, n_repeat=0, seed=0, n_boot=50, null_model=False)
 
     def row(head, subset):
         g = df[
