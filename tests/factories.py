@@ -106,7 +106,9 @@ def word_tokenizer(specials: bool = False):
 
 def planted_items(n: int, seed: int) -> list[Item]:
     """'the S of the A V .' (subject 4 words back) and 'the S near the old A V .' (5 back): the best
-    fixed offset is right only about half the time; the planted head is always right."""
+    fixed offset is right only about half the time; the planted head is always right. A third of
+    them start with a fronted 'near the A' (no comma: the planted vocabulary has none), so the
+    subject is not always the first noun and no noun heuristic is right everywhere."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
@@ -115,13 +117,15 @@ def planted_items(n: int, seed: int) -> list[Item]:
             words = ("the", s, "of", "the", a, v, ".")
         else:
             words = ("the", s, "near", "the", rng.choice(["old", "big"]), a, v, ".")
+        lead = ("near", "the", rng.choice(ATTRACTORS)) if rng.random() < 1 / 3 else ()
+        words = lead + words
         out.append(
             Item(
                 words=words,
                 relation="subject_verb",
                 query=len(words) - 2,
-                target=1,
-                candidates=(1, len(words) - 3),
+                target=len(lead) + 1,
+                candidates=((2,) if lead else ()) + (len(lead) + 1, len(words) - 3),
                 source="generated:planted",
             )
         )

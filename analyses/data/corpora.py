@@ -41,6 +41,7 @@ __all__ = [
     "load_winobias",
     "xsum_sentences",
     "xsum_delimiter_items",
+    "xsum_clusters",
     "spacy_subject_verb",
     "read_conllu",
     "read_text",
@@ -248,7 +249,14 @@ def _winobias_item(where: str, lineno: int, plain: str, ante_span, pron_span, oc
         ("line", lineno),
     )
     return Item(
-        tuple(words), "anaphora", query=query, target=target, candidates=tuple(candidates), source="winobias", meta=meta
+        tuple(words),
+        "anaphora",
+        query=query,
+        target=target,
+        candidates=tuple(candidates),
+        source="winobias",
+        meta=meta,
+        cluster=where,  # the pro and anti variants of one line are a templated pair
     )
 
 
@@ -304,7 +312,14 @@ def load_winobias(path=None, variants: Sequence[str] = ("pro", "anti")) -> list[
 
 @functools.lru_cache(maxsize=4)
 def _xsum_lines(path: str) -> tuple[str, ...]:
+    return tuple(sent for _, sent in _xsum_documents(path))
+
+
+@functools.lru_cache(maxsize=4)
+def _xsum_documents(path: str) -> tuple[tuple[int, str], ...]:
+    """(document index, sentence) for every sentence line of every XSum record, in file order."""
     out = []
+    doc_index = -1
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -313,11 +328,23 @@ def _xsum_lines(path: str) -> tuple[str, ...]:
                 doc = json.loads(line)["document"]
             except (json.JSONDecodeError, KeyError, TypeError) as e:
                 raise ValueError(f"{path}:{lineno}: not an XSum record with a 'document' field ({e})") from None
+            doc_index += 1
             for sent in doc.split("\n"):
                 sent = " ".join(sent.split())
                 if sent:
-                    out.append(sent)
+                    out.append((doc_index, sent))
     return tuple(out)
+
+
+def xsum_clusters(sentences: Sequence[str], path=None) -> list[str]:
+    """The cluster id of each XSum sentence: "xsum doc K", its document (the first one holding
+    it); sentences of one article are not independent (``analyses.data.Item.cluster``). A sentence
+    that is not in the corpus is its own cluster ("")."""
+    path = str(path) if path is not None else str(_data_file("XSum", "test.jsonl"))
+    doc_of: dict[str, int] = {}
+    for doc, sent in _xsum_documents(path):
+        doc_of.setdefault(sent, doc)
+    return [f"xsum doc {doc_of[s]}" if s in doc_of else "" for s in sentences]
 
 
 def xsum_sentences(limit: int | None = None, min_words: int = 4, max_words: int = 40, path=None) -> list[str]:
@@ -350,7 +377,8 @@ def xsum_delimiter_items(limit: int | None = None) -> list[Item]:
 @functools.lru_cache(maxsize=2)
 def _xsum_delimiter_items(path: str) -> tuple[Item, ...]:
     items = []
-    for s in xsum_sentences(limit=None, max_words=60, path=path):
+    sentences = xsum_sentences(limit=None, max_words=60, path=path)
+    for s, cluster in zip(sentences, xsum_clusters(sentences, path)):
         words = split_words(s)[0]
         n_punct = len(delimiter_positions(words))
         if n_punct == 0:
@@ -365,6 +393,7 @@ def _xsum_delimiter_items(path: str) -> tuple[Item, ...]:
                     ("n_sentences", max(1, len(sentence_end_positions(words)))),
                     ("n_punct", n_punct),
                 ),
+                cluster=cluster,
             )
         )
     return tuple(items)
@@ -393,7 +422,11 @@ _RELATIVE_TAGS = {"WDT", "WP", "WP$"}  # "that"/"who" as relative-clause subject
 
 
 def spacy_subject_verb(
-    texts: Iterable[str] | None = None, model: str = SPACY_MODEL, max_words: int = 60, batch_size: int = 64
+    texts: Iterable[str] | None = None,
+    model: str = SPACY_MODEL,
+    max_words: int = 60,
+    batch_size: int = 64,
+    clusters: Sequence[str] | None = None,
 ) -> list[Item]:
     """Subject-verb items from a spaCy parser's ``nsubj``/``nsubjpass`` arcs: SILVER labels
     (parser output, about 90% attachment accuracy for this model), not gold.
@@ -405,7 +438,9 @@ def spacy_subject_verb(
     are skipped: their antecedent is not the parser's subject. query = verb, target = subject,
     candidates = nominal words before the verb plus the subject. meta: dep, verb_pos, subject_pos,
     has_aux (the verb has an auxiliary, e.g. "has left"), distance, subject_first, text (index of
-    the input text).
+    the input text). cluster: ``clusters[i]`` for the arcs of text i if given (the probe resamples
+    clusters: ``xsum_clusters`` gives an XSum sentence its article), else "text i" (the arcs of one
+    text are not independent).
     """
     nlp = _spacy(model)
     if texts is None:
@@ -418,6 +453,8 @@ def spacy_subject_verb(
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise TypeError(f"spacy_subject_verb: text {i} is {type(t).__name__}, expected str")
+    if clusters is not None and len(clusters) != len(texts):
+        raise ValueError(f"spacy_subject_verb: {len(clusters)} clusters for {len(texts)} texts (one per text)")
     items: list[Item] = []
     for ti, doc in enumerate(nlp.pipe(texts, batch_size=batch_size)):
         for sent in doc.sents:
@@ -454,6 +491,7 @@ def spacy_subject_verb(
                         candidates=tuple(cands),
                         source="spacy-silver",
                         meta=meta,
+                        cluster=(clusters[ti] if clusters is not None else "") or f"text {ti}",
                     )
                 )
     return items
@@ -597,7 +635,18 @@ def _conllu_items(source: str, first: int, sent: list, sent_id: str | None, head
             ("line", lineno),
             ("sentence_line", first),
         )
-        items.append(Item(words, "subject_verb", query=q, target=tg, candidates=tuple(cands), source=source, meta=meta))
+        items.append(
+            Item(
+                words,
+                "subject_verb",
+                query=q,
+                target=tg,
+                candidates=tuple(cands),
+                source=source,
+                meta=meta,
+                cluster=f"sentence {first}",  # the arcs of one sentence share it
+            )
+        )
     return items
 
 

@@ -9,6 +9,7 @@ generator of repeated random token sequences.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -24,6 +25,8 @@ __all__ = [
     "generate_subject_verb",
     "generate_anaphora",
     "generate_delimiter",
+    "generate_minimal_pairs",
+    "MINIMAL_PAIR_SOURCE",
     "random_repeated_tokens",
     "noun_number",
     "noun_gender",
@@ -246,6 +249,29 @@ _PLACES = [
     "forest",
     "city",
 ]
+
+# fronted phrases before a sentence's subject: they put 0, 1 or 2 nouns before it, so that the
+# subject (or antecedent) is not always the first or the k-th noun (no noun heuristic passes)
+_FRONT_PREP = ["near", "behind", "in", "outside", "after", "before"]
+_FRONT_TIME = ["the meeting", "the storm", "the game", "the party", "the concert", "the match"]
+
+
+def _fronted(rng: np.random.Generator) -> list[list[str]]:
+    """A fronted adverbial as noun phrases to mention: [] (a quarter of the time), one ("Near the
+    park ,", "After the storm"), or two ("In the garden of the hotel ,"); the comma is added by the
+    caller, the last list is [","] or empty."""
+    r = rng.random()
+    if r < 0.25:
+        return []
+    prep = _pick(rng, _FRONT_PREP)
+    if prep in ("after", "before"):
+        first = [prep, *_pick(rng, _FRONT_TIME).split()]
+    else:
+        first = [prep, "the", _pick(rng, _PLACES)]
+    if r < 0.55:
+        return [first, [","] if rng.random() < 0.7 else []]
+    return [first, ["of", "the", _pick(rng, _PLACES)], [","]]
+
 
 _MALE_NOUNS = [
     "king",
@@ -576,8 +602,13 @@ def _sv_item(fam: str, rng: np.random.Generator) -> Item:
         return number
 
     animate = fam in ("simple", "adverb", "rc_object", "rc_subject") or rng.random() < 0.5
+    front = _fronted(rng)
+    for phrase in front:  # a fronted adverbial: its nouns come before the subject
+        words.extend(phrase)
+        if phrase and phrase[-1] != ",":
+            nouns.append(len(words) - 1)
     add_np(_ANIMATE if animate else _INANIMATE, number, adj_p=0.3)
-    subject = nouns[0]
+    subject = nouns[-1]
     if fam == "adverb":
         words.append(_pick(rng, _ADV))
     elif fam in ("pp", "pp2"):
@@ -603,7 +634,7 @@ def _sv_item(fam: str, rng: np.random.Generator) -> Item:
         words.append(_pick(rng, _PERSON_ADJ if animate else _THING_ADJ))
     words.append(".")
     words = _cap(words)
-    attractors = [i for i in nouns if i != subject and noun_number(words[i]) != number]
+    attractors = [i for i in nouns if subject < i < verb and noun_number(words[i]) != number]
     meta = (
         ("family", fam),
         ("distance", verb - subject),
@@ -611,6 +642,7 @@ def _sv_item(fam: str, rng: np.random.Generator) -> Item:
         ("number", number),
         ("n_attractors", len(attractors)),
         ("animate", animate),
+        ("fronted", sum(1 for p in front if p and p[-1] != ",")),
     )
     return Item(
         tuple(words),
@@ -630,11 +662,15 @@ def generate_subject_verb(n: int, seed: int = 0, families: Iterable[str] | None 
     sleeps ."), ``pp`` ("The keys to the cabinet are old ."), ``pp2`` (two prepositional phrases),
     ``rc_object`` ("The dog that the boys chase runs ."), ``rc_subject`` ("The dog that chases
     the boys runs ."). Intervening nouns take the other number half of the time (attractors);
-    every verb, main and relative, agrees with its own subject.
+    every verb, main and relative, agrees with its own subject. Three quarters of the sentences open
+    with a fronted adverbial of one or two nouns ("Near the park , the dogs bark .", "In the garden
+    of the hotel , ..."), so the subject is the first, second or third noun: no nearest-, first- or
+    k-th-noun heuristic finds it everywhere (tests/analyses/data bound their accuracies).
 
     query = main verb, target = head noun of its subject, candidates = every noun before the verb.
-    meta: family, distance (verb index - subject index, in words), attractor (bool), number
-    ("sg"/"pl" of the subject), n_attractors, animate.
+    meta: family, distance (verb index - subject index, in words), attractor (bool: a noun of the
+    other number between subject and verb), number ("sg"/"pl" of the subject), n_attractors,
+    animate, fronted (nouns before the subject).
     """
     n = _check_n(n, "generate_subject_verb")
     fams = _families(families, SUBJECT_VERB_FAMILIES, "generate_subject_verb")
@@ -820,10 +856,21 @@ _ANA_BUILDERS = {
 }
 
 
+# the families that take a fronted adverbial (not "subordinate", which opens with "when", nor
+# "animacy", whose "it" could take a fronted place, nor "across_sentences", which has one at its end)
+_FRONTABLE = ("within_clause", "because", "number", "object_distractor")
+
+
 def _ana_item(fam: str, rng: np.random.Generator) -> Item:
     s = _Words()
     g1 = "m" if rng.random() < 0.5 else "f"
     g2 = "f" if g1 == "m" else "m"
+    front = _fronted(rng) if fam in _FRONTABLE else []
+    for phrase in front:  # nouns before the first person: the antecedent is not always noun 1 or 2
+        if phrase and phrase[-1] != ",":
+            s.mention(phrase)
+        else:
+            s.words.extend(phrase)
     target, pron, scope, cue = _ANA_BUILDERS[fam](s, rng, g1, g2)  # _families guards fam
     words = _cap(s.words)
     pronoun = words[pron].lower()
@@ -840,6 +887,7 @@ def _ana_item(fam: str, rng: np.random.Generator) -> Item:
         ("distance", pron - target),
         ("n_candidates", len(before)),
         ("target_is_nearest", nearest == target),
+        ("fronted", sum(1 for p in front if p and p[-1] != ",")),
     )
     return Item(
         tuple(words),
@@ -857,7 +905,10 @@ def generate_anaphora(n: int, seed: int = 0, families: Iterable[str] | None = No
 
     Every sentence has a distractor noun that the pronoun's cue rules out, and the antecedent is
     the first or the second person at random (so "nearest preceding noun" is right only part of
-    the time). Families (round robin):
+    the time). Three quarters of the sentences of the families within_clause, because, number and
+    object_distractor open with a fronted adverbial of one or two nouns ("At the station , the
+    king met the queen ..."), so the antecedent is not always the first or a fixed k-th noun.
+    Families (round robin):
     ``within_clause`` ("The king met the queen in her garden ."; cue gender, one clause),
     ``subordinate`` ("When the baby met Mary in the park , he smiled ."; across clauses),
     ``because`` ("The nurse thanked the king because he was late ."),
@@ -868,11 +919,92 @@ def generate_anaphora(n: int, seed: int = 0, families: Iterable[str] | None = No
     query = pronoun, target = antecedent head word, candidates = every noun (and name) before the
     pronoun. meta: family, scope (clause / across_clauses / across_sentences), cue (gender /
     number / animacy), pronoun, gender ("m"/"f"/None), number, distance, n_candidates,
-    target_is_nearest.
+    target_is_nearest, fronted (nouns before the first person).
     """
     n = _check_n(n, "generate_anaphora")
     fams = _families(families, ANAPHORA_FAMILIES, "generate_anaphora")
     return _generate(n, seed, fams, _ana_item, "generate_anaphora")
+
+
+# ---------------------------------------------------------------------------------------------
+# Minimal pairs
+# ---------------------------------------------------------------------------------------------
+
+MINIMAL_PAIR_SOURCE = "minimal-pairs"
+_PRONOUN_SWAP = {"he": "she", "she": "he", "his": "her", "her": "his"}
+_NUMBER_SWAP = {**{sg: pl for sg, pl in _ANIMATE + _INANIMATE}, **{pl: sg for sg, pl in _ANIMATE + _INANIMATE}}
+# the anaphora families whose two people have opposite genders and whose other nouns have none
+_PAIR_ANAPHORA_FAMILIES = ("within_clause", "because", "subordinate", "across_sentences")
+
+
+def _swap_case(new: str, old: str) -> str:
+    return new[:1].upper() + new[1:] if old[:1].isupper() else new
+
+
+def _anaphora_pair(it: Item) -> Item | None:
+    """The item with its pronoun's gender swapped and the antecedent moved to the other person, or
+    None where the swap does not give exactly one person of the new gender."""
+    old = it.words[it.query]
+    new = _PRONOUN_SWAP.get(old.lower())
+    if new is None:
+        return None
+    gender = "f" if new in ("she", "her") else "m"
+    others = [c for c in it.candidates if c != it.target and noun_gender(it.words[c]) == gender]
+    if len(others) != 1 or noun_gender(it.words[it.target]) == gender:
+        return None
+    words = list(it.words)
+    words[it.query] = _swap_case(new, old)
+    return dataclasses.replace(it, words=tuple(words), target=others[0])
+
+
+def _subject_verb_pair(it: Item) -> Item | None:
+    """The item with the number of the noun nearest the verb (between subject and verb) swapped;
+    the subject, the verb and the gold stay. None where there is no such noun."""
+    between = [c for c in it.candidates if it.target < c < it.query]
+    if not between or it.words[between[-1]] not in _NUMBER_SWAP:
+        return None
+    words = list(it.words)
+    words[between[-1]] = _NUMBER_SWAP[words[between[-1]]]
+    return dataclasses.replace(it, words=tuple(words))
+
+
+def generate_minimal_pairs(relation: str, n: int, seed: int = 0) -> list[Item]:
+    """``n`` minimal pairs (2n items, the two of a pair adjacent), deterministic from ``seed``:
+    sentences that differ in one word, the cue.
+
+    ``anaphora``: the pronoun's gender swapped ("The king met the queen because he was late" /
+    "... because she was late"), so the antecedent moves to the other person (families
+    within_clause, because, subordinate, across_sentences: two people of opposite genders, no
+    other gendered noun). A head that tracks the antecedent moves its argmax with the cue; a head
+    that attends to a position or to the nearest noun cannot be right in both.
+    ``subject_verb``: the number of the attractor nearest the verb swapped ("The keys to the
+    cabinet are" / "The keys to the cabinets are"; families pp, pp2), the subject and verb kept:
+    a subject head keeps its argmax on the subject through the swap.
+
+    Both items of a pair have source ``MINIMAL_PAIR_SOURCE`` and the cluster "pair K"; meta adds
+    pair (K), member (0: the original, 1: the swapped one) and cue ("gender" / "attractor number").
+    """
+    n = _check_n(n, "generate_minimal_pairs")
+    if relation == "anaphora":
+        make, cue = _anaphora_pair, "gender"
+        base = lambda m: generate_anaphora(m, seed, _PAIR_ANAPHORA_FAMILIES)  # noqa: E731
+    elif relation == "subject_verb":
+        make, cue = _subject_verb_pair, "attractor number"
+        base = lambda m: generate_subject_verb(m, seed, ("pp", "pp2"))  # noqa: E731
+    else:
+        raise ValueError(f"generate_minimal_pairs: relation must be 'subject_verb' or 'anaphora', got {relation!r}")
+    out: list[Item] = []
+    for it in base(3 * n):
+        swapped = make(it)
+        if swapped is None:
+            continue
+        k = len(out) // 2
+        for member, x in enumerate((it, swapped)):
+            meta = (*x.meta, ("pair", k), ("member", member), ("cue", cue))
+            out.append(dataclasses.replace(x, source=MINIMAL_PAIR_SOURCE, cluster=f"pair {k}", meta=meta))
+        if len(out) == 2 * n:
+            return out
+    raise ValueError(f"generate_minimal_pairs: could make only {len(out) // 2} {relation} pairs; ask for fewer (n={n})")
 
 
 # ---------------------------------------------------------------------------------------------

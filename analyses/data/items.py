@@ -46,6 +46,9 @@ class Item:
         used by baselines such as "nearest preceding candidate"; may be empty.
     source: where it came from: "generated:<family>", "winobias", "spacy-silver", "conllu:<path>".
     meta: free-form labels (family, distance, attractor number, gender, ...) as (key, value) pairs.
+    cluster: items that are not independent share one (a sonnet, a WinoBias template pair, an XSum
+        document, a CoNLL-U sentence, a minimal pair): statistics resample and test over clusters
+        (``interp.stats``). "" (the default): the item is a cluster of its own.
     """
 
     words: tuple[str, ...]
@@ -55,6 +58,7 @@ class Item:
     candidates: tuple[int, ...] = ()
     source: str = "generated"
     meta: tuple[tuple[str, object], ...] = field(default=())
+    cluster: str = ""
 
     def __post_init__(self) -> None:
         n = len(self.words)

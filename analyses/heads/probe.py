@@ -68,7 +68,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from analyses.data.generated import random_repeated_tokens
+from analyses.data.generated import MINIMAL_PAIR_SOURCE, random_repeated_tokens
 from analyses.data.items import USER_FILE_SOURCES, Item, is_punctuation, item_location
 from analyses.data.sources import load_items
 from analyses.heads.roles import (
@@ -120,6 +120,12 @@ __all__ = [
     "source_of",
     "SUBSETS",
     "LABEL_SUBSET",
+    "LABEL_GATES",
+    "CONTROL_SUBSET",
+    "PAIR_SHARE_MIN",
+    "real_text_heads",
+    "noun_heuristics",
+    "cluster_order",
 ]
 
 
@@ -269,6 +275,10 @@ class _Test:
     subset: str = "all"  # relation tests: a slice of the items (SUBSETS), or "all"
     carries_label: bool = True  # False: descriptive (own p-value, outside the family, never a label)
     weighting: str = "attention"  # "attention" (the pattern) or "norm" (Kobayashi et al.'s ||a f(x)||)
+    heuristics: bool = False  # the noun heuristics (nearest, first, k-th noun) enter ``baseline``
+    noun_k: int = 0  # the best k-th noun heuristic's k (relation tests)
+    heuristic: str = "-"  # the best noun heuristic's name, and its accuracy on the test's items
+    heuristic_baseline: float = float("nan")
 
     @property
     def family(self) -> str:
@@ -282,6 +292,26 @@ def _row_gold(item: Item, forward: bool) -> tuple[int, int]:
     return (item.query, item.target) if forward else (item.target, item.query)
 
 
+# the reverse directions' control (antecedent->pronoun, subject->verb): the row of another noun of
+# the sentence, the gold still the query word. A head whose every noun attends to the pronoun is
+# not an antecedent->pronoun head; a reverse label must beat this control (LABEL_GATES' "control")
+CONTROL_SUBSET = "other noun"
+
+
+def _other_noun(item: Item) -> int:
+    """The candidate noun other than the target nearest to the query (-1 where there is none)."""
+    others = [c for c in item.candidates if c not in (item.target, item.query)]
+    return min(others, key=lambda c: (abs(c - item.query), c)) if others else -1
+
+
+def _test_row_gold(test: _Test, item: Item) -> tuple[int, int]:
+    """(row word, gold word) of ``item`` under ``test``: the relation's direction, or for the
+    reverse control the other noun's row and the query as the gold."""
+    if test.subset == CONTROL_SUBSET:
+        return _other_noun(item), item.query
+    return _row_gold(item, test.forward)
+
+
 def source_of(item: Item) -> str:
     """The source family of an item: "generated", "winobias", "spacy-silver", "conllu"."""
     return item.source.split(":")[0]
@@ -289,6 +319,45 @@ def source_of(item: Item) -> str:
 
 def _first_noun(item: Item) -> int:
     return min(set(item.candidates) | {item.target})
+
+
+def _nouns_before(item: Item) -> list[int]:
+    """The item's nouns (its candidates and its target) before the query word, in sentence order."""
+    return sorted(c for c in set(item.candidates) | {item.target} if c < item.query)
+
+
+def _kth_noun(item: Item, k: int) -> int:
+    """The k-th noun (1-based) before the query word, or -1 where there are fewer."""
+    nouns = _nouns_before(item)
+    return nouns[k - 1] if len(nouns) >= k else -1
+
+
+# the noun heuristics a relation head must beat, looking back from the query (verb, pronoun):
+# the nearest preceding noun, the first noun, and the k-th noun for the best fixed k <= MAX_NOUN_K
+HEURISTIC_RELATIONS = ("subject_verb", "anaphora")
+MAX_NOUN_K = 4
+
+
+def _noun_heuristic(item: Item, kind: str, k: int = 0) -> bool:
+    """Whether noun heuristic ``kind`` ("nearest noun", "first noun", "noun k") finds the gold target."""
+    if kind == "nearest noun":
+        return _nearest_candidate(item) == item.target
+    if kind == "first noun":
+        nouns = _nouns_before(item)
+        return bool(nouns) and nouns[0] == item.target
+    return _kth_noun(item, k) == item.target
+
+
+def noun_heuristics(items: Sequence[Item]) -> dict[str, float]:
+    """The accuracy of each noun heuristic on ``items`` (looking back from the query): "nearest
+    noun", "first noun" and "noun k" for k = 2 .. MAX_NOUN_K (k = 1 is the first noun)."""
+    items = list(items)
+    if not items:
+        return {}
+    out = {kind: float(np.mean([_noun_heuristic(it, kind) for it in items])) for kind in ("nearest noun", "first noun")}
+    for k in range(2, MAX_NOUN_K + 1):
+        out[f"noun {k}"] = float(np.mean([_noun_heuristic(it, "noun", k) for it in items]))
+    return out
 
 
 def _intervening(item: Item) -> bool:
@@ -330,6 +399,10 @@ LABEL_SUBSET = {
     "line_structure": "all",
 }
 CONTROL_SOURCES = ("sonnets-control",)
+# sources whose rows never carry a label of their own: the rhyme control, and the minimal pairs,
+# which are scored per pair (a pair counts as right only where the head is right on both of its
+# sentences: the argmax moved with the cue) and enter the labels as a gate (LABEL_GATES)
+NON_LABEL_SOURCES = (*CONTROL_SOURCES, MINIMAL_PAIR_SOURCE)
 
 
 def in_stratum(test: _Test, item: Item) -> bool:
@@ -338,6 +411,8 @@ def in_stratum(test: _Test, item: Item) -> bool:
         return False
     if test.source != "all" and source_of(item) != test.source:
         return False
+    if test.subset == CONTROL_SUBSET:
+        return _other_noun(item) >= 0
     return test.subset == "all" or SUBSETS[test.relation][test.subset](item)
 
 
@@ -353,13 +428,16 @@ def _relation_tests(
         rel = [it for it in items if it.relation == relation and it.query >= 0 and it.target >= 0]
         sources = sorted({source_of(it) for it in rel})
         label_subset = LABEL_SUBSET[relation]
-        strata = [("all", "all", False)] + [(s, label_subset, s not in CONTROL_SOURCES) for s in sources]
-        strata += [(s, "all", False) for s in sources if label_subset != "all"]
+        strata = [("all", "all", False)] + [(s, label_subset, s not in NON_LABEL_SOURCES) for s in sources]
+        strata += [(s, "all", False) for s in sources if label_subset != "all" or s == MINIMAL_PAIR_SOURCE]
         strata += [("all", sub, False) for sub in SUBSETS[relation]]
+        controls = []  # the reverse control, beside every label-carrying source and pooled
+        if relation in HEURISTIC_RELATIONS:
+            controls = [("all", CONTROL_SUBSET, False)] + [(s, CONTROL_SUBSET, False) for s, _, lab in strata if lab]
         for forward, name in ((True, fwd_name), (False, rev_name)):
             if causal and not forward:
                 continue  # a causal row cannot see a later word; the forward direction looks back
-            for source, subset, label_stratum in strata:
+            for source, subset, label_stratum in strata + ([] if forward else controls):
                 for k, convention in enumerate(specials):
                     if k > 0 and not label_stratum and (source, subset) != ("all", "all"):
                         continue
@@ -375,6 +453,12 @@ def _relation_tests(
                         source=source,
                         subset=subset,
                         carries_label=label_stratum and k == 0,
+                        # subject-verb on all items keeps the positional baselines: there the first
+                        # noun is usually the subject, so its label is gated on the subsets where
+                        # the heuristics fail instead (LABEL_GATES)
+                        heuristics=forward
+                        and relation in HEURISTIC_RELATIONS
+                        and not (relation == "subject_verb" and subset == "all" and source != MINIMAL_PAIR_SOURCE),
                     )
                     members = [it for it in rel if in_stratum(probe, it)]
                     if members or (source, subset) == ("all", "all"):  # the pooled row is always there
@@ -383,9 +467,11 @@ def _relation_tests(
 
 
 def _with_baseline(t: _Test, rel: Sequence[Item], causal: bool) -> _Test:
-    """Set the test's baseline: the best of a fixed word offset, the first word and (anaphora,
-    looking back) the nearest preceding candidate noun, over the test's own items."""
-    pairs = [_row_gold(it, t.forward) for it in rel]
+    """Set the test's baseline: the best of a fixed word offset, the first word, (anaphora and
+    rhyme, looking back) the nearest preceding candidate and, where ``t.heuristics``, the noun
+    heuristics (``noun_heuristics``: nearest, first and k-th noun), over the test's own items. The
+    best noun heuristic is recorded either way (``heuristic``, ``heuristic_baseline``)."""
+    pairs = [_test_row_gold(t, it) for it in rel]
     if causal:
         pairs = [(r, g) for r, g in pairs if g < r]
     offsets = pd.Series([g - r for r, g in pairs], dtype="int64")
@@ -402,7 +488,15 @@ def _with_baseline(t: _Test, rel: Sequence[Item], causal: bool) -> _Test:
         cand = [float(_nearest_candidate(it) == it.target) for it in rel if not causal or it.target < it.query]
         t.candidate_baseline = float(np.mean(cand)) if cand else float("nan")
         if cand and t.candidate_baseline > best_acc:
-            t.baseline_kind = "nearest candidate"
+            t.baseline_kind, best_acc = "nearest candidate", t.candidate_baseline
+    if t.relation in HEURISTIC_RELATIONS and t.forward:
+        heur = noun_heuristics([it for it in rel if not causal or it.target < it.query])
+        if heur:
+            kind = max(heur, key=lambda name: (heur[name], name == "nearest noun"))  # ties: the nearest noun
+            t.heuristic, t.heuristic_baseline = kind, heur[kind]
+            t.noun_k = int(kind.split()[1]) if kind.startswith("noun ") else 0
+            if t.heuristics and heur[kind] > best_acc:
+                t.baseline_kind, best_acc = kind, heur[kind]
     return t
 
 
@@ -413,9 +507,11 @@ def _nearest_candidate(item: Item) -> int:
 
 
 def _item_baseline(test: _Test, item: Item) -> float:
-    r, g = _row_gold(item, test.forward)
-    if test.baseline_kind == "nearest candidate":
+    r, g = _test_row_gold(test, item)
+    if test.baseline_kind in ("nearest candidate", "nearest noun"):
         return float(_nearest_candidate(item) == item.target)
+    if test.baseline_kind == "first noun" or test.baseline_kind.startswith("noun "):
+        return float(_noun_heuristic(item, test.baseline_kind, test.noun_k))
     if test.baseline_kind == "first word":
         return float(g == 0)
     return float(g - r == test.offset)
@@ -433,7 +529,8 @@ class _Batch:
     relation: RelationPlan | None = None  # the stacked relation tests
     baselines: dict = field(default_factory=dict)  # test index -> [batch]
     rel_index: list = field(default_factory=list)  # test indices of the stacked relation tests
-    units: range = range(0)  # the run's unit indices of the batch's rows (bootstrap seeds, shards)
+    units: range = range(0)  # the run's unit indices of the batch's rows (shards)
+    clusters: Sequence[int] = ()  # the rows' cluster numbers (bootstrap seeds, the clustered test)
 
 
 class _RepeatBatch:
@@ -519,7 +616,7 @@ def _relation_plan(batch, chunk: Sequence[Item], tests: list, causal: bool) -> t
         for i, it in enumerate(chunk):
             if not in_stratum(test, it):
                 continue
-            r, g = _row_gold(it, test.forward)
+            r, g = _test_row_gold(test, it)
             if causal and g > r:
                 continue
             toks = [pos for pos, w in enumerate(batch.token_to_word[i]) if w == r and mask[i, pos]]
@@ -541,22 +638,66 @@ def _relation_plan(batch, chunk: Sequence[Item], tests: list, causal: bool) -> t
     return plan, baselines, rel
 
 
+def cluster_order(items: Sequence[Item]) -> tuple[list[Item], list[int]]:
+    """The items in probe order and each one's cluster number: clusters (``Item.cluster`` within a
+    source; an item without one is alone) kept together, ordered by their longest sentence (batches
+    of similar lengths pad little), a cluster's number being the position of its first item. Items
+    without clusters come out exactly as ``sorted(items, key=len(words))`` and numbered 0, 1, ..."""
+    groups: dict = {}
+    for i, it in enumerate(items):
+        groups.setdefault((it.source, it.cluster) if it.cluster else ("", i), []).append(it)
+    ordered = sorted(groups.values(), key=lambda g: max(len(it.words) for it in g))
+    out, numbers = [], []
+    for g in ordered:
+        first = len(out)
+        for it in sorted(g, key=lambda it: len(it.words)):
+            out.append(it)
+            numbers.append(first)
+    return out, numbers
+
+
+def _batch_spans(clusters: Sequence[int], batch_size: int) -> list[tuple[int, int]]:
+    """(start, stop) of each sentence batch: ``batch_size`` items, cut only between clusters (a
+    cluster larger than a batch is a batch of its own), so each cluster is reduced whole."""
+    spans, start = [], 0
+    n = len(clusters)
+    while start < n:
+        stop = min(start + batch_size, n)
+        while 0 < stop < n and clusters[stop] == clusters[stop - 1] and stop > start:
+            stop -= 1  # back to the start of the cluster the cut would split
+        if stop == start:  # one cluster longer than a batch: take it whole
+            stop = start + 1
+            while stop < n and clusters[stop] == clusters[start]:
+                stop += 1
+        spans.append((start, stop))
+        start = stop
+    return spans
+
+
 def _sentence_batches(
-    adapter: Adapter, items: Sequence[Item], tests: list, batch_size: int, world: World | None = None
+    adapter: Adapter,
+    items: Sequence[Item],
+    tests: list,
+    batch_size: int,
+    world: World | None = None,
+    clusters: Sequence[int] | None = None,
 ):
     """The plans of the sentence batches this worker owns (batch k: rank k % N; all without ``world``);
-    units 0 .. len(items) - 1 in this order. The sentences were checked (``check_sentences``)."""
-    for k, start in enumerate(range(0, len(items), batch_size)):
+    units 0 .. len(items) - 1 in this order, ``clusters`` their cluster numbers (default: each its
+    own). The sentences were checked (``check_sentences``)."""
+    clusters = list(range(len(items))) if clusters is None else list(clusters)
+    for k, (start, stop) in enumerate(_batch_spans(clusters, batch_size)):
         if world is not None and not world.owns(k):
             continue
-        chunk = items[start : start + batch_size]
+        chunk = items[start:stop]
         batch = adapter.tokenizer.words([list(it.words) for it in chunk])
         mask = batch.attention_mask.bool()
         plan = _Batch(
             kind="sentences",
             batch=batch,
             token=token_plan(mask, adapter.is_causal, _token_sets(batch, chunk)),
-            units=range(start, start + len(chunk)),
+            units=range(start, stop),
+            clusters=clusters[start:stop],
         )
         plan.relation, plan.baselines, plan.rel_index = _relation_plan(batch, chunk, tests, adapter.is_causal)
         yield plan
@@ -591,6 +732,7 @@ def _repeat_batches(
             batch=_RepeatBatch(chunk),
             token=token_plan(mask, adapter.is_causal, sets, detect=det),
             units=range(first_unit + start, first_unit + start + chunk.shape[0]),
+            clusters=range(first_unit + start, first_unit + start + chunk.shape[0]),
         )
 
 
@@ -606,14 +748,16 @@ class _Pass:
     repeat_length: int
     seed: int
     batch_size: int
+    clusters: Sequence[int] | None = None  # the sentences' cluster numbers (``cluster_order``)
 
     @property
     def n_units(self) -> int:
         return len(self.sentences) + max(self.n_repeat, 0)
 
     def batches(self, tests: list, world: World | None):
-        n_sentence_batches = -(-len(self.sentences) // self.batch_size)
-        yield from _sentence_batches(self.adapter, self.sentences, tests, self.batch_size, world)
+        clusters = self.clusters if self.clusters is not None else list(range(len(self.sentences)))
+        n_sentence_batches = len(_batch_spans(clusters, self.batch_size))
+        yield from _sentence_batches(self.adapter, self.sentences, tests, self.batch_size, world, clusters)
         yield from _repeat_batches(
             self.adapter,
             self.n_repeat,
@@ -719,6 +863,7 @@ def _run(
     adapter, n_units = pass_.adapter, pass_.n_units
     L, H = adapter.n_layers, adapter.n_heads
     reducer = PairedReducer((len(tests), L, H), n_boot=n_boot, extras=("mass", "special_mass"))
+    clustered = stats.ClusterSums((len(tests), L, H))  # the test over clusters
     boot = PoissonBootstrap(n_boot, seed)
     spans = []
     layers = _LayerScores(adapter, tests)
@@ -734,20 +879,51 @@ def _run(
             with torch.inference_mode():
                 adapter.forward(st.batch, layers.hooks)
             layers.end()
+            if st.kind == "sentences":
+                _score_pairs(tests, st.clusters, scores, base, valid)
             # one update per batch: running sums and bootstrap replicates, O(tests x layers x heads)
             # bootstrap weights seeded per unit: the same whichever worker and batch the unit is in
-            weights = boot.weights_for(st.units)
+            # cluster bootstrap: one Poisson weight per cluster, shared by its units
+            weights = boot.weights_for(st.clusters)
             reducer.update(slice(None), scores, base, valid, weights, extra={"mass": mass, "special_mass": smass})
+            clustered.update((scores - base).numpy(), valid.numpy(), np.asarray(st.clusters))
             spans.append((st.units.start, st.units.stop))
             bar.update(b * world.size)  # rank 0 sees its own share; the others advance alike
     finally:
         bar.close()
     reducer.merge(world)
+    if world.size > 1:
+        sums = [torch.from_numpy(a) for a in clustered.arrays()]
+        world.sum_(sums)
+        for a, t in zip(clustered.arrays(), sums):
+            a[...] = t.numpy()
     shards = world.gather(spans)
     covered = sorted(u for spans_r in shards for a, z in spans_r for u in range(a, z))
     if covered != list(range(n_units)):
         raise RuntimeError(f"{desc}: the workers' shards do not cover units 0..{n_units - 1} exactly once")
-    return reducer.summary(), shards
+    summ = reducer.summary()
+    summ.extra["clustered"] = clustered
+    return summ, shards
+
+
+def _score_pairs(tests: list, clusters: Sequence[int], scores: Tensor, base: Tensor, valid: Tensor) -> None:
+    """In place, for the minimal-pair tests: each sentence of a pair gets the pair's score, the
+    minimum over its two sentences (1: the head is right on both: its argmax moved with the cue),
+    and the baseline's likewise; a pair with one sentence out of the stratum counts for neither.
+    A pair is one cluster, so both of its sentences are in this batch."""
+    ks = [k for k, t in enumerate(tests) if t.kind == "relation" and t.source == MINIMAL_PAIR_SOURCE]
+    if not ks:
+        return
+    c = torch.as_tensor(list(clusters))
+    for k in ks:
+        v = valid[:, k, 0, 0]
+        for cluster in torch.unique(c[v]).tolist():
+            rows = torch.nonzero((c == cluster) & v).flatten()
+            if len(rows) != 2:
+                valid[(c == cluster), k] = False
+                continue
+            scores[rows, k] = scores[rows, k].amin(0, keepdim=True)
+            base[rows, k] = base[rows, k].amin(0, keepdim=True)
 
 
 def _output_weights(adapter: Adapter, layer: int) -> Tensor:
@@ -886,9 +1062,9 @@ def probe_items(
     tests = _tests(items, adapter.is_causal, n_repeat, margin, mass_margin, specials, weighting)
     # batches of similar lengths pad little (the statistics do not depend on the order of sentences);
     # with several workers, batch k goes to worker k % N: the batches themselves do not change
-    by_length = sorted(items, key=lambda it: len(it.words))
+    ordered, clusters = cluster_order(items)
     world = world if world is not None else current()
-    main = _Pass(adapter, by_length, n_repeat, repeat_length, seed + 1, batch_size)
+    main = _Pass(adapter, ordered, n_repeat, repeat_length, seed + 1, batch_size, clusters)
     summ, shards = _run(main, tests, n_boot, seed, progress, f"probe {adapter.name}", world)
     null = None
     null_pass = _null_pass(adapter, items, null_n, n_repeat, repeat_length, seed, batch_size) if null_model else None
@@ -914,6 +1090,10 @@ def probe_items(
         null_model=null is not None,
         correction="holm per role",
         sink=adapter.sink,
+        test="paired one-sided t over clusters (Liang-Zeger standard error, clusters - 1 df)",
+        interval="95% cluster Poisson bootstrap; accuracy rows widened to the Wilson interval at the clusters",
+        n_clusters=len(set(clusters)),
+        real_text=sorted({source_of(it) for it in items} - set(SYNTHETIC_SOURCES) - {"xsum", "sonnets"}),
         specials=list(specials),
         weighting=list(weighting),
         workers=world.size,
@@ -950,8 +1130,21 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
     ci_low, ci_high = summ.ci(0.95)
     n_tests = len(tests)
     margin = np.array([t.margin for t in tests])[:, None, None] * np.ones((1, L, H))
-    p = stats.one_sided_p_from_sums(summ.n, summ.mean_diff, summ.sd_diff, margin)
+    clustered = summ.extra.get("clustered")
+    n_clusters = clustered.g if clustered is not None else summ.n
+    # the test runs over clusters (one cluster per item where items have none: the item t-test)
+    if clustered is not None:
+        p = clustered.p_value(margin)
+    else:
+        p = stats.one_sided_p_from_sums(summ.n, summ.mean_diff, summ.sd_diff, margin)
     p = np.where(summ.n >= 2, p, np.nan)
+    # accuracy intervals: the cluster bootstrap's, widened to the Wilson interval at the number of
+    # clusters, so that a small all-correct sample does not get the interval [1, 1]
+    acc = np.array([t.metric == "accuracy" for t in tests])[:, None, None]
+    w_lo, w_hi = stats.wilson_interval(summ.score * n_clusters, n_clusters)
+    with np.errstate(invalid="ignore"):
+        ci_low = np.where(acc & np.isfinite(w_lo), np.fmin(ci_low, w_lo), ci_low)
+        ci_high = np.where(acc & np.isfinite(w_hi), np.fmax(ci_high, w_hi), ci_high)
     # one family per role (each role is its own claim), over its label-carrying tests only
     p_adj = np.full_like(p, np.nan)
     for role in {t.family for t in tests} - {""}:
@@ -991,6 +1184,9 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
                     "weighting": t.weighting,
                     "sd_diff": summ.sd_diff[k].ravel(),
                     "special_mass": summ.extra["special_mass"][k].ravel(),
+                    "heuristic": t.heuristic,
+                    "heuristic_baseline": t.heuristic_baseline,
+                    "n_clusters": n_clusters[k].ravel().astype(int),
                 }
             )
         )
@@ -998,7 +1194,113 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
     clears_null = (df["ci_low"] > df["null_score"]) | df["null_score"].isna() | (df["role"] == "broad")
     df["label"] = (df["p_adjusted"] <= alpha) & (df["ci_low"] > df["baseline"]) & clears_null
     df["label"] = df["label"].fillna(False).astype(bool) & (df["family"] != "")
+    df["gates"] = _gates(df)
+    df["label"] &= df["gates"]
     return df[COLUMNS]
+
+
+# the strata (source, subset) on which a relation label must also clear the best heuristic (the
+# row's baseline there: best offset, first word, nearest / first / k-th noun): the items where the
+# heuristics disagree with the gold (required: no such items, no label), and the minimal pairs
+# (where the run has them: ``--sources pairs``), whose score must also reach PAIR_SHARE_MIN.
+# A head that follows a heuristic scores at most that heuristic there.
+LABEL_GATES = {
+    "subject_verb": (("all", "attractor"), ("all", "distance 3+"), (MINIMAL_PAIR_SOURCE, "all")),
+    "anaphora": ((MINIMAL_PAIR_SOURCE, "all"),),
+}
+PAIR_SHARE_MIN = 0.5  # a gated head moves its argmax with the cue in at least half of the pairs
+# a label from the generated families needs real text behind it where the run has real text of the
+# relation (WinoBias, spaCy-silver XSum, CoNLL-U, a user's text): the same head and direction with
+# ci_low above the baseline on a real source's label-carrying row
+REAL_TEXT_RELATIONS = ("subject_verb", "anaphora")
+SYNTHETIC_SOURCES = ("generated", *NON_LABEL_SOURCES)
+
+
+def _gates(df: pd.DataFrame) -> pd.Series:
+    """Per row: False for a label-carrying row of a gated relation whose head does not clear, on
+    each of ``LABEL_GATES``' strata (same direction, specials convention and weighting), ci_low >
+    that stratum's baseline (and, on the minimal pairs, score >= PAIR_SHARE_MIN), or where the
+    run has no items in a required stratum; else True. Directions the stratum has no rows for
+    (a reverse direction, on the minimal pairs) are not gated by it."""
+    ok = pd.Series(True, index=df.index)
+    keys = ["layer", "head", "direction", "specials", "weighting"]
+    for relation, strata in LABEL_GATES.items():
+        rows = (df["role"] == relation) & (df["family"] != "")
+        if not rows.any():
+            continue
+        for source, sub in strata:
+            g = df[(df["role"] == relation) & (df["source"] == source) & (df["subset"] == sub)]
+            pairs = source == MINIMAL_PAIR_SOURCE
+            if pairs and g.empty:
+                continue  # not measured in this run
+            passed = (g["ci_low"] > g["baseline"]) & (g["n"] > 0)
+            if pairs:
+                passed &= g["score"] >= PAIR_SHARE_MIN
+            passed = g.assign(passed=passed).set_index(keys)["passed"]
+            key = pd.MultiIndex.from_frame(df.loc[rows, keys])
+            got = passed.reindex(key)
+            if pairs:  # only the directions measured on the pairs
+                got = got.where(~got.isna() | key.get_level_values("direction").isin(g["direction"]), True)
+            ok.loc[rows] &= got.fillna(False).astype(bool).to_numpy()
+    for relation in HEURISTIC_RELATIONS:  # the reverse control: other nouns attend to the query less
+        reverse = RELATIONS[relation][1]
+        rows = (df["role"] == relation) & (df["family"] != "") & (df["direction"] == reverse)
+        ctrl = df[(df["role"] == relation) & (df["subset"] == CONTROL_SUBSET) & (df["direction"] == reverse)]
+        if not rows.any() or ctrl.empty:
+            continue
+        ctrl_score = ctrl.set_index(["source", *keys])["score"]
+        key = pd.MultiIndex.from_frame(df.loc[rows, ["source", *keys]])
+        against = ctrl_score.reindex(key).to_numpy()  # NaN: no other noun in that source's items
+        ok.loc[rows] &= ~(df.loc[rows, "ci_low"].to_numpy() <= against)
+    for relation in REAL_TEXT_RELATIONS:
+        label_rows = (df["role"] == relation) & (df["family"] != "")
+        synthetic = label_rows & df["source"].isin(SYNTHETIC_SOURCES)
+        real = df[label_rows & ~df["source"].isin(SYNTHETIC_SOURCES)]
+        if real.empty or not synthetic.any():
+            continue  # no real text of this relation in the run (df.attrs["real_text"] says so)
+        behind = real.assign(passed=real["ci_low"] > real["baseline"]).groupby(keys)["passed"].any()
+        key = pd.MultiIndex.from_frame(df.loc[synthetic, keys])
+        ok.loc[synthetic] &= behind.reindex(key).fillna(False).astype(bool).to_numpy()
+    return ok
+
+
+def real_text_heads(df: pd.DataFrame) -> pd.DataFrame:
+    """Per relation (``REAL_TEXT_RELATIONS``) and direction: the best head on real text (the highest
+    score minus baseline among the label-carrying rows of real sources), whether it is labelled,
+    and if not what keeps it out: "p" (Holm-adjusted p above alpha), "ci_low" (interval not above
+    the baseline), "gates" (a heuristic subset or the minimal pairs)."""
+    alpha = float(df.attrs.get("alpha", 0.05))
+    lab = df[(df["family"].fillna("") != "") & df["role"].isin(REAL_TEXT_RELATIONS)]
+    lab = lab[~lab["source"].isin(SYNTHETIC_SOURCES)]
+    rows = []
+    for (role, direction), g in lab.groupby(["role", "direction"], sort=True):
+        top = g.loc[(g["score"] - g["baseline"]).idxmax()]
+        why = [
+            name
+            for name, bad in (
+                ("p", not top["p_adjusted"] <= alpha),
+                ("ci_low", not top["ci_low"] > top["baseline"]),
+                ("gates", not bool(top["gates"])),
+            )
+            if bad
+        ]
+        rows.append(
+            dict(
+                role=role,
+                direction=direction,
+                layer=int(top["layer"]),
+                head=int(top["head"]),
+                source=top["source"],
+                score=float(top["score"]),
+                baseline=float(top["baseline"]),
+                baseline_kind=top["baseline_kind"],
+                ci_low=float(top["ci_low"]),
+                p_adjusted=float(top["p_adjusted"]),
+                label=bool(top["label"]),
+                kept_out_by=", ".join(why) if not top["label"] else "",
+            )
+        )
+    return pd.DataFrame(rows)
 
 
 def headline(df: pd.DataFrame) -> pd.DataFrame:

@@ -51,7 +51,12 @@ COLUMNS = [
     "ci_low", "ci_high", "n", "p_value", "p_adjusted", "label", "null_score", "mass",
     "offset_baseline", "candidate_baseline", "margin",
     "specials", "source", "subset", "family", "sd_diff", "special_mass", "weighting",
+    "heuristic", "heuristic_baseline", "gates", "n_clusters",
 ]  # fmt: skip
+# heuristic  the best noun heuristic (relation rows looking back: "nearest noun", "first noun",
+#           "noun k"), heuristic_baseline its accuracy on the row's items; gates: False where a
+#           label-carrying row fails probe.LABEL_GATES (ci_low <= the best heuristic on a subset).
+# n_clusters the clusters behind the row (analyses.data.Item.cluster): the test's and the interval's unit.
 # Where a row comes from (the columns after ``margin``):
 # specials  how special tokens ([CLS], [SEP], BOS) enter a word-relation argmax: "exclude" (Clark et
 #           al. 2019: the largest weight among the sentence's other words) or "include" (special
