@@ -3,7 +3,8 @@ sets) -> ``metrics`` (behaviour scores, the role -> metric table) -> ``verdicts`
 the decision rule) -> ``run`` (``validate``) -> ``report`` (validation.csv / .md); ``labels`` reads
 and checks a labels table (or reads labels off attention patterns), ``planted`` is a hand-set model
 for tests; ``powered`` is the powered run (many prompts the model solves, layer-matched nulls,
-group ablations) and ``prompts.contrastive_pairs`` the pairs the circuits work shares. The public names are re-exported here."""
+group ablations) and ``prompts.contrastive_pairs`` the pairs the circuits work shares. The public
+names are re-exported here."""
 
 from analyses.validation.labels import LABEL_COLUMNS, check_labels, check_labels_model, pattern_labels, read_labels
 from analyses.validation.metrics import (

@@ -107,3 +107,37 @@ def test_powered_prompts_measure_accuracy_and_keep_solved(smollm2):
     assert (clean > 0).all() and len(clean) == a.loc["anaphora_logit_diff", "n_kept"]  # only solved prompts kept
     cont = prompts["continuation_loss"].tasks["continuation_loss"]
     assert cont.loss_mask.any(1).all() and 0 < a.loc["continuation_loss", "accuracy"] < 1
+
+
+def test_cli_powered_writes_its_files(tmp_path, monkeypatch):
+    import json
+
+    import models
+    from analyses.cli import main
+    from analyses.validation import powered
+
+    model = V.planted_copies({(0, 2): 20.0, (0, 5): 20.0})
+    monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: model)
+    ps = V.planted_prompts(n=24, seed=0)
+    ps.tasks = {"continuation_loss": ps.tasks["loss"]}  # the period-2 loss stands in for real text
+
+    def fake_prompts(m, metrics, n=120, seed=0, texts=None):
+        assert list(metrics) == ["continuation_loss"] and n == 24
+        return {"continuation_loss": ps}, pd.DataFrame([dict(metric="continuation_loss", accuracy=1.0, n_kept=24)])
+
+    monkeypatch.setattr(powered, "powered_prompts", fake_prompts)
+    labels = tmp_path / "heads.csv"
+    labels.write_text(
+        "layer,head,role,label\n0,2,previous_token,true\n0,5,previous_token,true\n0,7,attention_sink,true\n"
+    )
+    out = tmp_path / "pw"
+    argv = ["validate", "--model", "planted", "--labels", str(labels), "--out", str(out), "--powered", "--n", "24"]
+    assert main(argv + ["--n-null", "10", "--ablation", "zero"]) == 0
+    table = pd.read_csv(out / "powered.csv")
+    assert sorted(zip(table["layer"], table["head"])) == [(0, 2), (0, 5)]  # the sink label is left out
+    groups = pd.read_csv(out / "groups.csv")
+    assert groups.loc[0, "heads"] == "L0H2 L0H5" and groups.loc[0, "n_null"] == 10
+    record = json.loads((out / "powered.json").read_text())
+    assert record["sinks_left_out"] == {"attention_sink": 1} and record["seconds"] > 0
+    md = (out / "powered.md").read_text()
+    assert "own accuracy" in md and "Group ablation" in md
