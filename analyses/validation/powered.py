@@ -149,7 +149,7 @@ def _pair_prompts(model, metric: str, n: int, seed: int) -> tuple[PromptSet, dic
     what = f"logit(right) - logit(wrong) on solved {task} pairs (clean prompts)"
     t = Task(metric, "logit_diff", what, rows, pos=kept.answer_pos.numpy(), right=kept.right.numpy())
     t.wrong = kept.wrong.numpy()
-    fam = [f"{task}:{x}" for x in kept.template]
+    fam = [task] * len(kept)  # one resampling group (a form can have a single prompt)
     ps = PromptSet(kept.clean[:, :width], kept.attention_mask[:, :width], kept.clean_texts, fam, {metric: t})
     row.update(n_kept=len(kept), kept="solved", clean_mean=float(diff[ok].mean()) if ok.any() else math.nan)
     return ps, row
