@@ -8,8 +8,10 @@ reader inputs of ``models/split_inputs.py``). The writers compute from their own
 so an effect travels only along kept edges. Keep every edge: the clean run; keep none: the
 corrupted run. Grouped-query attention: a kv head's k (v) input is one reader, one edge per writer.
 
-``patch_nodes``: the clean prompt runs with every head (``attn.hook_z``) and MLP (``hook_mlp_out``)
-outside the circuit replaced by its corrupted value.
+``patch_nodes``: the clean prompt runs with every node outside the circuit replaced by its
+corrupted value: heads (``attn.hook_z``), MLPs (``hook_mlp_out``) and the embeddings (``input``,
+``blocks.0.hook_resid_pre``), so that keeping no node is the corrupted run; keep ``input`` to let
+the clean tokens in.
 
 ``circuit_metric`` streams a metric of either over a pair set; ``gap_recovered`` is the fraction of
 the clean-corrupted metric gap a circuit recovers: (circuit - corrupted) / (clean - corrupted) of
@@ -103,22 +105,25 @@ def _check_nodes(model: Transformer, keep: Collection[str]) -> tuple[set[tuple[i
     mlps = {mlp_name(layer): layer for layer in range(cfg.n_layers)}
     if isinstance(keep, str):
         raise TypeError(f"keep must be a collection of node names, got the string {keep!r}")
-    bad = [n for n in keep if n not in heads and n not in mlps]
+    bad = [n for n in keep if n not in heads and n not in mlps and n != "input"]
     if bad:
-        raise ValueError(f"unknown nodes {bad[:5]}: heads are 'a{{layer}}.h{{head}}' (e.g. 'a0.h1'), MLPs 'm{{layer}}'")
+        raise ValueError(
+            f"unknown nodes {bad[:5]}: heads are 'a{{layer}}.h{{head}}' (e.g. 'a0.h1'), MLPs 'm{{layer}}', "
+            "the embeddings 'input'"
+        )
     return {heads[n] for n in keep if n in heads}, {mlps[n] for n in keep if n in mlps}
 
 
 def patch_nodes(model: Transformer, batch: Pairs, keep: Collection[str]) -> Tensor:
-    """The model's output on ``batch.clean`` with every head and MLP not named in ``keep``
-    ("a3.h2", "m3") replaced by its value in the corrupted run."""
+    """The model's output on ``batch.clean`` with every node not named in ``keep`` ("a3.h2",
+    "m3", "input") replaced by its value in the corrupted run."""
     check_pairs(model, batch)
     kept_heads, kept_mlps = _check_nodes(model, keep)
     cfg = model.cfg
     names = [f"blocks.{layer}.attn.hook_z" for layer in range(cfg.n_layers)]
     names += [f"blocks.{layer}.hook_mlp_out" for layer in range(cfg.n_layers)]
-    corrupted = cache_values(model, batch.corrupted, batch, names)
-    hooks = []
+    corrupted = cache_values(model, batch.corrupted, batch, [*names, "blocks.0.hook_resid_pre"])
+    hooks = [] if "input" in keep else [("blocks.0.hook_resid_pre", lambda x, hook: corrupted[hook.name])]
     for layer in range(cfg.n_layers):
         out = [h for h in range(cfg.n_heads) if (layer, h) not in kept_heads]
         if out:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from analyses.circuits import Pairs, edge_graph, edge_scores, logit_diff, node_scores, patch_edges
+from analyses.circuits import Pairs, edge_graph, edge_scores, logit_diff, node_scores, patch_edges, patch_nodes
 from tests.factories import TINY, randomized, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -90,3 +90,33 @@ def test_the_graph_has_one_edge_per_kv_head_and_refuses_post_norm():
     bert = randomized(tiny_config(name="bert_like", **TINY["bert_like"]), seed=7)
     with pytest.raises(ValueError, match="post-norm"):
         edge_graph(bert)
+
+
+def test_keeping_everything_is_the_clean_run_and_nothing_the_corrupted_run(gqa):
+    """float64: within 1e-9 of the largest logit (the split path is the same function)."""
+    model, pairs, _ = gqa
+    clean, corrupted = model(pairs.clean), model(pairs.corrupted)
+    bound = 1e-9 * clean.abs().max()
+    every_edge, every_node = (
+        edge_graph(model).edges(),
+        [f"a{l}.h{h}" for l in range(2) for h in range(4)] + ["m0", "m1", "input"],
+    )
+    assert (patch_edges(model, pairs, keep=every_edge) - clean).abs().max() <= bound
+    assert (patch_edges(model, pairs, keep=[]) - corrupted).abs().max() <= bound
+    assert (patch_nodes(model, pairs, keep=every_node) - clean).abs().max() <= bound
+    assert (patch_nodes(model, pairs, keep=[]) - corrupted).abs().max() <= bound
+    # an effect travels only along kept edges: a0.h0's changed output reaches nothing without an edge out
+    alone = patch_edges(model, pairs, keep=[("input", "a0.h0<q>")])
+    assert (alone - corrupted).abs().max() <= bound
+    path = patch_edges(model, pairs, keep=[("input", "a0.h0<q>"), ("a0.h0", "logits")])
+    assert (path - corrupted).abs().max() > 1e-6 and (path - clean).abs().max() > 1e-6
+
+
+def test_bad_circuits_are_refused(gqa):
+    model, pairs, _ = gqa
+    with pytest.raises(ValueError, match="no downstream reader 'a1.h0<k>'"):
+        patch_edges(model, pairs, keep=[("a0.h0", "a1.h0<k>")])  # k inputs are per kv head: a1.kv0<k>
+    with pytest.raises(ValueError, match="exactly one"):
+        patch_edges(model, pairs, keep=[], patch=[])
+    with pytest.raises(ValueError, match="unknown nodes"):
+        patch_nodes(model, pairs, keep=["L0H1"])

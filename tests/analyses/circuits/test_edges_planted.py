@@ -23,6 +23,8 @@ from analyses.circuits import Pairs, edge_graph, edge_scores, gap_recovered, nod
 V = P = 8  # vocabulary, context (one block of d_model each)
 TOK, POS, S1, S2, JUNK = (slice(i * 8, (i + 1) * 8) for i in range(5))
 A, B = "a0.h0", "a1.h0"
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 CIRCUIT = [("input", "a0.kv0<v>"), ("a0.h0", "a1.kv0<v>"), ("a1.h0", "logits")]  # k/v inputs are per kv head
 
 
@@ -70,7 +72,7 @@ def planted_pairs(n: int, seed: int) -> Pairs:
 
 @pytest.fixture(scope="module")
 def planted():
-    return planted_circuit_model(), planted_pairs(32, seed=1)
+    return planted_circuit_model(), planted_pairs(16, seed=1)
 
 
 def test_the_planted_model_does_the_task(planted):
@@ -109,6 +111,6 @@ def test_the_planted_circuit_recovers_the_gap_and_random_circuits_do_not(planted
         for _ in range(20)
     ]
     assert np.median(random) < 0.5, random
-    # node level too: keeping A and B (everything else from the corrupted run) recovers the gap
-    assert gap_recovered(model, pairs, nodes=[A, B]) >= 0.95
-    assert gap_recovered(model, pairs, nodes=["a0.h1", "a1.h2"]) < 0.5
+    # node level too: keeping the input, A and B (everything else from the corrupted run) recovers the gap
+    assert gap_recovered(model, pairs, nodes=["input", A, B]) >= 0.95
+    assert gap_recovered(model, pairs, nodes=["input", "a0.h1", "a1.h2"]) < 0.5
