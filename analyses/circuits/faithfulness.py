@@ -381,7 +381,7 @@ def _label_ranking(nodes: Sequence[str], labels: pd.DataFrame) -> pd.Series:
 def faithfulness_curve(
     model: Any,
     pairs: Any,
-    scores: pd.DataFrame | pd.Series | Mapping[str, float] | None,
+    scores: pd.DataFrame | pd.Series | Mapping[str, Any] | None,
     proportions: Sequence[float] = MIB_PROPORTIONS,
     n_random: int = 10,
     labels: pd.DataFrame | None = None,
@@ -392,15 +392,17 @@ def faithfulness_curve(
     progress: bool = False,
 ) -> pd.DataFrame:
     """Faithfulness of circuits of ``int(p * n_nodes)`` nodes for each proportion p: the top nodes
-    by |score| (``method``, skipped when ``scores`` is None), ``n_random`` random circuits, and
+    by |score| (named ``method``; ``scores`` may also be ``{method: scores}`` for several rankings,
+    or None for none), ``n_random`` random circuits, and
     with ``labels`` (rows of one role: layer, head, label, score) the pattern-label ranking.
 
     Returns one row per (method, proportion, draw): method, proportion, k, draw, metric,
     faithfulness, and attrs clean, corrupted, gap, n_nodes."""
     nodes = all_nodes(model)
     rankings: dict[str, pd.Series] = {}
-    if scores is not None:
-        rankings[method] = scores_to_series(scores).reindex(nodes).fillna(0.0)
+    by_method = scores if isinstance(scores, Mapping) and all(not np.isscalar(v) for v in scores.values()) else None
+    for name, table in (by_method or ({method: scores} if scores is not None else {})).items():
+        rankings[name] = scores_to_series(table).reindex(nodes).fillna(0.0)
     if labels is not None and len(labels):
         rankings["pattern_labels"] = _label_ranking(nodes, labels)
     circuits: dict[str, list[str]] = {}
