@@ -3,7 +3,8 @@ command line starts without torch.
 
 Layers, lowest first: ``interp`` <- ``models`` <- ``analyses.data`` <- ``analyses.heads`` /
 ``analyses.invariance`` / ``analyses.positional`` <- ``analyses.validation`` (it validates the
-heads' labels) <- ``analyses.report`` <- ``analyses.cli``. A module may import its own room and any
+heads' labels) <- ``analyses.circuits`` (its tasks are the validation's prompt pairs) <-
+``analyses.report`` <- ``analyses.cli``. A module may import its own room and any
 lower layer; never a higher layer nor a sibling room of the same layer.
 """
 
@@ -28,9 +29,10 @@ LAYERS = {
     "analyses.invariance": 3,
     "analyses.positional": 3,
     "analyses.validation": 4,
-    "analyses.report": 5,
-    "analyses.explore": 6,  # the live app reads heads.csv and the examples through report/heads
-    "analyses.cli": 7,
+    "analyses.circuits": 5,  # its tasks come from the validation prompt generator; the page shows its results
+    "analyses.report": 6,
+    "analyses.explore": 7,  # the live app reads heads.csv and the examples through report/heads
+    "analyses.cli": 8,
 }
 
 

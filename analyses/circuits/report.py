@@ -17,7 +17,18 @@ from analyses.circuits.figures import circuit_figure, faithfulness_figure
 from analyses.circuits.run import CircuitResult
 from interp.io import atomic_write, fmt, md_table
 
-__all__ = ["OUTPUTS", "report_markdown", "write_outputs", "head_importance", "read_head_importance"]
+__all__ = [
+    "OUTPUTS",
+    "CIRCUITS_DIR",
+    "report_markdown",
+    "write_outputs",
+    "head_importance",
+    "read_head_importance",
+    "page_circuits",
+]
+
+# where a model's page looks for circuit runs: <model folder>/circuits/<task>/ (interp circuit --out)
+CIRCUITS_DIR = "circuits"
 
 OUTPUTS = (
     "tasks.csv",
@@ -196,3 +207,31 @@ def read_head_importance(folder: str | Path) -> pd.DataFrame | None:
         return None
     info: dict[str, Any] = json.loads((folder / "circuit.json").read_text(encoding="utf-8"))
     return head_importance(pd.read_csv(folder / "nodes.csv"), str(info.get("task")))
+
+
+def page_circuits(model_dir: str | Path) -> dict[str, list[dict]]:
+    """What the model page's head detail shows beside the pattern role: for every circuit run under
+    ``model_dir/circuits/*/`` (``interp circuit --out``), per head ``"layer,head"`` a list of {task,
+    importance, eap, eap_ig} (numbers rounded to 4 significant digits; None where not computed)."""
+    out: dict[str, list[dict]] = {}
+    root = Path(model_dir) / CIRCUITS_DIR
+    if not root.is_dir():
+        return out
+
+    def num(x: Any) -> float | None:
+        return None if x is None or pd.isna(x) else float(f"{float(x):.4g}")
+
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        table = read_head_importance(folder)
+        if table is None:
+            continue
+        for r in table.to_dict("records"):
+            out.setdefault(f"{int(r['layer'])},{int(r['head'])}", []).append(
+                {
+                    "task": str(r["task"]),
+                    "importance": num(r.get("importance")),
+                    "eap": num(r.get("eap")),
+                    "eap_ig": num(r.get("eap-ig")),
+                }
+            )
+    return out
