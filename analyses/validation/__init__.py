@@ -14,7 +14,17 @@ from analyses.validation.metrics import (
     role_metric,
 )
 from analyses.validation.planted import planted_model
-from analyses.validation.prompts import PromptSet, Task, build_prompts, planted_prompts
+from analyses.validation.prompts import (
+    PAIR_TASKS,
+    PairSet,
+    PromptSet,
+    Task,
+    build_prompts,
+    contrastive_pairs,
+    pair_logit_diff,
+    planted_prompts,
+    solved,
+)
 from analyses.validation.run import ValidationResult, validate
 from analyses.validation.verdicts import COLUMNS, NO_METRIC, VERDICTS, decide, empirical_p, verdict_table
 
@@ -26,6 +36,11 @@ __all__ = [
     "PromptSet",
     "build_prompts",
     "planted_prompts",
+    "PAIR_TASKS",
+    "PairSet",
+    "contrastive_pairs",
+    "pair_logit_diff",
+    "solved",
     "ROLE_METRICS",
     "OTHER_ROLE",
     "REL_MIN_EFFECT",

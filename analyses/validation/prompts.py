@@ -19,7 +19,19 @@ from analyses.data.generated import random_repeated_tokens
 from analyses.data.items import is_punctuation
 from interp.view import view
 
-__all__ = ["Task", "PromptSet", "build_prompts", "planted_prompts", "is_lm", "repeated_tokens"]
+__all__ = [
+    "Task",
+    "PromptSet",
+    "build_prompts",
+    "planted_prompts",
+    "is_lm",
+    "repeated_tokens",
+    "PAIR_TASKS",
+    "PairSet",
+    "contrastive_pairs",
+    "pair_logit_diff",
+    "solved",
+]
 
 
 @dataclass
@@ -354,3 +366,373 @@ def planted_prompts(n: int = 16, length: int = 12, vocab: int = 12, seed: int = 
     loss_mask[:, 1:-1] = True  # predictions made at positions 1 .. length-2
     task = Task("loss", "loss", "minus next-token loss on period-2 sequences", np.arange(n), loss_mask=loss_mask)
     return PromptSet(tokens, mask, [" ".join(map(str, r)) for r in rows], ["planted"] * n, {"loss": task})
+
+
+# --------------------------------------------------------------------------------------------------
+# Contrastive pairs (clean / corrupted prompts of the same length), shared with analyses.circuits
+# --------------------------------------------------------------------------------------------------
+
+PAIR_TASKS = ("subject_verb", "pronoun_gender", "ioi", "induction")
+
+
+@dataclass
+class PairSet:
+    """Contrastive prompt pairs of one task: ``clean[i]`` and ``corrupted[i]`` have the same length
+    in tokens (one ``attention_mask``, right padding); at ``answer_pos[i]`` (the last real token) the
+    metric is ``logit(right[i]) - logit(wrong[i])``, positive on clean when the model does the task.
+    The corruption moves the cue (see ``contrastive_pairs``), so on ``corrupted`` the same
+    difference is negative (``subject_verb``, ``pronoun_gender``, ``induction``) or near zero
+    (``ioi``'s ABC corruption, as in Wang et al. 2022). ``held_out``: pairs kept out of circuit
+    selection (faithfulness is measured on them). ``attractor``: subject-verb pairs with a noun of the
+    other number between subject and verb (False for the other tasks). ``template``: which form
+    each pair comes from."""
+
+    task: str
+    clean: Tensor  # [n, pos] long
+    corrupted: Tensor  # [n, pos] long
+    attention_mask: Tensor  # [n, pos] long, 1 real, 0 padding (the same for both)
+    answer_pos: Tensor  # [n] long
+    right: Tensor  # [n] long: the answer token on clean
+    wrong: Tensor  # [n] long: the contrasting token
+    held_out: Tensor  # [n] bool
+    attractor: Tensor  # [n] bool
+    template: list
+    clean_texts: list
+    corrupted_texts: list
+
+    def __len__(self) -> int:
+        return int(self.clean.shape[0])
+
+    def subset(self, keep) -> PairSet:
+        """The pairs selected by a bool mask or an index array, in that order."""
+        idx = torch.as_tensor(np.asarray(keep))
+        if idx.dtype == torch.bool:
+            if idx.shape != (len(self),):
+                raise ValueError(
+                    f"a mask over {len(self)} pairs must have shape ({len(self)},), got {tuple(idx.shape)}"
+                )
+            idx = idx.nonzero()[:, 0]
+        idx = idx.long()
+        pick = idx.tolist()
+        return PairSet(
+            self.task,
+            self.clean[idx],
+            self.corrupted[idx],
+            self.attention_mask[idx],
+            self.answer_pos[idx],
+            self.right[idx],
+            self.wrong[idx],
+            self.held_out[idx],
+            self.attractor[idx],
+            [self.template[i] for i in pick],
+            [self.clean_texts[i] for i in pick],
+            [self.corrupted_texts[i] for i in pick],
+        )
+
+    def logit_diff(self, logits: Tensor, rows: Tensor | None = None) -> Tensor:
+        """[n] logit(right) - logit(wrong) at the answer position, in fp32, from logits [n, pos,
+        vocab] of these pairs (``rows``: the pairs a batch of logits holds; default all)."""
+        rows = torch.arange(len(self)) if rows is None else torch.as_tensor(rows).long()
+        if logits.ndim != 3 or logits.shape[0] != rows.numel():
+            raise ValueError(f"logits must be [{rows.numel()}, pos, vocab] for these pairs, got {tuple(logits.shape)}")
+        b = torch.arange(rows.numel())
+        pos = self.answer_pos[rows].to(logits.device)
+        right, wrong = self.right[rows].to(logits.device), self.wrong[rows].to(logits.device)
+        return (logits[b, pos, right].float() - logits[b, pos, wrong].float()).cpu()
+
+
+_PAIR_SV_SUBJ = _SV_SUBJ + [
+    ("letter", "letters"),
+    ("player", "players"),
+    ("doctor", "doctors"),
+    ("friend", "friends"),
+    ("painting", "paintings"),
+    ("report", "reports"),
+]
+_PAIR_SV_ATTR = _SV_ATTR + [("wall", "walls"), ("lake", "lakes"), ("road", "roads"), ("shelf", "shelves")]
+_PAIR_SV_PEOPLE = [("man", "men"), ("woman", "women"), ("child", "children"), ("teacher", "teachers"), ("boy", "boys")]
+_PAIR_SV_RC_VERBS = ["liked", "saw", "found", "wanted", "painted", "praised"]
+_PAIR_GENDER = _GENDER + [("nephew", "niece"), ("grandfather", "grandmother"), ("groom", "bride")]
+_REFLEXIVE_VERBS = ["blamed", "hurt", "praised", "introduced", "reminded", "taught", "saw", "asked"]
+_MEET_VERBS = ["met", "saw", "called", "helped", "visited", "thanked"]
+_PREPS_PERSON = ["near", "behind", "next to", "beside", "with"]
+_IOI_NAMES = [
+    "Mary", "John", "Tom", "James", "Anna", "Sarah", "Mike", "David", "Lisa", "Emma", "Paul", "Kate",
+    "Peter", "Jane", "Mark", "Laura", "Alex", "Chris", "Sam", "Ben", "Dan", "Tim", "Amy", "Kevin",
+    "Daniel", "Michael", "Rachel", "Jessica",
+]  # fmt: skip
+_IOI_PLACES = ["store", "park", "school", "garden", "station", "restaurant", "office", "hospital", "beach"]
+_IOI_OBJECTS = ["drink", "book", "ring", "gift", "bottle", "snack", "necklace", "computer"]
+# Wang et al. (2022)'s forms: {A} the indirect object, {B} the subject (named twice), {P}, {O}
+_IOI_TEMPLATES = [
+    "Then, {X} and {Y} went to the {P}. {B} gave a {O} to",
+    "When {X} and {Y} got a {O} at the {P}, {B} decided to give it to",
+    "Then, {X} and {Y} had a lot of fun at the {P}. {B} gave a {O} to",
+    "After {X} and {Y} went to the {P}, {B} gave a {O} to",
+    "While {X} and {Y} were working at the {P}, {B} gave a {O} to",
+    "Friends {X} and {Y} found a {O} at the {P}. {B} gave it to",
+]
+
+
+def _hf_of(tokenizer):
+    """(the Hugging Face tokenizer, the toolkit's ``Tokenizer`` around it) of either kind."""
+    from models.tokenizer import Tokenizer  # analyses may use models
+
+    if isinstance(tokenizer, Tokenizer):
+        return tokenizer.hf, tokenizer
+    if hasattr(tokenizer, "encode") and getattr(tokenizer, "is_fast", False):
+        return tokenizer, Tokenizer(tokenizer)
+    raise TypeError(
+        f"contrastive_pairs needs a tokenizer (models.Tokenizer, e.g. model.tokenizer, or a fast Hugging Face "
+        f"tokenizer), got {type(tokenizer).__name__}"
+    )
+
+
+def _one_token(hf, word: str) -> int | None:
+    """The id of `` word`` (with its leading space, as it follows another word) if it is one token."""
+    ids = hf.encode(" " + word, add_special_tokens=False)
+    return ids[0] if len(ids) == 1 else None
+
+
+def _single_token_words(hf, words, what: str, need: int) -> list:
+    """The entries of ``words`` (a word, or a tuple of words) whose every word is one token."""
+    keep = [w for w in words if all(_one_token(hf, x) is not None for x in (w if isinstance(w, tuple) else (w,)))]
+    if len(keep) < need:
+        raise ValueError(
+            f"only {len(keep)} {what} are single tokens in this tokenizer (need at least {need}); "
+            "contrastive pairs swap single-token words so that clean and corrupted have the same length"
+        )
+    return keep
+
+
+def _sv_pair(rng, i: int, words: dict) -> tuple:
+    """One subject-verb pair: the subject's number alternates with ``i`` and so does the attractor
+    flag (every 2): with an attractor, the noun between subject and verb has the other number. The
+    corruption flips the subject's number only."""
+    plural, attractor = i % 2, (i // 2) % 2 == 1
+    attr_plural = 1 - plural if attractor else plural
+    s = words["subj"][rng.integers(len(words["subj"]))]
+    if rng.random() < 0.6:  # a prepositional phrase: "The keys near the cabinet"
+        a = words["attr"][rng.integers(len(words["attr"]))]
+        form, tail = "pp", f" {_SV_PREP[rng.integers(len(_SV_PREP))]} the {a[attr_plural]}"
+    else:  # an object relative clause: "The keys that the man found"
+        a = words["people"][rng.integers(len(words["people"]))]
+        form, tail = "rc", f" that the {a[attr_plural]} {_PAIR_SV_RC_VERBS[rng.integers(len(_PAIR_SV_RC_VERBS))]}"
+    clean, corrupted = f"The {s[plural]}{tail}", f"The {s[1 - plural]}{tail}"
+    is_, are = words["is"], words["are"]
+    right, wrong = (are, is_) if plural else (is_, are)
+    return clean, corrupted, right, wrong, attractor, form
+
+
+def _pronoun_pair(rng, i: int, words: dict) -> tuple:
+    """One pronoun-gender pair: a male and a female antecedent; the reflexive after the verb binds to
+    the subject of its clause ({A}), so the right pronoun is defined; the other person ({B}) is in a
+    relative clause, a prepositional phrase, an earlier clause or the matrix clause. The corruption
+    swaps the two people."""
+    g = i % 2  # the subject's gender: 0 male, 1 female
+    pa = words["gender"][rng.integers(len(words["gender"]))]
+    pb = words["gender"][rng.integers(len(words["gender"]))]
+    a, b = pa[g], pb[1 - g]
+    rv = _REFLEXIVE_VERBS[rng.integers(len(_REFLEXIVE_VERBS))]
+    form = ("rc", "pp", "after", "said")[rng.integers(4)]
+    templ = {
+        "rc": f"The {{A}} who {_MEET_VERBS[rng.integers(len(_MEET_VERBS))]} the {{B}} {rv}",
+        "pp": f"The {{A}} {_PREPS_PERSON[rng.integers(len(_PREPS_PERSON))]} the {{B}} {rv}",
+        "after": f"After the {{B}} left, the {{A}} {rv}",
+        "said": f"The {{B}} said that the {{A}} {rv}",
+    }[form]
+    clean, corrupted = templ.format(A=a, B=b), templ.format(A=b, B=a)
+    him, her = words["himself"], words["herself"]
+    right, wrong = (her, him) if g else (him, her)
+    return clean, corrupted, right, wrong, False, form
+
+
+def _ioi_pair(rng, i: int, words: dict) -> tuple:
+    """One IOI pair (Wang et al. 2022): the indirect object {A} is the answer, the subject {B} (named
+    twice) the contrast; ABBA and BABA orders alternate. The corruption is their ABC one: the second
+    mention of the subject becomes a third name."""
+    names = words["names"]
+    a, b, c = (names[k] for k in rng.choice(len(names), 3, replace=False))
+    t = int(rng.integers(len(_IOI_TEMPLATES)))
+    x, y = (a, b) if i % 2 == 0 else (b, a)
+    fill = dict(
+        X=x, Y=y, P=_IOI_PLACES[rng.integers(len(_IOI_PLACES))], O=_IOI_OBJECTS[rng.integers(len(_IOI_OBJECTS))]
+    )
+    templ = _IOI_TEMPLATES[t]
+    clean, corrupted = templ.format(B=b, **fill), templ.format(B=c, **fill)
+    order = "ABBA" if i % 2 == 0 else "BABA"
+    return clean, corrupted, words["id"][a], words["id"][b], False, f"{order}{t}"
+
+
+def _text_pairs(task: str, hf, tok, n: int, rng: np.random.Generator) -> tuple:
+    """n distinct text pairs of a word task, tokenised. Returns (clean, corrupted, mask, answer_pos,
+    right, wrong, attractor, template, clean_texts, corrupted_texts)."""
+    words = {}
+    if task == "subject_verb":
+        words["subj"] = _single_token_words(hf, _PAIR_SV_SUBJ, "subject nouns (both numbers)", 4)
+        words["attr"] = _single_token_words(hf, _PAIR_SV_ATTR, "attractor nouns (both numbers)", 2)
+        words["people"] = _single_token_words(hf, _PAIR_SV_PEOPLE, "relative-clause nouns", 1)
+        make = _sv_pair
+    elif task == "pronoun_gender":
+        words["gender"] = _single_token_words(hf, _PAIR_GENDER, "male/female noun pairs", 4)
+        make = _pronoun_pair
+    else:
+        words["names"] = _single_token_words(hf, _IOI_NAMES, "names", 6)
+        words["id"] = {w: _one_token(hf, w) for w in words["names"]}
+        make = _ioi_pair
+    for w in {"subject_verb": ("is", "are"), "pronoun_gender": ("himself", "herself")}.get(task, ()):
+        words[w] = _one_token(hf, w)
+        if words[w] is None:
+            raise ValueError(f"' {w}' is not one token in this tokenizer; the {task} answers must be single tokens")
+    rows, seen, misses = [], set(), 0
+    while len(rows) < n:
+        row = make(rng, len(rows), words)
+        if row[0] in seen:
+            misses += 1
+            if misses > 2000:  # in a row: the forms are used up
+                raise ValueError(f"could not draw {n} distinct {task} pairs (got {len(rows)}); ask for fewer")
+            continue
+        seen.add(row[0])
+        rows.append(row)
+        misses = 0
+    clean_texts, corrupted_texts = [r[0] for r in rows], [r[1] for r in rows]
+    cb, kb = tok(clean_texts), tok(corrupted_texts)
+    if cb.input_ids.shape != kb.input_ids.shape or not torch.equal(cb.attention_mask, kb.attention_mask):
+        raise RuntimeError(f"{task}: clean and corrupted prompts tokenised to different lengths")
+    answer_pos = cb.attention_mask.sum(1) - 1 - len(_affixes(hf, tok)[1])
+    right = torch.tensor([r[2] for r in rows])
+    wrong = torch.tensor([r[3] for r in rows])
+    attractor = torch.tensor([r[4] for r in rows], dtype=torch.bool)
+    return (
+        cb.input_ids,
+        kb.input_ids,
+        cb.attention_mask.long(),
+        answer_pos.long(),
+        right,
+        wrong,
+        attractor,
+        [r[5] for r in rows],
+        clean_texts,
+        corrupted_texts,
+    )
+
+
+def _affixes(hf, tok) -> tuple[list, list]:
+    """(the ids the toolkit's tokenizer puts before a text, those it puts after): BOS or [CLS]
+    before, [SEP] after, or nothing."""
+    text = "The dog"
+    ids = tok(text).input_ids[0].tolist()
+    body = hf.encode(text, add_special_tokens=False)
+    for start in range(len(ids) - len(body) + 1):
+        if ids[start : start + len(body)] == body:
+            return ids[:start], ids[start + len(body) :]
+    raise RuntimeError("could not find a text's own tokens inside its tokenisation")
+
+
+def _induction_pairs(hf, tok, n: int, rng: np.random.Generator, length: int = 12) -> tuple:
+    """Random tokens x (``length`` distinct mid-frequency ids) followed by x[:k], k in 3..length-1:
+    the answer is x[k]. The corruption replaces x[k] in the first copy by a token w absent from x, so
+    an induction head then predicts w (the contrast). Every pair has the same length."""
+    prefix, suffix = _affixes(hf, tok)
+    vocab = len(hf)
+    lo, hi = min(1000, vocab // 4), min(5000, vocab)
+    special = set(hf.all_special_ids)
+    clean, corrupted, ks, right, wrong = [], [], [], [], []
+    for _ in range(n):
+        draw = rng.choice(np.arange(lo, hi), length + 1, replace=False)
+        while special & set(draw.tolist()):
+            draw = rng.choice(np.arange(lo, hi), length + 1, replace=False)
+        x, w = draw[:length].tolist(), int(draw[length])
+        k = int(rng.integers(3, length))
+        y = list(x)
+        y[k] = w
+        clean.append(x + x[:k])
+        corrupted.append(y + x[:k])
+        ks.append(k)
+        right.append(x[k])
+        wrong.append(w)
+    width = len(prefix) + length + max(ks) + len(suffix)
+    pad = tok.pad_token_id
+    ids_c = torch.full((n, width), pad, dtype=torch.long)
+    ids_k = torch.full((n, width), pad, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for i in range(n):
+        c, kk = prefix + clean[i] + suffix, prefix + corrupted[i] + suffix
+        ids_c[i, : len(c)], ids_k[i, : len(kk)], mask[i, : len(c)] = torch.tensor(c), torch.tensor(kk), 1
+    answer_pos = torch.tensor([len(prefix) + length + k - 1 for k in ks])
+    texts_c = [hf.decode(r) for r in clean]
+    texts_k = [hf.decode(r) for r in corrupted]
+    return (
+        ids_c,
+        ids_k,
+        mask,
+        answer_pos,
+        torch.tensor(right),
+        torch.tensor(wrong),
+        torch.zeros(n, dtype=torch.bool),
+        [f"k={k}" for k in ks],
+        texts_c,
+        texts_k,
+    )
+
+
+def contrastive_pairs(task: str, tokenizer, n: int, seed: int = 0, held_out: float = 0.25) -> PairSet:
+    """``n`` seeded contrastive pairs of ``task`` (``PAIR_TASKS``), tokenised with ``tokenizer`` (the
+    toolkit's ``Tokenizer``, e.g. ``model.tokenizer``, or a fast Hugging Face one; BOS/[CLS] as it
+    adds them); a seeded ``held_out`` share of them is flagged ``held_out``.
+
+    * ``subject_verb``: "The keys near the cabinet" / "The key near the cabinet" -> " are" vs " is"
+      (forms: a prepositional phrase, or an object relative clause "The keys that the man found");
+      half have an attractor (``attractor``: the intervening noun has the other number); the
+      corruption flips the subject's number only.
+    * ``pronoun_gender``: "The king who met the queen blamed" -> " himself" vs " herself": one male and
+      one female antecedent; the reflexive binds to the subject of the clause it continues; the
+      corruption swaps the two people.
+    * ``ioi``: Wang et al. (2022)'s forms, "Then, Mary and John went to the store. John gave a drink
+      to" -> " Mary" vs " John" (ABBA and BABA), names that are single tokens; the corruption is their
+      ABC one (the second "John" becomes a third name).
+    * ``induction``: 12 random tokens x then x[:k] -> x[k] vs w, the token that replaces x[k] in the
+      first copy in the corrupted prompt.
+
+    Every word that is swapped is a single token (words that are not are skipped, with an error if
+    too few are left), so clean and corrupted have the same length; the answers are single tokens.
+    Pairs are distinct. Use ``solved`` to keep the pairs a model gets right."""
+    if task not in PAIR_TASKS:
+        raise ValueError(f"unknown task {task!r}; use one of {PAIR_TASKS}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive integer (the number of pairs), got {n!r}")
+    if not 0 <= held_out < 1:
+        raise ValueError(f"held_out is the share of pairs held out, in [0, 1), got {held_out!r}")
+    hf, tok = _hf_of(tokenizer)
+    rng = np.random.default_rng(seed)
+    if task == "induction":
+        parts = _induction_pairs(hf, tok, int(n), rng)
+    else:
+        parts = _text_pairs(task, hf, tok, int(n), rng)
+    flag = torch.zeros(int(n), dtype=torch.bool)
+    flag[torch.as_tensor(rng.permutation(int(n))[: int(round(held_out * n))], dtype=torch.long)] = True
+    clean, corrupted, mask, pos, right, wrong, attractor, template, texts_c, texts_k = parts
+    return PairSet(task, clean, corrupted, mask, pos, right, wrong, flag, attractor, template, texts_c, texts_k)
+
+
+@torch.no_grad()
+def pair_logit_diff(model, pairs: PairSet, which: str = "clean", batch_size: int = 64) -> Tensor:
+    """[n] logit(right) - logit(wrong) of ``model`` (a causal LM: the toolkit's or a
+    TransformerBridge) on the ``clean`` or ``corrupted`` prompts, in batches."""
+    if which not in ("clean", "corrupted"):
+        raise ValueError(f"which must be 'clean' or 'corrupted', got {which!r}")
+    if not is_lm(model):
+        raise ValueError("the logit-difference metric needs a causal model with an LM head (e.g. smollm2)")
+    tokens = pairs.clean if which == "clean" else pairs.corrupted
+    out = []
+    for s in range(0, len(pairs), batch_size):
+        rows = torch.arange(s, min(s + batch_size, len(pairs)))
+        width = int(pairs.attention_mask[rows].sum(1).max())
+        logits = model(tokens[rows, :width], attention_mask=pairs.attention_mask[rows, :width])
+        out.append(pairs.logit_diff(logits, rows))
+    return torch.cat(out) if out else torch.zeros(0)
+
+
+def solved(model, pairs: PairSet, batch_size: int = 64) -> Tensor:
+    """[n] bool: the pairs ``model`` gets right (logit difference > 0 on the clean prompt)."""
+    return pair_logit_diff(model, pairs, "clean", batch_size) > 0
