@@ -66,9 +66,11 @@ __all__ = [
     "cpr",
     "cmd",
     "faithfulness_curve",
+    "edge_faithfulness_curve",
     "summarise_curve",
     "exact_head_effects",
     "rank_agreement",
+    "to_pairs",
 ]
 
 MIB_PROPORTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
@@ -418,15 +420,95 @@ def faithfulness_curve(
             circuits[key] = ([INPUT] if k else []) + draw
             meta[key] = ("random", p, k, d)
     values = circuit_metric(model, pairs, circuits, metric=metric, batch_size=batch_size, progress=progress)
+    return _curve_rows(values, meta, len(nodes), "node")
+
+
+def _curve_rows(values: Mapping[str, float], meta: Mapping[str, tuple], n_items: int, level: str) -> pd.DataFrame:
+    """The curve's table from each circuit's mean metric (``values``, with "clean" and "corrupted")
+    and its (method, proportion, k, draw)."""
     clean, corrupted = values["clean"], values["corrupted"]
     gap = clean - corrupted
+    safe = gap if gap != 0 else float("nan")  # no gap: f is undefined, not infinite
     rows = [
-        dict(method=m, proportion=p, k=k, draw=d, metric=values[key], faithfulness=(values[key] - corrupted) / gap)
+        dict(method=m, proportion=p, k=k, draw=d, metric=values[key], faithfulness=(values[key] - corrupted) / safe)
         for key, (m, p, k, d) in meta.items()
     ]
     table = pd.DataFrame(rows, columns=["method", "proportion", "k", "draw", "metric", "faithfulness"])
-    table.attrs.update(clean=clean, corrupted=corrupted, gap=gap, n_nodes=len(nodes))
+    table.attrs.update(clean=clean, corrupted=corrupted, gap=gap, n_nodes=n_items, level=level)
     return table
+
+
+def _edge_key(up: str, down: str) -> tuple[str, str]:
+    return str(up), str(down)
+
+
+def _edges_of(table: pd.DataFrame) -> pd.Series:
+    """An edge table (upstream, downstream, score) as a Series indexed by (upstream, downstream)."""
+    missing = {"upstream", "downstream", "score"} - set(table.columns)
+    if missing:
+        raise ValueError(f"edge scores need columns upstream, downstream, score; missing {sorted(missing)}")
+    index = pd.MultiIndex.from_arrays([table["upstream"].astype(str), table["downstream"].astype(str)])
+    return pd.Series(table["score"].to_numpy(float), index=index)
+
+
+@torch.no_grad()
+def edge_faithfulness_curve(
+    model: Any,
+    pairs: Any,
+    scores: Mapping[str, pd.DataFrame],
+    proportions: Sequence[float] = MIB_PROPORTIONS,
+    n_random: int = 10,
+    seed: int = 0,
+    batch_size: int = 16,
+    metric: Callable[[Tensor, PairBatch], Tensor] = logit_diff,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """``faithfulness_curve`` at edge level: circuits of the top ``int(p * n_edges)`` edges by
+    |score| per method (``scores``: {method: every edge's score, ``edge_scores``' table}) and
+    ``n_random`` random edge sets per size, each run with every edge outside it carrying the
+    corrupted run's writer output (``analyses.circuits.patching.patch_edges``: keep none = the
+    corrupted run, keep all = the clean run). Same columns and attrs (n_nodes: the number of edges)."""
+    from tqdm.auto import tqdm
+
+    from analyses.circuits.patching import patch_edges
+
+    tables = {m: _edges_of(t) for m, t in scores.items()}
+    if not tables:
+        raise ValueError("edge_faithfulness_curve needs at least one method's edge scores")
+    edges = list(next(iter(tables.values())).index)
+    circuits: dict[str, list] = {}
+    meta: dict[str, tuple[str, float, int, int]] = {}
+    for j, p in enumerate(proportions):
+        k = int(p * len(edges))
+        for m, s in tables.items():
+            circuits[f"{m}|{p}"] = top_nodes(s.reindex(edges).fillna(0.0), k)
+            meta[f"{m}|{p}"] = (m, p, k, 0)
+        rng = np.random.default_rng(seed + j)
+        for d in range(n_random):
+            circuits[f"random|{p}|{d}"] = [edges[i] for i in rng.choice(len(edges), size=k, replace=False)]
+            meta[f"random|{p}|{d}"] = ("random", p, k, d)
+    batch_all = as_batch(pairs)
+    sums = {name: 0.0 for name in ["clean", "corrupted", *circuits]}
+    n_batches = -(-len(batch_all) // batch_size)
+    bar = tqdm(total=n_batches * len(circuits), desc="edge circuits", disable=not progress, leave=False)
+    for batch in batch_all.batches(batch_size):
+        theirs = to_pairs(batch)
+        kw = {} if batch.attention_mask is None else {"attention_mask": batch.attention_mask}
+        sums["clean"] += float(metric(model(batch.clean, **kw), batch).sum())
+        sums["corrupted"] += float(metric(model(batch.corrupted, **kw), batch).sum())
+        for name, keep in circuits.items():
+            sums[name] += float(metric(patch_edges(model, theirs, keep), batch).sum())
+            bar.update(1)
+    bar.close()
+    values = {name: s / len(batch_all) for name, s in sums.items()}
+    return _curve_rows(values, meta, len(edges), "edge")
+
+
+def to_pairs(batch: PairBatch) -> Any:
+    """A ``PairBatch`` as the attribution code's ``analyses.circuits.pairs.Pairs``."""
+    from analyses.circuits.pairs import Pairs
+
+    return Pairs(batch.clean, batch.corrupted, batch.right, batch.wrong, batch.pos, batch.attention_mask)
 
 
 def summarise_curve(curve: pd.DataFrame) -> pd.DataFrame:
