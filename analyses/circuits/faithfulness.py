@@ -255,15 +255,16 @@ def random_circuits(nodes: Sequence[str], k: int, n: int, seed: int = 0) -> list
     return [[nodes[i] for i in rng.choice(len(nodes), size=k, replace=False)] for _ in range(n)]
 
 
-def _corrupted_cache(model: Any, batch: PairBatch) -> dict[str, Tensor]:
+def _corrupted_cache(model: Any, batch: PairBatch) -> tuple[Tensor, dict[str, Tensor]]:
+    """The corrupted run's output and the activations a node circuit patches from it."""
     v = view(model)
     names = [act_name(0, "hook_resid_pre")]
     for layer in range(v.n_layers):
         names += [act_name(layer, "attn.hook_z"), act_name(layer, "hook_mlp_out")]
     mask = batch.corrupted_mask if batch.corrupted_mask is not None else batch.attention_mask
     kw = {} if mask is None else {"attention_mask": mask}
-    _, cache = model.run_with_cache(batch.corrupted, names_filter=names, **kw)
-    return {name: cache[name] for name in names}
+    out, cache = model.run_with_cache(batch.corrupted, names_filter=names, **kw)
+    return out, {name: cache[name] for name in names}
 
 
 def _patch_hooks(model: Any, circuit: Collection[str], cache: Mapping[str, Tensor]) -> list[tuple[str, Callable]]:
@@ -312,31 +313,43 @@ def circuit_metric(
     metric: Callable[[Tensor, PairBatch], Tensor] = logit_diff,
     batch_size: int = 32,
     progress: bool = False,
+    known_ends: bool = False,
 ) -> dict[str, float]:
     """The mean metric over ``pairs`` of each circuit (nodes outside it patched from the corrupted
     run), plus ``"clean"`` and ``"corrupted"`` (the unpatched runs). Streams over the pairs in
     batches: one corrupted run per batch is cached and every circuit reuses it, so memory does not
-    grow with the number of pairs."""
+    grow with the number of pairs; circuits with the same nodes run once. ``known_ends``: the empty
+    circuit takes the corrupted value and the full one (every node and the input) the clean value
+    without a run (they are those runs exactly: tested)."""
     from tqdm.auto import tqdm
 
     batch_all = as_batch(pairs)
-    sums = {name: 0.0 for name in ["clean", "corrupted", *circuits]}
+    full = frozenset([INPUT, *all_nodes(model)])
+    unique: dict[frozenset, list[str]] = {}
+    for name, circuit in circuits.items():
+        unique.setdefault(frozenset(circuit), []).append(name)
+    ends = {frozenset(): "corrupted", full: "clean"} if known_ends else {}
+    runs = [c for c in unique if c not in ends]
+    sums = {"clean": 0.0, "corrupted": 0.0, **{c: 0.0 for c in runs}}
     n_batches = -(-len(batch_all) // batch_size)
-    bar = tqdm(total=n_batches * (len(circuits) + 2), desc="circuits", disable=not progress, leave=False)
+    bar = tqdm(total=n_batches * (len(runs) + 2), desc="circuits", disable=not progress, leave=False)
     for batch in batch_all.batches(batch_size):
         kw = {} if batch.attention_mask is None else {"attention_mask": batch.attention_mask}
-        cmask = batch.corrupted_mask if batch.corrupted_mask is not None else batch.attention_mask
-        ckw = {} if cmask is None else {"attention_mask": cmask}
         sums["clean"] += float(metric(model(batch.clean, **kw), batch).sum())
-        sums["corrupted"] += float(metric(model(batch.corrupted, **ckw), batch).sum())
+        out, cache = _corrupted_cache(model, batch)
+        sums["corrupted"] += float(metric(out, batch).sum())
         bar.update(2)
-        cache = _corrupted_cache(model, batch)
-        for name, circuit in circuits.items():
+        for circuit in runs:
             out = model.run_with_hooks(batch.clean, fwd_hooks=_patch_hooks(model, circuit, cache), **kw)
-            sums[name] += float(metric(out, batch).sum())
+            sums[circuit] += float(metric(out, batch).sum())
             bar.update(1)
     bar.close()
-    return {name: s / len(batch_all) for name, s in sums.items()}
+    mean = {key: s / len(batch_all) for key, s in sums.items()}
+    values = {"clean": mean["clean"], "corrupted": mean["corrupted"]}
+    for circuit, names in unique.items():
+        for name in names:
+            values[name] = mean[ends[circuit]] if circuit in ends else mean[circuit]
+    return values
 
 
 # ------------------------------------------------------------------------------------------------
@@ -419,7 +432,9 @@ def faithfulness_curve(
             key = f"random|{p}|{d}"
             circuits[key] = ([INPUT] if k else []) + draw
             meta[key] = ("random", p, k, d)
-    values = circuit_metric(model, pairs, circuits, metric=metric, batch_size=batch_size, progress=progress)
+    values = circuit_metric(
+        model, pairs, circuits, metric=metric, batch_size=batch_size, progress=progress, known_ends=True
+    )
     return _curve_rows(values, meta, len(nodes), "node")
 
 
@@ -488,19 +503,24 @@ def edge_faithfulness_curve(
             circuits[f"random|{p}|{d}"] = [edges[i] for i in rng.choice(len(edges), size=k, replace=False)]
             meta[f"random|{p}|{d}"] = ("random", p, k, d)
     batch_all = as_batch(pairs)
-    sums = {name: 0.0 for name in ["clean", "corrupted", *circuits]}
+    # keep no edge: the corrupted run; keep every edge: the clean run (patch_edges' identities)
+    runs = {name: keep for name, keep in circuits.items() if 0 < len(keep) < len(edges)}
+    sums = {name: 0.0 for name in ["clean", "corrupted", *runs]}
     n_batches = -(-len(batch_all) // batch_size)
-    bar = tqdm(total=n_batches * len(circuits), desc="edge circuits", disable=not progress, leave=False)
+    bar = tqdm(total=n_batches * len(runs), desc="edge circuits", disable=not progress, leave=False)
     for batch in batch_all.batches(batch_size):
         theirs = to_pairs(batch)
         kw = {} if batch.attention_mask is None else {"attention_mask": batch.attention_mask}
         sums["clean"] += float(metric(model(batch.clean, **kw), batch).sum())
         sums["corrupted"] += float(metric(model(batch.corrupted, **kw), batch).sum())
-        for name, keep in circuits.items():
+        for name, keep in runs.items():
             sums[name] += float(metric(patch_edges(model, theirs, keep), batch).sum())
             bar.update(1)
     bar.close()
     values = {name: s / len(batch_all) for name, s in sums.items()}
+    for name, keep in circuits.items():
+        if name not in runs:
+            values[name] = values["clean"] if len(keep) else values["corrupted"]
     return _curve_rows(values, meta, len(edges), "edge")
 
 

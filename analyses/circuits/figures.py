@@ -28,35 +28,36 @@ def _plt():
 
 
 def faithfulness_figure(curve: pd.DataFrame, title: str = "") -> bytes:
-    """Faithfulness against circuit size (proportion of nodes, log axis) per method; random
-    circuits as their mean with a band of one standard deviation over draws; f = 0 and f = 1 (the
-    corrupted and the clean run) as dashed lines."""
+    """Faithfulness against circuit size (proportion of nodes or edges, log axis) per method, one
+    panel per ``level`` (node, edge) where the table has that column; random circuits as their mean
+    with a band of one standard deviation over draws; f = 0 and f = 1 (the corrupted and the clean
+    run) as dashed lines."""
     import seaborn as sns
 
     plt = _plt()
     if not {"method", "proportion", "faithfulness"} <= set(curve.columns):
         raise ValueError("a faithfulness curve needs columns method, proportion, faithfulness (faithfulness_curve)")
-    fig, ax = plt.subplots(figsize=(6.0, 3.8))
+    levels = list(dict.fromkeys(curve["level"])) if "level" in curve.columns else [None]
+    fig, axes = plt.subplots(1, len(levels), figsize=(6.0 * len(levels), 3.8), squeeze=False)
     methods = list(dict.fromkeys(curve["method"]))
     palette = {m: _COLOURS.get(m, c) for m, c in zip(methods, sns.color_palette("tab10", len(methods) + 3)[3:])}
-    sns.lineplot(
-        data=curve,
-        x="proportion",
-        y="faithfulness",
-        hue="method",
-        hue_order=methods,
-        palette=palette,
-        errorbar="sd",
-        marker="o",
-        ax=ax,
-    )
-    ax.set_xscale("log")
-    ax.axhline(1.0, color="black", lw=0.8, ls="--")
-    ax.axhline(0.0, color="black", lw=0.8, ls=":")
-    ax.set_xlabel("circuit size (proportion of heads and MLPs)")
-    ax.set_ylabel("faithfulness f (share of the gap)")
+    for ax, level in zip(axes[0], levels):
+        part = curve if level is None else curve[curve["level"] == level]
+        order = [m for m in methods if m in set(part["method"])]
+        sns.lineplot(
+            data=part, x="proportion", y="faithfulness", hue="method", hue_order=order,
+            palette=palette, errorbar="sd", marker="o", ax=ax,
+        )  # fmt: skip
+        ax.set_xscale("log")
+        ax.axhline(1.0, color="black", lw=0.8, ls="--")
+        ax.axhline(0.0, color="black", lw=0.8, ls=":")
+        what = "edges" if level == "edge" else "heads and MLPs"
+        ax.set_xlabel(f"circuit size (proportion of {what})")
+        ax.set_ylabel("faithfulness f (share of the gap)")
+        if level is not None:
+            ax.set_title(f"{level} level", fontsize=9)
     if title:
-        ax.set_title(title, fontsize=10)
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return png_bytes(fig)
 

@@ -25,6 +25,7 @@ __all__ = [
     "head_importance",
     "read_head_importance",
     "page_circuits",
+    "all_curves",
 ]
 
 # where a model's page looks for circuit runs: <model folder>/circuits/<task>/ (interp circuit --out)
@@ -92,6 +93,14 @@ def report_markdown(result: CircuitResult) -> str:
         md_table(result.summary),
         md_table(_curve_table(curve)),
     ]
+    if result.edge_curve is not None:
+        e = result.edge_curve
+        lines += [
+            f"Edge level ({e.attrs['n_nodes']} edges; a circuit keeps its edges clean and every other edge carries "
+            "the corrupted run's writer output, `patch_edges`; the same proportions):",
+            "",
+            md_table(_curve_table(e)),
+        ]
     if result.agreement is not None:
         lines += [
             "### Attribution against exact patching",
@@ -157,10 +166,11 @@ def write_outputs(result: CircuitResult, out_dir: str | Path) -> dict[str, Path]
     if result.edges is not None:
         put("edges.csv", result.edges.to_csv(index=False))
     if result.curve is not None:
-        put("faithfulness.csv", result.curve.to_csv(index=False))
+        curves = all_curves(result)
+        put("faithfulness.csv", curves.to_csv(index=False))
         put("summary.csv", result.summary.to_csv(index=False))
         title = f"{result.model_name}: {result.task.name}, {len(result.task.evaluation)} held-out pairs"
-        put("faithfulness.png", faithfulness_figure(result.curve, title=title))
+        put("faithfulness.png", faithfulness_figure(curves, title=title))
         scores = None
         if result.nodes is not None:
             col = next((c for c in ("eap-ig", "eap") if c in result.nodes.columns), None)
@@ -175,6 +185,14 @@ def write_outputs(result: CircuitResult, out_dir: str | Path) -> dict[str, Path]
     record = dict(result.info, circuit=result.circuit, solved=bool(result.task.solved))
     put("circuit.json", json.dumps(record, indent=2, default=str) + "\n")
     return written
+
+
+def all_curves(result: CircuitResult) -> pd.DataFrame:
+    """The node-level curve and, where edges were scored, the edge-level one, with a ``level`` column."""
+    parts = [result.curve.assign(level="node")]
+    if result.edge_curve is not None:
+        parts.append(result.edge_curve.assign(level="edge"))
+    return pd.concat(parts, ignore_index=True)
 
 
 def _graph_edges(result: CircuitResult) -> pd.DataFrame | None:

@@ -17,6 +17,7 @@ from analyses.circuits.faithfulness import (
     MIB_PROPORTIONS,
     PairBatch,
     as_batch,
+    edge_faithfulness_curve,
     exact_head_effects,
     faithfulness_curve,
     logit_diff,
@@ -24,6 +25,7 @@ from analyses.circuits.faithfulness import (
     rank_agreement,
     scores_to_series,
     summarise_curve,
+    to_pairs,
     top_nodes,
 )
 from analyses.circuits.tasks import TASK_ROLES, TASKS, CircuitTask, check_task, task_accuracy
@@ -39,7 +41,8 @@ class CircuitResult:
     """What ``analyse_circuit`` found. nodes: one row per head and MLP (node, layer, head, a score
     column per method, exact patching effect and its normalised value for heads); edges: the top
     edges per method (method, upstream, downstream, score) or None; curve: ``faithfulness_curve``'s
-    rows; summary: CPR / CMD per method; agreement: Spearman rho of each method vs exact patching;
+    rows (node level), edge_curve: ``edge_faithfulness_curve``'s (edge level, where edges were
+    scored); summary: CPR / CMD per method and level; agreement: Spearman rho of each method vs exact patching;
     circuit: the nodes of the circuit drawn in the graph figure."""
 
     model_name: str
@@ -52,6 +55,8 @@ class CircuitResult:
     agreement: pd.DataFrame | None = None
     circuit: list = field(default_factory=list)
     info: dict = field(default_factory=dict)
+    edge_curve: pd.DataFrame | None = None
+    edge_tables: dict = field(default_factory=dict)
 
 
 def edge_level_ok(model: Any) -> str:
@@ -85,16 +90,20 @@ def _metric(logits: Any, batch: Any) -> Any:
 def _node_scores(model: Any, pairs: PairBatch, method: str, steps: int, batch_size: int) -> pd.Series:
     from analyses.circuits.attribution import node_scores
 
-    table = node_scores(model, pairs, _metric, method=method, steps=steps, batch_size=batch_size)
+    table = node_scores(model, to_pairs(pairs), _metric, method=method, steps=steps, batch_size=batch_size)
     return scores_to_series(table)
 
 
-def _edge_scores(model: Any, pairs: PairBatch, method: str, steps: int, batch_size: int, top: int) -> pd.DataFrame:
+def _edge_scores(model: Any, pairs: PairBatch, method: str, steps: int, batch_size: int) -> pd.DataFrame:
     from analyses.circuits.edges import edge_scores
 
-    table = edge_scores(model, pairs, _metric, method=method, steps=steps, batch_size=batch_size)
+    table = edge_scores(model, to_pairs(pairs), _metric, method=method, steps=steps, batch_size=batch_size)
+    return table.assign(method=method)
+
+
+def _top_edges(table: pd.DataFrame, top: int) -> pd.DataFrame:
     table = table.reindex(table["score"].abs().sort_values(ascending=False).index).head(top)
-    return table.assign(method=method)[["method", "upstream", "downstream", "score"]]
+    return table[["method", "upstream", "downstream", "score"]]
 
 
 def _nodes_table(model: Any, scores: dict[str, pd.Series], exact: pd.DataFrame | None) -> pd.DataFrame:
@@ -140,6 +149,8 @@ def analyse_circuit(
     proportions: Sequence[float] = MIB_PROPORTIONS,
     batch_size: int = 16,
     exact: bool = True,
+    exact_pairs: int | None = 32,
+    edge_curve: bool = True,
     all_tasks: bool = True,
     progress: bool = False,
     **task_kw: Any,
@@ -174,7 +185,9 @@ def analyse_circuit(
     exact_df = None
     if exact:
         t = time.perf_counter()
-        exact_df = exact_head_effects(model, discovery, batch_size=batch_size, progress=progress)
+        sub = discovery if exact_pairs is None else discovery[slice(0, exact_pairs)]
+        info["exact_pairs"] = len(sub)
+        exact_df = exact_head_effects(model, sub, batch_size=batch_size, progress=progress)
         info["t_exact"] = time.perf_counter() - t
         result.agreement = pd.DataFrame(
             [
@@ -187,7 +200,8 @@ def analyse_circuit(
     info["edges"] = why or "scored"
     if not why:
         t = time.perf_counter()
-        result.edges = pd.concat([_edge_scores(model, discovery, m, steps, batch_size, n_top_edges) for m in methods])
+        result.edge_tables = {m: _edge_scores(model, discovery, m, steps, batch_size) for m in methods}
+        result.edges = pd.concat([_top_edges(tab, n_top_edges) for tab in result.edge_tables.values()])
         info["t_edges"] = time.perf_counter() - t
     t = time.perf_counter()
     result.curve = faithfulness_curve(
@@ -195,7 +209,15 @@ def analyse_circuit(
         labels=role_labels(labels, task), seed=seed, batch_size=batch_size, progress=progress,
     )  # fmt: skip
     info["t_curve"] = time.perf_counter() - t
-    result.summary = summarise_curve(result.curve)
+    result.summary = summarise_curve(result.curve).assign(level="node")
+    if result.edges is not None and edge_curve:
+        t = time.perf_counter()
+        result.edge_curve = edge_faithfulness_curve(
+            model, evaluation, result.edge_tables, proportions=proportions, n_random=n_random, seed=seed,
+            batch_size=batch_size, progress=progress,
+        )  # fmt: skip
+        info["t_edge_curve"] = time.perf_counter() - t
+        result.summary = pd.concat([result.summary, summarise_curve(result.edge_curve).assign(level="edge")])
     result.circuit = _top_circuit(result.curve, scores)
     info["t_total"] = time.perf_counter() - t0
     return result
