@@ -56,51 +56,15 @@ from torch import Tensor, nn
 
 from interp.hooks import HookedModule, HookPoint
 from models.config import Config
+from models.hook_state import _hooked, _snapshot, _untouched, _watched
 from models.positions import alibi_slopes, apply_rope, rope_cos_sin, rope_inv_freq, sinusoidal
+from models.split_inputs import reads_inputs, split_block_forward
 from models.tl_api import KVCache, TransformerLensAPI, _LayerKV
 from models.weights import _view_param, _weight_view
 
 if TYPE_CHECKING:
     from models.tl_api import TokenIds
     from models.tokenizer import Batch, Text, Tokenizer
-
-
-def _hooked(hook: HookPoint) -> bool:
-    """Whether anything will read or edit this hook point's value on this call."""
-    return bool(hook._forward_hooks)
-
-
-def _watched(hook: HookPoint) -> bool:
-    """Whether a forward or a backward hook is attached: either needs the value to exist."""
-    return bool(hook._forward_hooks or hook._backward_hooks)
-
-
-def _snapshot(computed: Tensor) -> Tensor | int:
-    """What ``_untouched`` compares against after the hooks ran: the tensor's version counter
-    (every in-place edit bumps it), or, for a tensor made under ``torch.inference_mode()`` (which
-    has no version counter), a copy of its values."""
-    return computed.clone() if computed.is_inference() else computed._version
-
-
-_INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def _same_bits(a: Tensor, b: Tensor) -> bool:
-    """Bitwise equality (NaN equals a NaN with the same bits, -0.0 differs from 0.0)."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    as_int = _INT_OF_SIZE.get(a.element_size()) if a.is_floating_point() else None
-    return torch.equal(a.view(as_int), b.view(as_int)) if as_int is not None else torch.equal(a, b)
-
-
-def _untouched(returned: Tensor, computed: Tensor, before: Tensor | int) -> bool:
-    """True when the hooks handed back the very tensor they got and did not edit it in place;
-    ``before`` is ``_snapshot(computed)`` taken before the hooks ran."""
-    if returned is not computed:
-        return False
-    if isinstance(before, Tensor):  # inference mode: compare the values
-        return _same_bits(computed, before)
-    return computed._version == before
 
 
 # --------------------------------------------------------------------------------------------------
@@ -262,9 +226,18 @@ class Attention(nn.Module):
         # The op sequence below is Hugging Face's attention, step for step (views, transposes, GEMM
         # layouts): eager attention's when the scores or the pattern are hooked (or ``exact``), SDPA
         # attention's otherwise. That is what makes each path bitwise equal to its HF counterpart.
-        q = self.hook_q(F.linear(x, self.q_weight, self.q_bias).view(b, p, -1, cfg.d_head))
-        k = self.hook_k(F.linear(x, self.k_weight, self.k_bias).view(b, p, -1, cfg.d_head))
-        v = self.hook_v(F.linear(x, self.v_weight, self.v_bias).view(b, p, -1, cfg.d_head))
+        q = F.linear(x, self.q_weight, self.q_bias).view(b, p, -1, cfg.d_head)
+        k = F.linear(x, self.k_weight, self.k_bias).view(b, p, -1, cfg.d_head)
+        v = F.linear(x, self.v_weight, self.v_bias).view(b, p, -1, cfg.d_head)
+        return self.attend(q, k, v, positions, masks, rope, kv, exact)
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor, masks: Masks, rope: Any, kv: Any, exact: bool
+    ) -> Tensor:
+        """``forward`` from the projections on: q [batch, pos, head, d_head], k and v [batch, pos,
+        kv_head, d_head] (what the split reader inputs of ``models/split_inputs.py`` compute)."""
+        cfg, (b, p) = self.cfg, q.shape[:2]
+        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [batch, head, pos, d_head]
         if rope is not None:
             cos, sin = rope[0][:, None], rope[1][:, None]
@@ -428,10 +401,16 @@ class Block(nn.Module):
         self.cfg = cfg
         # registration order is forward order, so hook_names() lists hooks as they fire
         self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
+        # the reader inputs (models/split_inputs.py): each fires, and costs, only when hooked
+        self.hook_attn_in = HookPoint()  # [batch, pos, d_model] attention's copy of the residual
+        self.hook_q_input = HookPoint()  # [batch, pos, head, d_model] each query head's copy
+        self.hook_k_input = HookPoint()  # [batch, pos, kv_head, d_model] each key head's copy
+        self.hook_v_input = HookPoint()  # [batch, pos, kv_head, d_model] each value head's copy
         self.ln1 = Norm(cfg)
         self.attn = Attention(cfg)
         self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
         self.hook_resid_mid = HookPoint()  # [batch, pos, d_model]
+        self.hook_mlp_in = HookPoint()  # [batch, pos, d_model] the MLP's copy, before ln2 (pre-norm)
         self.ln2 = Norm(cfg)
         self.mlp = MLP(cfg)
         self.hook_mlp_out = HookPoint()  # [batch, pos, d_model]
@@ -447,6 +426,8 @@ class Block(nn.Module):
         exact: bool = False,  # the eager attention path even without attention hooks
     ) -> Tensor:
         x = self.hook_resid_pre(x)
+        if reads_inputs(self):  # a reader-input hook is attached, or split inputs are switched on
+            return split_block_forward(self, x, positions, masks, rope, kv, exact)
         if self.cfg.norm_placement == "pre":
             attn_out = self.hook_attn_out(self.attn(self.ln1(x), positions, masks, rope, kv, exact))
             mid = self.hook_resid_mid(x + attn_out)
@@ -977,6 +958,11 @@ _HOOK_SHAPES = {
     "hook_pos_embed": "[batch, pos, d_model]",
     "hook_token_type_embed": "[batch, pos, d_model]",
     "hook_resid_pre": "[batch, pos, d_model]",
+    "hook_attn_in": "[batch, pos, d_model]",
+    "hook_q_input": "[batch, pos, head, d_model]",
+    "hook_k_input": "[batch, pos, kv_head, d_model]",
+    "hook_v_input": "[batch, pos, kv_head, d_model]",
+    "hook_mlp_in": "[batch, pos, d_model]",
     "hook_scale": "[batch, pos, 1]",
     "hook_normalized": "[batch, pos, d_model]",
     "hook_q": "[batch, pos, head, d_head]",

@@ -3,9 +3,9 @@ command line starts without torch.
 
 Layers, lowest first: ``interp`` <- ``models`` <- ``analyses.data`` <- ``analyses.heads`` /
 ``analyses.invariance`` / ``analyses.positional`` <- ``analyses.validation`` (it validates the
-heads' labels) <- ``analyses.circuits`` (its tasks are the validation's prompt pairs) <-
-``analyses.report`` <- ``analyses.cli``. A module may import its own room and any
-lower layer; never a higher layer nor a sibling room of the same layer.
+heads' labels) <- ``analyses.circuits`` (circuit discovery) <- ``analyses.report`` <-
+``analyses.cli``. A module may import its own room and any lower layer; never a higher layer nor a
+sibling room of the same layer.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ LAYERS = {
     "analyses.invariance": 3,
     "analyses.positional": 3,
     "analyses.validation": 4,
-    "analyses.circuits": 5,  # its tasks come from the validation prompt generator; the page shows its results
+    "analyses.circuits": 5,  # circuits of heads per task; tasks from validation's prompts, labels from heads
     "analyses.report": 6,
     "analyses.explore": 7,  # the live app reads heads.csv and the examples through report/heads
     "analyses.cli": 8,

@@ -5,7 +5,7 @@ A *node* is a component that writes to the residual stream: ``"a{layer}.h{head}"
 head: its ``hook_z`` slice, per *query* head under grouped-query attention), ``"m{layer}"`` (one
 MLP: ``hook_mlp_out``), and ``"input"`` (the embeddings: ``blocks.0.hook_resid_pre``). MIB's names.
 
-Running a circuit (``circuit_metric``): the clean prompt runs with every node *outside* the circuit
+Running a circuit (``circuit_metrics``): the clean prompt runs with every node *outside* the circuit
 replaced by its activation on the corrupted prompt (activation patching from the corrupted run, not
 mean ablation); nodes inside compute freely. The input belongs to every non-empty circuit (a circuit
 reads the clean prompt); the empty circuit patches the input too, so it *is* the corrupted run, and
@@ -62,7 +62,7 @@ __all__ = [
     "top_nodes",
     "random_circuits",
     "logit_diff",
-    "circuit_metric",
+    "circuit_metrics",
     "cpr",
     "cmd",
     "faithfulness_curve",
@@ -306,7 +306,7 @@ def _patch_hooks(model: Any, circuit: Collection[str], cache: Mapping[str, Tenso
 
 
 @torch.no_grad()
-def circuit_metric(
+def circuit_metrics(
     model: Any,
     pairs: Any,
     circuits: Mapping[str, Collection[str]],
@@ -432,7 +432,7 @@ def faithfulness_curve(
             key = f"random|{p}|{d}"
             circuits[key] = ([INPUT] if k else []) + draw
             meta[key] = ("random", p, k, d)
-    values = circuit_metric(
+    values = circuit_metrics(
         model, pairs, circuits, metric=metric, batch_size=batch_size, progress=progress, known_ends=True
     )
     return _curve_rows(values, meta, len(nodes), "node")

@@ -28,12 +28,11 @@ from analyses.circuits.faithfulness import (
     to_pairs,
     top_nodes,
 )
+from analyses.circuits.attribution import METHODS
 from analyses.circuits.tasks import TASK_ROLES, TASKS, CircuitTask, check_task, task_accuracy
 from interp.view import view
 
-__all__ = ["METHODS", "CircuitResult", "analyse_circuit", "role_labels", "edge_level_ok"]
-
-METHODS = ("eap", "eap-ig")
+__all__ = ["CircuitResult", "analyse_circuit", "role_labels", "edge_level_ok"]
 
 
 @dataclass

@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace) -> list[str]:
-    from analyses.circuits.run import METHODS
+    from analyses.circuits.attribution import METHODS
     from analyses.circuits.tasks import check_task
 
     check_task(args.task)

@@ -14,7 +14,7 @@ from analyses.circuits.faithfulness import (
     PairBatch,
     all_nodes,
     as_batch,
-    circuit_metric,
+    circuit_metrics,
     cmd,
     cpr,
     exact_head_effects,
@@ -79,7 +79,7 @@ def planted():
 def test_empty_circuit_is_the_corrupted_run_and_full_is_clean(planted):
     model, _, pairs = planted
     nodes = all_nodes(model)
-    v = circuit_metric(model, pairs, {"empty": [], "full": [INPUT, *nodes], "no_input": nodes}, batch_size=7)
+    v = circuit_metrics(model, pairs, {"empty": [], "full": [INPUT, *nodes], "no_input": nodes}, batch_size=7)
     assert v["clean"] > 1 and v["corrupted"] < -1  # the planted behaviour, both ways
     assert v["empty"] == v["corrupted"]  # exactly: everything patched from the corrupted run
     assert v["full"] == v["clean"]  # exactly: nothing patched
@@ -89,8 +89,8 @@ def test_empty_circuit_is_the_corrupted_run_and_full_is_clean(planted):
 def test_streaming_matches_one_batch(planted):
     model, heads, pairs = planted
     circuits = {"a": [INPUT, "a0.h0"], "b": [INPUT, "a0.h1", "m0"]}
-    one = circuit_metric(model, pairs, circuits, batch_size=len(pairs))
-    streamed = circuit_metric(model, pairs, circuits, batch_size=5)
+    one = circuit_metrics(model, pairs, circuits, batch_size=len(pairs))
+    streamed = circuit_metrics(model, pairs, circuits, batch_size=5)
     for k in one:
         assert streamed[k] == pytest.approx(one[k], abs=1e-5)
 
@@ -138,6 +138,6 @@ def test_nodes_and_pairs_are_checked(planted):
     with pytest.raises(ValueError, match="not a node name"):
         parse_node("L3H2")
     with pytest.raises(ValueError, match="does not exist"):
-        circuit_metric(model, pairs, {"x": ["a9.h0"]})
+        circuit_metrics(model, pairs, {"x": ["a9.h0"]})
     with pytest.raises(ValueError, match="same shape"):
         as_batch(dict(clean=pairs.clean, corrupted=pairs.corrupted[:, :-1], right=pairs.right, wrong=pairs.wrong))

@@ -1,0 +1,92 @@
+"""Edge scores under grouped-query attention, checked against exact edge patching: the EAP score of
+an edge is the derivative of the metric when that one edge is moved from its clean towards its
+corrupted writer output (``patch_edges(patch=[edge], scale=s)`` at s = 0), so a central finite
+difference of exact single-edge patching must equal it (float64, relative 1e-6). The edge into a
+kv head's k or v input is one edge whose patch reaches every query head of the group. And each
+writer's edges add up to its node score (the residual is a sum: the gradient at a writer's output
+is the sum of the gradients at the inputs of the readers after it)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from analyses.circuits import Pairs, edge_graph, edge_scores, logit_diff, node_scores, patch_edges
+from tests.factories import TINY, randomized, tiny_config
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def gqa():
+    # Llama-like GQA (RoPE, gated MLP, 4 query heads over 2 kv heads) but LayerNorm: our RMSNorm computes
+    # in fp32 whatever the model's dtype (as Hugging Face does), which would spoil a float64 derivative
+    cfg = tiny_config(name="gqa64", positional="rope", mlp="gated", act="silu", n_kv_heads=2)
+    model = randomized(cfg, seed=7).double()
+    assert (model.cfg.n_heads, model.cfg.kv_heads) == (4, 2)
+    gen = torch.Generator().manual_seed(2)
+    clean = torch.randint(0, 50, (4, 6), generator=gen)
+    corrupted = clean.clone()
+    corrupted[:, 1:3] = torch.randint(0, 50, (4, 2), generator=gen)
+    pairs = Pairs(clean, corrupted, right=clean[:, 0], wrong=corrupted[:, 1], position=torch.full((4,), 5))
+    return model, pairs, edge_scores(model, pairs, batch_size=4).set_index(["upstream", "downstream"]).score
+
+
+@pytest.mark.parametrize(
+    "edge",
+    [
+        ("a0.h1", "a1.kv1<k>"),  # a kv head's keys: shared by query heads 2 and 3
+        ("input", "a1.kv0<v>"),  # a kv head's values
+        ("a0.h3", "a1.h2<q>"),
+        ("m0", "a1.kv0<k>"),
+        ("a1.h0", "m1"),
+        ("input", "a0.kv1<k>"),
+        ("m1", "logits"),
+    ],
+)
+def test_an_edge_score_is_the_derivative_of_exact_patching_of_that_edge(gqa, edge):
+    model, pairs, scores = gqa
+    eps = 1e-5
+    up = logit_diff(patch_edges(model, pairs, patch=[edge], scale=eps), pairs).mean()
+    down = logit_diff(patch_edges(model, pairs, patch=[edge], scale=-eps), pairs).mean()
+    derivative = float(up - down) / (2 * eps)
+    score = float(scores[edge])
+    assert abs(score) > 1e-4, f"{edge}: a vanishing edge would check nothing ({score})"
+    assert abs(derivative - score) <= 1e-6 * max(abs(score), 1e-3), (edge, derivative, score)
+
+
+def test_patching_a_kv_edge_moves_every_query_head_of_its_group(gqa):
+    model, pairs, _ = gqa
+    seen = {}
+
+    def keep(x, hook):
+        seen.setdefault(hook.name, []).append(x.detach().clone())
+
+    with model.hooks(fwd_hooks=[("blocks.1.attn.hook_attn_scores", keep)]):
+        patch_edges(model, pairs, patch=[])
+        patch_edges(model, pairs, patch=[("a0.h1", "a1.kv1<k>")])
+    _, before, _, after = seen["blocks.1.attn.hook_attn_scores"]  # each patch_edges runs the corrupted prompt first
+    finite = before.isfinite()
+    moved = (after - before).where(finite, 0).abs().amax(dim=(0, 2, 3))
+    assert (moved[:2] < 1e-12).all() and (moved[2:] > 1e-6).all(), moved
+
+
+def test_each_writers_edges_add_up_to_its_node_score(gqa):
+    model, pairs, scores = gqa
+    nodes = node_scores(model, pairs, batch_size=4).set_index("node").score
+    summed = scores.groupby(level="upstream").sum()
+    for node in nodes.index:
+        assert abs(summed[node] - nodes[node]) <= 1e-9 * max(1.0, abs(nodes[node])), node
+
+
+def test_the_graph_has_one_edge_per_kv_head_and_refuses_post_norm():
+    model = randomized(tiny_config(name="llama_like", **TINY["llama_like"]), seed=7)
+    graph = edge_graph(model)
+    readers = [r for r in graph.readers if r.startswith("a1.") and r.endswith("<k>")]
+    assert readers == ["a1.kv0<k>", "a1.kv1<k>"]
+    # a writer feeds only readers after it
+    with pytest.raises(ValueError, match="does not come before"):
+        graph.index(("a1.h0", "a1.kv0<k>"))
+    bert = randomized(tiny_config(name="bert_like", **TINY["bert_like"]), seed=7)
+    with pytest.raises(ValueError, match="post-norm"):
+        edge_graph(bert)
