@@ -9,7 +9,6 @@ names are re-exported here."""
 
 from analyses.circuits.attribution import METHODS, head_name, mlp_name, node_scores
 from analyses.circuits.edges import EDGE_COLUMNS, EdgeGraph, edge_graph, edge_scores
-from analyses.circuits.pairs import Metric, Pairs, logit_diff
 from analyses.circuits.faithfulness import (
     MIB_PROPORTIONS,
     PairBatch,
@@ -22,6 +21,7 @@ from analyses.circuits.faithfulness import (
     rank_agreement,
     summarise_curve,
 )
+from analyses.circuits.pairs import Metric, Pairs, logit_diff
 from analyses.circuits.patching import circuit_metric, clean_and_corrupted, gap_recovered, patch_edges, patch_nodes
 from analyses.circuits.report import page_circuits, write_outputs
 from analyses.circuits.run import CircuitResult, analyse_circuit

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from analyses.circuits.attribution import METHODS
 from analyses.circuits.faithfulness import (
     INPUT,
     MIB_PROPORTIONS,
@@ -28,7 +29,6 @@ from analyses.circuits.faithfulness import (
     to_pairs,
     top_nodes,
 )
-from analyses.circuits.attribution import METHODS
 from analyses.circuits.tasks import TASK_ROLES, TASKS, CircuitTask, check_task, task_accuracy
 from interp.view import view
 
