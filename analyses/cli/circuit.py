@@ -49,6 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--n-random", type=int, default=10, help="random circuits per size (default 10)")
     parser.add_argument("--no-exact", action="store_true", help="skip exact per-head patching (the ground truth)")
+    parser.add_argument(
+        "--exact-pairs", type=int, default=32, help="discovery pairs exact patching runs on (default 32; 0: all)"
+    )
+    parser.add_argument("--no-edge-curve", action="store_true", help="score edges but skip the edge-level curve")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--min-accuracy", type=float, default=None, help="accuracy a task needs (default 0.7)")
     parser.add_argument("--min-pairs", type=int, default=None, help="solved pairs a task needs (default 100)")
@@ -67,6 +71,8 @@ def _check(args: argparse.Namespace) -> list[str]:
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         raise ValueError(f"--methods {args.methods!r}: use a comma-separated list of {', '.join(METHODS)}")
+    if args.exact_pairs < 0:
+        raise ValueError(f"--exact-pairs must be >= 0 (0: every discovery pair), got {args.exact_pairs}")
     for name in ("n", "steps", "n_random", "batch_size", "top_edges"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
@@ -103,8 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if not result.task.solved:
         sys.stdout.write(f"interp circuit: {args.task} not analysed: {result.task.why_not()}; report: {out}\n")
         return 1
-    s = result.summary.set_index("method")
-    best = ", ".join(f"{m} CPR {s.loc[m, 'cpr']:.3f} CMD {s.loc[m, 'cmd']:.3f}" for m in s.index)
+    best = ", ".join(f"{r.method} ({r.level}) CPR {r.cpr:.3f} CMD {r.cmd:.3f}" for r in result.summary.itertuples())
     sys.stdout.write(f"interp circuit: {args.task} on {result.model_name}: {best}; report: {out}\n")
     return 0
 
@@ -136,6 +141,8 @@ def _circuit(args: argparse.Namespace, methods: list[str], tmp: Path):
             n_random=args.n_random,
             batch_size=args.batch_size,
             exact=not args.no_exact,
+            exact_pairs=args.exact_pairs or None,
+            edge_curve=not args.no_edge_curve,
             progress=True,
             **kw,
         )

@@ -66,6 +66,23 @@ def test_circuit_cli_writes_the_outputs(tiny_lm, tmp_path, monkeypatch):
     assert info["task"] == "subject_verb" and info["circuit"][0] == "input"
     assert "Faithfulness" in (out / "report.md").read_text()
     assert (out / ".interp-manifest.json").is_file()
+    # edges (the tiny model is pre-norm and causal): top edges per method, and an edge-level curve
+    edges = pd.read_csv(out / "edges.csv")
+    assert set(edges.method) == {"eap", "eap-ig"} and {"upstream", "downstream", "score"} <= set(edges.columns)
+    e = curve[curve.level == "edge"]
+    assert len(e) and np.allclose(e[e.proportion == 1].faithfulness, 1.0)
+    summary = pd.read_csv(out / "summary.csv")
+    assert set(zip(summary.method, summary.level)) >= {("eap", "node"), ("eap-ig", "edge"), ("random", "edge")}
+    # the page's head detail reads the run from MODEL_DIR/circuits/<task>/
+    from analyses.circuits.report import page_circuits
+
+    model_dir = tmp_path / "model"
+    (model_dir / "circuits").mkdir(parents=True)
+    out.rename(model_dir / "circuits" / "subject_verb")
+    shown = page_circuits(model_dir)
+    assert len(shown) == 2 * 4 and shown["1,3"][0]["task"] == "subject_verb"
+    row = nodes[nodes.node == "a1.h3"].iloc[0]
+    assert shown["1,3"][0]["importance"] == pytest.approx(-row.exact_normalised, rel=1e-3)
 
 
 @pytest.mark.slow
