@@ -48,6 +48,8 @@ for model in minilm smollm2; do
   # exits non-zero when a measurement disagrees with theory: a finding for the report, not a crash
   step "$model invariance" "${budgets[1]}" $I invariance --model "$model" --out "$OUT/$model/invariance" \
     || echo "interp invariance: some measurements on $model disagree with theory; see $OUT/$model/invariance/invariance.md"
+  # every head ablated on a few prompts; the powered run (many solved prompts, layer-matched nulls,
+  # group ablations) does not fit this budget: bash scripts/powered.sh after this job (docs/validation.md)
   step "$model validate" "${budgets[2]}" $I validate --model "$model" --labels "$OUT/$model/heads.csv" --out "$OUT/$model/validation"
 done
 # summary.md, index.html (the models side by side) and each model's report.html re-rendered with its

@@ -2,7 +2,9 @@
 sets) -> ``metrics`` (behaviour scores, the role -> metric table) -> ``verdicts`` (null, BH per role,
 the decision rule) -> ``run`` (``validate``) -> ``report`` (validation.csv / .md); ``labels`` reads
 and checks a labels table (or reads labels off attention patterns), ``planted`` is a hand-set model
-for tests. The public names are re-exported here."""
+for tests; ``powered`` is the powered run (many prompts the model solves, layer-matched nulls,
+group ablations) and ``prompts.contrastive_pairs`` the pairs the circuits work shares. The public
+names are re-exported here."""
 
 from analyses.validation.labels import LABEL_COLUMNS, check_labels, check_labels_model, pattern_labels, read_labels
 from analyses.validation.metrics import (
@@ -13,7 +15,8 @@ from analyses.validation.metrics import (
     metric_functions,
     role_metric,
 )
-from analyses.validation.planted import planted_model
+from analyses.validation.planted import planted_copies, planted_model
+from analyses.validation.powered import POWERED_METRICS, SINK_ROLES, PoweredResult, powered_prompts, validate_powered
 from analyses.validation.prompts import (
     PAIR_TASKS,
     PairSet,
@@ -53,6 +56,12 @@ __all__ = [
     "validate",
     "ValidationResult",
     "planted_model",
+    "planted_copies",
+    "POWERED_METRICS",
+    "SINK_ROLES",
+    "PoweredResult",
+    "powered_prompts",
+    "validate_powered",
     "pattern_labels",
     "LABEL_COLUMNS",
     "read_labels",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["planted_model"]
+__all__ = ["planted_model", "planted_copies"]
 
 
 def planted_model(n_layers: int = 2, n_heads: int = 24, vocab: int = 12, n_ctx: int = 12, seed: int = 0):
@@ -71,3 +71,33 @@ def planted_model(n_layers: int = 2, n_heads: int = 24, vocab: int = 12, n_ctx: 
         model.unembed_weight.zero_()
         model.unembed_weight[torch.arange(vocab), prev + torch.arange(vocab)] = 5.0
     return model, {"A": (0, 0), "B": (0, 1)}
+
+
+def planted_copies(
+    scales: dict,
+    n_layers: int = 2,
+    n_heads: int = 24,
+    vocab: int = 12,
+    n_ctx: int = 12,
+    unembed: float = 5.0,
+    noise: float = 0.02,
+    seed: int = 0,
+):
+    """``planted_model``'s design with the previous-token copy spread over several heads: every head
+    ``(layer, head)`` of ``scales`` attends from p to p-1 and writes ``scale`` x the copied token
+    into the previous-token slot, which the unembedding reads (x ``unembed``) after the final
+    RMSNorm. The norm saturates: two heads of scale 5 each carry the task alone, so ablating one
+    costs little and ablating both costs everything (a distributed behaviour). The other heads have
+    random weights (W_O x ``noise``). Returns the model."""
+    model, _ = planted_model(n_layers=n_layers, n_heads=n_heads, vocab=vocab, n_ctx=n_ctx, seed=seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        a = model.blocks[0].attn
+        wq, wk, wv, wo = a.W_Q[0].clone(), a.W_K[0].clone(), a.W_V[0].clone(), a.W_O[0].clone()
+        for block in model.blocks:
+            block.attn.W_O = torch.randn(block.attn.W_O.shape, generator=gen) * noise
+        for (layer, head), s in scales.items():
+            attn = model.blocks[layer].attn
+            attn.W_Q[head], attn.W_K[head], attn.W_V[head], attn.W_O[head] = wq, wk, wv, wo * float(s)
+        model.unembed_weight.mul_(unembed / 5.0)
+    return model

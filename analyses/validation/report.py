@@ -10,7 +10,15 @@ from pathlib import Path
 from analyses.validation.verdicts import VERDICTS
 from interp.io import atomic_write, md_table
 
-__all__ = ["report_markdown", "write_outputs", "OUTPUTS", "RECORD"]
+__all__ = [
+    "report_markdown",
+    "write_outputs",
+    "OUTPUTS",
+    "RECORD",
+    "POWERED_OUTPUTS",
+    "powered_markdown",
+    "write_powered",
+]
 
 OUTPUTS = ("validation.csv", "unlabelled.csv", "validation.md", "validation.json")
 RECORD = "validation.json"
@@ -94,4 +102,54 @@ def write_outputs(
     atomic_write(paths["unlabelled.csv"], result.unlabelled.to_csv(index=False))
     atomic_write(paths["validation.md"], report_markdown(result, labels_source, labels_sha256))
     atomic_write(paths[RECORD], json.dumps(record, indent=2, default=str) + "\n")
+    return paths
+
+
+POWERED_OUTPUTS = ("powered.csv", "groups.csv", "accuracy.csv", "powered.md", "powered.json")
+
+
+def powered_markdown(result, labels_source: str, seconds: float | None = None) -> str:
+    """The report section of ``validate_powered``: the model's own accuracy per task, the group
+    ablations and the single labelled heads."""
+    info, t, g = result.info, result.table, result.groups
+    took = f" It took {seconds:.0f} s ({info['ablated_prompt_runs']} ablated prompt runs)." if seconds else ""
+    sinks = ", ".join(f"{r}: {c}" for r, c in info["sinks_left_out"].items()) or "none"
+    lines = [
+        f"## Powered causal validation: {info['model']}",
+        "",
+        f"Labels: {labels_source}. Ablation: **{info['ablation']}** of `hook_z`; up to {info['n']} prompts per "
+        f"metric that the model solves (seed {info['seed']}); single heads against a layer-matched null of "
+        f"{info['n_null']} heads (drawn from the labelled heads' layers, none labelled with the role), groups "
+        f"against {info['n_group_null']} random groups with one head from each member's layer.{took} "
+        f"Sink labels left out (background, not a behaviour): {sinks}.",
+        "",
+        "Rule: *validated* = the 95% bootstrap interval of the effect is above 0, the effect is at least "
+        f"`min_effect`, and p (+1 corrected, against the layer-matched null) is at most {info['alpha']}.",
+        "",
+        "### The model's own accuracy per task (prompts it gets wrong are dropped)",
+        "",
+        md_table(result.accuracy, empty="(prompts given)"),
+        "### Group ablation: all labelled heads of a role at once",
+        "",
+        md_table(g.drop(columns=["model"]), empty="(no role with two or more labelled heads)"),
+        "### Single labelled heads",
+        "",
+        md_table(t.drop(columns=["model"])),
+    ]
+    counts = t["verdict"].value_counts().to_dict()
+    lines.append("Single-head verdicts: " + (", ".join(f"{k}: {v}" for k, v in counts.items()) or "none") + ".")
+    return "\n".join(lines) + "\n"
+
+
+def write_powered(result, out_dir, labels_source: str = "given", labels_sha256: str | None = None, seconds=None):
+    """Write ``POWERED_OUTPUTS`` into ``out_dir`` (each atomically). Returns {name: path}."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / name for name in POWERED_OUTPUTS}
+    record = dict(result.info, labels_source=labels_source, labels_sha256=labels_sha256, seconds=seconds)
+    atomic_write(paths["powered.csv"], result.table.to_csv(index=False))
+    atomic_write(paths["groups.csv"], result.groups.to_csv(index=False))
+    atomic_write(paths["accuracy.csv"], result.accuracy.to_csv(index=False))
+    atomic_write(paths["powered.md"], powered_markdown(result, labels_source, seconds))
+    atomic_write(paths["powered.json"], json.dumps(record, indent=2, default=str) + "\n")
     return paths

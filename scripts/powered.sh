@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The powered causal validation of SmolLM2's labels (issue 21 section 4; docs/validation.md): its own
+# command, after the main job (it reads $OUT/smollm2/heads.csv), because it does not fit the main
+# job's 20-minute budget. Up to 120 prompts per metric that the model solves, the labelled non-sink
+# heads against a layer-matched null of 30 heads, and each role's group ablation against 30 random
+# groups from the same layers. Output: $OUT/smollm2/powered/ (powered.md, powered.csv, groups.csv,
+# accuracy.csv, powered.json with the seconds it took).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+OUT=${OUT:-out}
+start=$SECONDS
+.venv/bin/interp validate --model smollm2 --labels "$OUT/smollm2/heads.csv" --out "$OUT/smollm2/powered" --powered "$@"
+echo "== smollm2 powered validation: $((SECONDS - start)) s; see $OUT/smollm2/powered/powered.md"
