@@ -86,17 +86,25 @@ def _metric(logits: Any, batch: Any) -> Any:
     return logit_diff(logits, as_batch(batch))
 
 
-def _node_scores(model: Any, pairs: PairBatch, method: str, steps: int, batch_size: int) -> pd.Series:
+def _node_scores(
+    model: Any, pairs: PairBatch, method: str, steps: int, batch_size: int, progress: bool = False
+) -> pd.Series:
     from analyses.circuits.attribution import node_scores
 
-    table = node_scores(model, to_pairs(pairs), _metric, method=method, steps=steps, batch_size=batch_size)
+    table = node_scores(
+        model, to_pairs(pairs), _metric, method=method, steps=steps, batch_size=batch_size, progress=progress
+    )
     return scores_to_series(table)
 
 
-def _edge_scores(model: Any, pairs: PairBatch, method: str, steps: int, batch_size: int) -> pd.DataFrame:
+def _edge_scores(
+    model: Any, pairs: PairBatch, method: str, steps: int, batch_size: int, progress: bool = False
+) -> pd.DataFrame:
     from analyses.circuits.edges import edge_scores
 
-    table = edge_scores(model, to_pairs(pairs), _metric, method=method, steps=steps, batch_size=batch_size)
+    table = edge_scores(
+        model, to_pairs(pairs), _metric, method=method, steps=steps, batch_size=batch_size, progress=progress
+    )
     return table.assign(method=method)
 
 
@@ -179,7 +187,7 @@ def analyse_circuit(
     scores: dict[str, pd.Series] = {}
     for m in methods:
         t = time.perf_counter()
-        scores[m] = _node_scores(model, discovery, m, steps, batch_size)
+        scores[m] = _node_scores(model, discovery, m, steps, batch_size, progress)
         info[f"t_nodes_{m}"] = time.perf_counter() - t
     exact_df = None
     if exact:
@@ -199,7 +207,7 @@ def analyse_circuit(
     info["edges"] = why or "scored"
     if not why:
         t = time.perf_counter()
-        result.edge_tables = {m: _edge_scores(model, discovery, m, steps, batch_size) for m in methods}
+        result.edge_tables = {m: _edge_scores(model, discovery, m, steps, batch_size, progress) for m in methods}
         result.edges = pd.concat([_top_edges(tab, n_top_edges) for tab in result.edge_tables.values()])
         info["t_edges"] = time.perf_counter() - t
     t = time.perf_counter()
