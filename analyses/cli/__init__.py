@@ -1,5 +1,5 @@
 """The ``interp`` command line: one subcommand per analysis (tour, probe, invariance, validate,
-train, summary), each parsing its arguments and calling the library.
+circuit, train, summary), each parsing its arguments and calling the library.
 
 Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and ``run(args)
 -> int``; modules are imported only when used. The work itself lives outside ``cli/``: the worker
@@ -31,6 +31,7 @@ SUBCOMMANDS = {
     "probe": ("analyses.cli.probe", "classify every head (head-probing report)"),
     "invariance": ("analyses.cli.invariance", "permutation, rotation, relative-position and sqrt(d) checks"),
     "validate": ("analyses.cli.validate", "causal validation of head labels by ablation"),
+    "circuit": ("analyses.cli.circuit", "which heads and edges carry a task: EAP / EAP-IG, faithfulness (CPR, CMD)"),
     "train": ("analyses.cli.train", "train the toolkit's transformer from a config file"),
     "summary": ("analyses.cli.summary", "one page over the main job's outputs: comparison, invariances, validation"),
     "explore": ("analyses.cli.explore", "a local web page that runs the model on the text you type"),

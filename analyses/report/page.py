@@ -176,7 +176,11 @@ def _role_grids(df: pd.DataFrame, L: int, H: int) -> dict[str, list[list[float |
 
 
 def page_data(
-    df: pd.DataFrame, examples: dict | None = None, validation: pd.DataFrame | None = None, model: str | None = None
+    df: pd.DataFrame,
+    examples: dict | None = None,
+    validation: pd.DataFrame | None = None,
+    model: str | None = None,
+    circuits: dict | None = None,
 ) -> dict:
     """What the explorer embeds (JSON-ready): the model's shape, the role colours and what each role
     means, one record per head (primary role, standardised effect, secondary roles, its scores:
@@ -231,6 +235,7 @@ def page_data(
         "role_scores": grids,
         "verdicts": _verdicts(validation),
         "has_validation": validation is not None,
+        "circuits": circuits or {},  # per head: causal importance per task (analyses.circuits.report.page_circuits)
         "examples": (examples or {}).get("sentences", []),
     }
 
@@ -427,6 +432,7 @@ def render_page(
     validation_md: str | None = None,
     validation_warning: str | None = None,
     model: str | None = None,
+    circuits: dict | None = None,
 ) -> str:
     """One model's page as a string (see the module docstring). ``sections``: the probe's report
     (``analyses.heads.report.report_sections`` or ``read_sections`` of its report.md), whose
@@ -434,7 +440,7 @@ def render_page(
     from analyses.invariance.report import invariance_section
 
     figures = figures or {}
-    data = page_data(df, examples=examples, validation=validation, model=model)
+    data = page_data(df, examples=examples, validation=validation, model=model, circuits=circuits)
     by_id = {s.id: s for s in sections}
     intro = by_id.get("intro")
     title = intro.title if intro and intro.title else f"Head roles of {data['model']}"
@@ -488,6 +494,8 @@ def page_from_folder(model_dir: str | Path, provenance: str | None = None) -> st
     """Render ``model_dir``'s page from its files (``heads.csv`` is required; ``report.md``, its PNG
     figures, ``examples.json``, ``invariance/invariance.csv`` and ``validation/`` are used where
     present). ``provenance``: a warning about the validation (``summary.validation_provenance``)."""
+    from analyses.circuits.report import page_circuits
+
     d = Path(model_dir)
     if not (d / "heads.csv").is_file():
         raise FileNotFoundError(
@@ -516,6 +524,7 @@ def page_from_folder(model_dir: str | Path, provenance: str | None = None) -> st
         validation_md=text(d / "validation" / "validation.md"),
         validation_warning=provenance if val is not None else None,
         model=name,
+        circuits=page_circuits(d),
     )
 
 

@@ -132,6 +132,9 @@
             (x.reason ? " (" + x.reason + ")" : "");
           return x.role + " " + x.verdict + why; }).join("; ") :
         "Causal validation: " + (data.has_validation ? "none of its labels was tested." : "not run.")));
+      var circ = (data.circuits || {})[key] || [];
+      if (circ.length) detail.appendChild(el("p", {"class": "hx-circuits"}, "Causal importance per task (interp circuit; 1 = patching this head alone from the corrupted run removes the whole gap): " +
+        circ.map(function (x) { return x.task + " " + fmt(x.importance, 3) + (x.eap_ig === null ? "" : " (EAP-IG score " + fmt(x.eap_ig, 3) + ")"); }).join("; ") + "."));
       var exs = data.examples;
       if (!exs.length || !h.examples) {
         detail.appendChild(el("p", {"class": "hx-note"}, "No example patterns stored for this head."));
