@@ -20,6 +20,7 @@ from analyses.data.corpora import (
     xsum_clusters,
     xsum_delimiter_items,
     xsum_sentences,
+    xsum_spread_sentences,
 )
 from analyses.data.generated import (
     ANAPHORA_FAMILIES,
@@ -77,6 +78,7 @@ __all__ = [
     "load_winobias",
     "xsum_sentences",
     "xsum_clusters",
+    "xsum_spread_sentences",
     "xsum_delimiter_items",
     "spacy_subject_verb",
     "read_conllu",

@@ -42,6 +42,7 @@ __all__ = [
     "xsum_sentences",
     "xsum_delimiter_items",
     "xsum_clusters",
+    "xsum_spread_sentences",
     "spacy_subject_verb",
     "read_conllu",
     "read_text",
@@ -334,6 +335,32 @@ def _xsum_documents(path: str) -> tuple[tuple[int, str], ...]:
                 if sent:
                     out.append((doc_index, sent))
     return tuple(out)
+
+
+def xsum_spread_sentences(
+    limit: int, per_article: int = 2, min_words: int = 4, max_words: int = 40, path=None
+) -> tuple[list[str], list[str]]:
+    """The first ``limit`` XSum sentences (as ``xsum_sentences`` filters them) taking at most
+    ``per_article`` from each article, and their clusters ("xsum doc K"): statistics resample
+    articles, so many articles give more independent units than a few long ones."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+    path = str(path) if path is not None else str(_data_file("XSum", "test.jsonl"))
+    picked: list[str] = []
+    clusters: list[str] = []
+    per: dict[int, int] = {}
+    for doc, sent in _xsum_documents(path):
+        if per.get(doc, 0) >= per_article:
+            continue
+        words = split_words(sent)[0]
+        if len(words) - len(delimiter_positions(words)) < min_words or len(words) > max_words:
+            continue
+        per[doc] = per.get(doc, 0) + 1
+        picked.append(sent)
+        clusters.append(f"xsum doc {doc}")
+        if len(picked) >= limit:
+            break
+    return picked, clusters
 
 
 def xsum_clusters(sentences: Sequence[str], path=None) -> list[str]:

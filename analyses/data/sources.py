@@ -142,8 +142,9 @@ def load_dataset(
         elif src == "spacy":
             # parse only about as many sentences as needed (about 2 arcs per sentence)
             limit = _SPACY_DEFAULT_SENTENCES if n is None else max(50, n)
-            sentences = corpora.xsum_sentences(limit=limit)
-            arcs = corpora.spacy_subject_verb(sentences, clusters=corpora.xsum_clusters(sentences))
+            # at most two sentences per article: the statistics resample articles
+            sentences, clusters = corpora.xsum_spread_sentences(limit, per_article=2)
+            arcs = corpora.spacy_subject_verb(sentences, clusters=clusters)
             out += _subsample(arcs, n, seed)
         elif src == "xsum":
             out += _subsample(corpora.xsum_delimiter_items(), n, seed)

