@@ -40,9 +40,10 @@ The choice, and why
   on (ablations, circuit work); Holm is uniformly more powerful than plain Bonferroni with the same
   guarantee. Benjamini-Hochberg is provided too (``bh``) for exploratory use.
 * **Interval**: 95% percentile bootstrap over clusters (streaming Poisson bootstrap, see
-  ``interp.reducers``; accuracy rows widened to the Wilson interval, above). It is a per-head interval, reported beside the score; a label needs the
-  Holm-adjusted p below alpha *and* the interval's lower end above the baseline (and above the score
-  of the same head in a randomly initialised model).
+  ``interp.reducers``; accuracy rows widened to the Wilson interval, above). It is a per-head
+  interval, reported beside the score; a label needs the Holm-adjusted p below alpha *and* the
+  interval's lower end above the baseline (and above the score of the same head in a randomly
+  initialised model).
 """
 
 from __future__ import annotations
