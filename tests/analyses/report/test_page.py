@@ -272,7 +272,8 @@ def test_every_role_on_the_map_is_explained_on_the_page(planted_page):
     """Issue 23: noop_sink was explained nowhere on the page."""
     _, _, _, html = planted_page
     data = page.read_page_data(html)
-    assert "noop_sink" in data["roles"]  # the planted head 1: '.' by weight, nothing by norm
+    # the planted head 1 ('.' by weight, nothing by norm) is a noop_sink, so the map says it idles
+    assert "idle (sink)" in data["roles"]
     for role in [*data["roles"], "unclassified"]:
         assert data["role_text"][role] == report.ROLE_TEXT[role] and len(report.ROLE_TEXT[role]) > 20
         assert f"<code>{role}</code></dt><dd>{report.ROLE_TEXT[role]}" in html.replace("&#39;", "'")
