@@ -31,17 +31,19 @@ step() {  # step NAME BUDGET_SECONDS COMMAND...
 # neither the subject nor the nearest noun (about a quarter of the generated ones), and delimiters
 # fewer (attention mass varies little between sentences). Sizes are set so that a head 0.15 above
 # its baseline is labelled with >= 80% probability (the power table of each report says so).
-SOURCES=generated,winobias,spacy,xsum,sonnets
+# "pairs": generated minimal pairs (pronoun gender, attractor number swapped, the rest unchanged):
+# a subject-verb or anaphora label needs the head's argmax to move with the cue (docs/head-roles.md).
+SOURCES=generated,pairs,winobias,spacy,xsum,sonnets
 for model in minilm smollm2; do
   if [ "$model" = minilm ]; then
     sizes=(--n 1000 --n-for anaphora=2500 --n-for winobias=1000 --n-for delimiter=300 --n-for rhyme=800
-           --n-for line_structure=500)
+           --n-for line_structure=500 --n-for pairs=400)
     budgets=(300 120 240)
   else  # SmolLM2's 30 layers cost ~5x MiniLM's 6 per sentence
     # fewer items: SmolLM2 costs ~0.08 s per sentence here, so the power table reports a detectable
     # effect of about 0.15-0.2 for its relations (0.15 everywhere would need about twice the time)
     sizes=(--n 600 --n-for anaphora=2000 --n-for winobias=300 --n-for spacy=400 --n-for delimiter=150
-           --n-for rhyme=300 --n-for line_structure=200)
+           --n-for rhyme=300 --n-for line_structure=200 --n-for pairs=300)
     budgets=(480 180 420)
   fi
   step "$model probe" "${budgets[0]}" $I probe --model "$model" --out "$OUT/$model" --sources "$SOURCES" "${sizes[@]}"
