@@ -222,10 +222,47 @@ class ClusterSums:
     def __init__(self, cells: Sequence[int]) -> None:
         self.cells = tuple(cells)
         z = lambda: np.zeros(self.cells, dtype=np.float64)  # noqa: E731
-        self.n, self.g, self.s1, self.s2, self.s3, self.s4 = z(), z(), z(), z(), z(), z()
+        self.n, self.g = z(), z()  # counts: exact in float64
+        # the four sums are compensated (value = hi + lo, TwoSum), so the result does not depend on the
+        # order the batches arrive in: one process or several workers give the same bits
+        self._hi = [z() for _ in range(4)]
+        self._lo = [z() for _ in range(4)]
 
     def arrays(self) -> list[np.ndarray]:
-        return [self.n, self.g, self.s1, self.s2, self.s3, self.s4]
+        """The state, in the order ``add_parts`` reads it: counts, then the sums' high and low parts."""
+        return [self.n, self.g, *self._hi, *self._lo]
+
+    @staticmethod
+    def add_parts(acc: list, other: list) -> None:
+        """``acc += other`` on two ``arrays()`` lists (numpy arrays or torch tensors), the sums
+        compensated: what ``interp.distributed.World.sum_`` calls to merge the workers' states."""
+        for a, b in zip(acc[:2], other[:2]):
+            a += b
+        for hi, lo, hi_b, lo_b in zip(acc[2:6], acc[6:10], other[2:6], other[6:10]):
+            t = hi + hi_b
+            bb = t - hi
+            err = (hi - (t - bb)) + (hi_b - bb)
+            hi[...] = t
+            lo += lo_b + err
+
+    def _sum(self, i: int) -> np.ndarray:
+        return self._hi[i] + self._lo[i]
+
+    @property
+    def s1(self) -> np.ndarray:
+        return self._sum(0)
+
+    @property
+    def s2(self) -> np.ndarray:
+        return self._sum(1)
+
+    @property
+    def s3(self) -> np.ndarray:
+        return self._sum(2)
+
+    @property
+    def s4(self) -> np.ndarray:
+        return self._sum(3)
 
     def update(self, d: ArrayLike, valid: ArrayLike, clusters: ArrayLike) -> None:
         """``d`` [units, *cells] differences, ``valid`` (broadcastable to it) which units count in
@@ -244,14 +281,12 @@ class ClusterSums:
         shape = self.cells
         self.n += flat_n.sum(0).reshape(shape)
         self.g += (nc > 0).sum(0).reshape(shape)
-        self.s1 += dc.sum(0).reshape(shape)
-        self.s2 += (dc * dc).sum(0).reshape(shape)
-        self.s3 += (nc * dc).sum(0).reshape(shape)
-        self.s4 += (nc * nc).sum(0).reshape(shape)
+        z = np.zeros(shape)
+        batch = [z, z, dc.sum(0), (dc * dc).sum(0), (nc * dc).sum(0), (nc * nc).sum(0)]
+        self.add_parts(self.arrays(), [a.reshape(shape) for a in batch] + [z] * 4)
 
     def merge(self, other: ClusterSums) -> None:
-        for a, b in zip(self.arrays(), other.arrays()):
-            a += b
+        self.add_parts(self.arrays(), other.arrays())
 
     def mean(self) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):

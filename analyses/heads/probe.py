@@ -894,7 +894,7 @@ def _run(
     reducer.merge(world)
     if world.size > 1:
         sums = [torch.from_numpy(a) for a in clustered.arrays()]
-        world.sum_(sums)
+        world.sum_(sums, add=stats.ClusterSums.add_parts)
         for a, t in zip(clustered.arrays(), sums):
             a[...] = t.numpy()
     shards = world.gather(spans)
