@@ -431,6 +431,8 @@ def _relation_tests(
         strata = [("all", "all", False)] + [(s, label_subset, s not in NON_LABEL_SOURCES) for s in sources]
         strata += [(s, "all", False) for s in sources if label_subset != "all" or s == MINIMAL_PAIR_SOURCE]
         strata += [("all", sub, False) for sub in SUBSETS[relation]]
+        # one test per stratum (the minimal pairs' "all" is the label subset of subject-verb too)
+        strata = [st for i, st in enumerate(strata) if st[:2] not in {x[:2] for x in strata[:i]}]
         controls = []  # the reverse control, beside every label-carrying source and pooled
         if relation in HEURISTIC_RELATIONS:
             controls = [("all", CONTROL_SUBSET, False)] + [(s, CONTROL_SUBSET, False) for s, _, lab in strata if lab]

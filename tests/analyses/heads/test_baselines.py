@@ -325,3 +325,16 @@ def test_a_reverse_label_must_beat_the_other_nouns_control():
     assert every["score"] == only["score"] == 1.0
     assert row(0, probe.CONTROL_SUBSET)["score"] == 1.0 and row(1, probe.CONTROL_SUBSET)["score"] == 0.0
     assert only["label"] and not every["label"] and not every["gates"]
+
+
+def test_each_stratum_is_tested_once_with_minimal_pairs():
+    """The minimal pairs' "all" stratum is also subject-verb's label subset: one test, not two (two
+    identical rows made the label gates' index non-unique and stopped the main job)."""
+    from analyses.data.generated import generate_minimal_pairs, generate_subject_verb
+    from analyses.heads.probe import _relation_tests
+
+    items = generate_subject_verb(20, seed=0) + generate_minimal_pairs("subject_verb", 10, 0)
+    tests = _relation_tests(items, causal=False, margin=0.05)
+    keys = [(t.role, t.direction, t.specials, t.source, t.subset) for t in tests]
+    assert len(keys) == len(set(keys))
+    assert any(t.source == "minimal-pairs" for t in tests)
