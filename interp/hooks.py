@@ -18,6 +18,7 @@ import difflib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import torch
 from torch import Tensor
 from transformer_lens import ActivationCache as _TLActivationCache
 from transformer_lens import HookedRootModule
@@ -30,6 +31,7 @@ __all__ = [
     "HookPoint",
     "HookReturnError",
     "HookedModule",
+    "LazyCacheDict",
     "UnknownHookError",
     "near_names",
     "check_hook_names",
@@ -136,11 +138,80 @@ class HookedModule(HookedRootModule):
         TransformerLens's ``HookedTransformer`` returned; ``return_cache_object=False`` gives the
         plain ``{name: tensor}`` dict. ``names_filter`` (a name, a list of names or a predicate),
         ``device`` (where to store the activations) and ``remove_batch_dim`` (batch of one) work
-        as in TransformerLens."""
-        out, cache = super().run_with_cache(*model_args, remove_batch_dim=remove_batch_dim, **kwargs)
+        as in TransformerLens.
+
+        Derived entries (``lazy_cache_entries``: e.g. ``attn.hook_result``, n_heads times the size of
+        the attention output, computed from ``hook_z``) are cached as their source and computed on
+        first read of the ``ActivationCache``, the same operation on the same tensors, so the same
+        bits; see ``LazyCacheDict`` (the plain dict of ``return_cache_object=False`` has them computed).
+        A hook point is cached the ordinary way whenever anything else watches it or its source (an
+        attached hook, ``incl_bwd``), or ``device``/``pos_slice`` are given."""
+        names_filter = kwargs.get("names_filter")
+        if isinstance(names_filter, str):
+            check_hook_names([names_filter], self.hook_dict)
+        elif isinstance(names_filter, (list, tuple)):
+            check_hook_names(names_filter, self.hook_dict)
+        lazy = self._lazy_plan(kwargs)
+        if not lazy:
+            out, cache = super().run_with_cache(*model_args, remove_batch_dim=remove_batch_dim, **kwargs)
+        else:
+            wanted = _as_predicate(names_filter)
+            kwargs["names_filter"] = lambda name: wanted(name) and name not in lazy
+            seen: dict[str, tuple[Tensor, int]] = {}  # source name -> (its value, cache size when it fired)
+            cache_so_far: dict[str, Tensor] = {}
+
+            def record(tensor: Tensor, hook: _TLHookPoint) -> None:
+                seen[hook.name] = (tensor.detach(), len(cache_so_far))
+
+            sources = sorted({source for source, _ in lazy.values()})
+            with self.hooks(fwd_hooks=[(name, record) for name in sources]):
+                out, cache_so_far = self._run_caching(cache_so_far, model_args, remove_batch_dim, kwargs)
+            cache = LazyCacheDict.build(cache_so_far, lazy, seen, remove_batch_dim)
+            if not return_cache_object:  # the plain dict TransformerLens promises: computed now
+                return out, cache.copy()
         if not return_cache_object:
             return out, cache
         return out, ActivationCache(cache, self, has_batch_dim=not remove_batch_dim)
+
+    def _run_caching(
+        self, cache: dict[str, Tensor], model_args: tuple, remove_batch_dim: bool, kwargs: dict[str, Any]
+    ) -> tuple[Any, dict[str, Tensor]]:
+        """TransformerLens's ``run_with_cache``, filling ``cache`` (so a recording hook can see how
+        many entries precede it)."""
+        kwargs = dict(kwargs)
+        reset, clear = kwargs.pop("reset_hooks_end", True), kwargs.pop("clear_contexts", False)
+        names_filter = kwargs.pop("names_filter")
+        for handled in ("incl_bwd", "device", "pos_slice"):  # False / None here (see _lazy_plan)
+            kwargs.pop(handled, None)
+        _, fwd, _ = HookedRootModule.get_caching_hooks(
+            self, names_filter, False, None, remove_batch_dim=remove_batch_dim, cache=cache
+        )
+        with self.hooks(fwd_hooks=fwd, reset_hooks_end=reset, clear_contexts=clear):
+            out = self(*model_args, **kwargs)
+        return out, cache
+
+    def lazy_cache_entries(self) -> dict[str, tuple[str, Callable[[Tensor], Tensor]]]:
+        """``{name: (source name, compute)}``: hook points whose cached value ``run_with_cache`` may
+        compute on read as ``compute(value of source)``. ``compute`` must be the very operation the
+        forward pass applies, on the weights as they are now. None by default; the toolkit's
+        transformer declares ``attn.hook_result``."""
+        return {}
+
+    def _lazy_plan(self, kwargs: dict[str, Any]) -> dict[str, tuple[str, Callable[[Tensor], Tensor]]]:
+        """The derived entries this ``run_with_cache`` call may compute on read (see there)."""
+        if kwargs.get("incl_bwd") or kwargs.get("device") is not None or kwargs.get("pos_slice") is not None:
+            return {}
+        entries = self.lazy_cache_entries()
+        if not entries:
+            return {}
+        wanted = _as_predicate(kwargs.get("names_filter"))
+        hooks = self.hook_dict
+
+        def quiet(name: str) -> bool:
+            hp = hooks[name]
+            return not (hp._forward_hooks or hp._backward_hooks)
+
+        return {n: e for n, e in entries.items() if wanted(n) and quiet(n) and quiet(e[0])}
 
     def get_caching_hooks(self, names_filter: NamesFilter = None, *args: Any, **kwargs: Any) -> Any:
         if isinstance(names_filter, str):
@@ -149,6 +220,136 @@ class HookedModule(HookedRootModule):
             check_hook_names(names_filter, self.hook_dict)
             names_filter = list(names_filter)
         return super().get_caching_hooks(names_filter, *args, **kwargs)
+
+
+def _as_predicate(names_filter: NamesFilter) -> Callable[[str], bool]:
+    """A names filter (None, a name, a list of names, a predicate) as a predicate, as
+    TransformerLens reads it."""
+    if names_filter is None:
+        return lambda name: True
+    if isinstance(names_filter, str):
+        return lambda name: name == names_filter
+    if isinstance(names_filter, (list, tuple)):
+        chosen = set(names_filter)
+        return lambda name: name in chosen
+    if callable(names_filter):
+        return names_filter
+    raise ValueError("names_filter must be a string, a list of strings or a function of a hook name")
+
+
+class _Pending:
+    """A cache entry not computed yet: ``compute()`` gives its value."""
+
+    __slots__ = ("compute",)
+
+    def __init__(self, compute: Callable[[], Tensor]) -> None:
+        self.compute = compute
+
+
+class LazyCacheDict(dict):
+    """The ``{name: tensor}`` dict ``run_with_cache`` fills, some of whose entries are computed on
+    first read (and kept): ``attn.hook_result`` is n_heads times the size of the attention output
+    (1.3 GB over SmolLM2 at 32 x 64 tokens), and it is ``hook_z @ W_O`` per head, so the cache keeps
+    ``hook_z`` and computes the result when asked, with the operation and the tensors the forward
+    pass uses (the same bits). Every way of reading a value (``[]``, ``get``, ``values``, ``items``,
+    ``pop``, ``copy``, ``dict(...)``) gives the computed tensor; keys and their order are those of
+    an ordinary cache."""
+
+    @classmethod
+    def build(
+        cls,
+        cache: dict[str, Tensor],
+        lazy: dict[str, tuple[str, Callable[[Tensor], Tensor]]],
+        seen: dict[str, tuple[Tensor, int]],
+        remove_batch_dim: bool,
+    ) -> LazyCacheDict:
+        """Insert each derived entry where the ordinary cache would have it: right after its source
+        if the source is cached, else where the source fired."""
+        from transformer_lens.utilities import remove_batch_dim as drop_batch_dim
+
+        after: dict[int, list[tuple[str, _Pending]]] = {}
+        names = list(cache)
+        for name, (source, compute) in lazy.items():
+            if source not in seen:  # the source never fired (e.g. a stop_at_layer run)
+                continue
+            value, fired_at = seen[source]
+            at = names.index(source) + 1 if source in cache else fired_at
+
+            def thunk(value: Tensor = value, compute: Callable[[Tensor], Tensor] = compute) -> Tensor:
+                with torch.no_grad():
+                    out = compute(value)
+                return drop_batch_dim(out) if remove_batch_dim else out
+
+            after.setdefault(at, []).append((name, _Pending(thunk)))
+        ordered = cls()
+        for i in range(len(names) + 1):
+            for name, pending in after.get(i, []):
+                dict.__setitem__(ordered, name, pending)
+            if i < len(names):
+                dict.__setitem__(ordered, names[i], cache[names[i]])
+        return ordered
+
+    def __getitem__(self, key: str) -> Tensor:
+        value = dict.__getitem__(self, key)
+        if isinstance(value, _Pending):
+            value = value.compute()
+            dict.__setitem__(self, key, value)
+        return value
+
+    def _settle(self) -> None:
+        for key in [k for k, v in dict.items(self) if isinstance(v, _Pending)]:
+            self[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def values(self) -> Any:
+        self._settle()
+        return dict.values(self)
+
+    def items(self) -> Any:
+        self._settle()
+        return dict.items(self)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if key in self:
+            value = self[key]
+            dict.pop(self, key)
+            return value
+        return dict.pop(self, key, *default)
+
+    def popitem(self) -> tuple[str, Tensor]:
+        key = next(reversed(self))
+        return key, self.pop(key)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key in self:
+            return self[key]
+        dict.__setitem__(self, key, default)
+        return default
+
+    def copy(self) -> dict[str, Tensor]:
+        self._settle()
+        return dict(dict.items(self))
+
+    def __iter__(self) -> Any:  # overridden so dict(cache) goes through keys() and __getitem__
+        return dict.__iter__(self)
+
+    def keys(self) -> Any:
+        return dict.keys(self)
+
+    def __eq__(self, other: object) -> bool:
+        self._settle()
+        return dict.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        self._settle()
+        return dict.__repr__(self)
+
+    def __reduce__(self) -> Any:  # pickles (and deep-copies) as the plain dict of computed values
+        return (dict, (self.copy(),))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ in ``models/tl_api.py``, a mixin this model inherits; ``run_with_cache`` returns
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -253,13 +254,19 @@ class Attention(nn.Module):
             z = self._fused(q, k, v, positions, masks)
         z = self.hook_z(z.transpose(1, 2))  # [batch, pos, head, d_head]
         if _hooked(self.hook_result):
-            computed = torch.einsum("bqhd,hdm->bqhm", z, self._view_W_O())
+            computed = self.result_from_z(z)
             before = _snapshot(computed)
             result = self.hook_result(computed)
             if not _untouched(result, computed, before):  # a hook edited a head's output: use it
                 out = result.sum(dim=2)
                 return out if self.o_bias is None else out + self.o_bias
         return F.linear(z.contiguous().reshape(b, p, -1), self.o_weight, self.o_bias)
+
+    def result_from_z(self, z: Tensor, W_O: Tensor | None = None) -> Tensor:
+        """``hook_result``'s value: each head's output in d_model, z[h] @ W_O[h], [batch, pos, head,
+        d_model] from z [batch, pos, head, d_head] (``run_with_cache`` computes it from the cached z
+        with this very function, so with the same bits)."""
+        return torch.einsum("bqhd,hdm->bqhm", z, self._view_W_O() if W_O is None else W_O)
 
     def _repeat_kv(self, t: Tensor) -> Tensor:
         """[batch, kv_head, key_pos, d_head] -> [batch, head, key_pos, d_head]: key/value head g
@@ -939,6 +946,19 @@ class Transformer(HookedModule, TransformerLensAPI):
         return self.blocks[layer].attn(x, positions, Masks(allowed, None, False, n), rot, None, exact)
 
     # -- conveniences ------------------------------------------------------------------------------
+
+    def lazy_cache_entries(self) -> dict[str, tuple[str, Callable[[Tensor], Tensor]]]:
+        """``run_with_cache`` keeps ``hook_z`` and computes ``attn.hook_result`` (n_heads times the
+        attention output) on read: ``Attention.result_from_z`` on W_O as it is now (a copy with the
+        same strides, so a later weight edit does not change the cached values, nor their bits)."""
+        entries = {}
+        for layer, block in enumerate(self.blocks):
+            W_O = block.attn._view_W_O().detach().clone()
+            entries[f"blocks.{layer}.attn.hook_result"] = (
+                f"blocks.{layer}.attn.hook_z",
+                functools.partial(block.attn.result_from_z, W_O=W_O),
+            )
+        return entries
 
     def hook_table(self) -> list[tuple[str, str]]:
         """(name, shape comment) for every hook point, in forward order."""
