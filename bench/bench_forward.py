@@ -10,7 +10,10 @@ variant            what runs
 ``hf_sdpa``        the same Hugging Face model with SDPA attention, Hugging Face's default
 ``ours``           our forward, no hooks: the fused path (``scaled_dot_product_attention``)
 ``ours_exact``     our forward, no hooks, ``exact=True``: the eager path
-``ours_all``       ``run_with_cache`` with every hook point cached
+``ours_all``       ``run_with_cache`` with every hook point cached (``attn.hook_result`` is computed
+                   from the cached ``hook_z`` when first read: ``interp.hooks.LazyCacheDict``)
+``ours_all_read``  ``ours_all``, then every ``attn.hook_result`` read (what a user who reads them
+                   all pays)
 ``ours_pat``       ``run_with_cache(names_filter=...hook_pattern)``: attention patterns only
 ``ours_nores``     ``run_with_cache`` of every hook but ``attn.hook_result``: the bridge's hook set
                    (it has no per-head result), and TransformerLens's default (``use_attn_result``
@@ -78,6 +81,7 @@ VARIANTS = [
     "ours",
     "ours_exact",
     "ours_all",
+    "ours_all_read",
     "ours_nores",
     "ours_pat",
     "bridge",
@@ -90,6 +94,7 @@ LABELS = {
     "ours": "ours, forward, no hooks (fused)",
     "ours_exact": "ours, forward, no hooks, exact=True (eager)",
     "ours_all": "ours, run_with_cache, all hooks",
+    "ours_all_read": "ours, run_with_cache, all hooks, then every attn.hook_result read",
     "ours_pat": "ours, run_with_cache, patterns only",
     "ours_nores": "ours, run_with_cache, all hooks but attn.hook_result",
     "bridge": "bridge, forward, no hooks",
@@ -104,6 +109,15 @@ def is_pattern(name: str) -> bool:
 
 def not_result(name: str) -> bool:
     return not name.endswith("hook_result")
+
+
+def read_results(run: tuple) -> tuple:
+    """Read every per-head result of a cache (computing the lazy ones)."""
+    _, cache = run
+    for name in list(cache.keys()):
+        if name.endswith("hook_result"):
+            cache[name]
+    return run
 
 
 # --------------------------------------------------------------------------------------------------
@@ -143,6 +157,7 @@ def variants(name: str, hf_model, hf_sdpa, ours, bridge, ids: torch.Tensor) -> d
         "ours": lambda: ours(ids),
         "ours_exact": lambda: ours(ids, exact=True),
         "ours_all": lambda: ours.run_with_cache(ids),
+        "ours_all_read": lambda: read_results(ours.run_with_cache(ids)),
         "ours_pat": lambda: ours.run_with_cache(ids, names_filter=is_pattern),
         "ours_nores": lambda: ours.run_with_cache(ids, names_filter=not_result),
         "bridge": lambda: bridge(ids),
