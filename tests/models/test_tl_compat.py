@@ -542,6 +542,7 @@ def test_more_second_week_idioms_as_on_the_bridge(smollm2, smollm2_bridge, capsy
     printed = capsys.readouterr().out.split("Tokenized prompt")
     assert len(printed) == 3 and printed[1] == printed[2] and "Rank:" in printed[1]
     tokens = bridge.to_tokens(text)
+    assert ours.to_str_tokens(IOI_CLEAN, prepend_bos=True) == bridge.to_str_tokens(IOI_CLEAN)
     assert ours.get_token_position(" John", tokens, mode="last") == bridge.get_token_position(
         " John", tokens, mode="last"
     )
