@@ -15,6 +15,15 @@ Findings (transformer_lens 4.3, transformers 5.24): on SmolLM2 every idiom gives
 bridge's numbers. The bridge's ``generate`` with its KV cache (its default) drifts from Hugging
 Face's greedy output after a few tokens (SmolLM2, tiny Llama, tiny GPT-2); with
 ``use_past_kv_cache=False`` it agrees. Ours agrees with Hugging Face with and without the cache.
+
+The second tier (issue 25): ``return_type="both"``, ``loss_per_token``,
+``get_full_resid_decomposition`` (with ``accumulated_bias``), ``utilities.get_attention_mask`` on a
+left-padded batch, ``utilities.test_prompt``, ``get_token_position``, the tokenizer's Hugging Face
+attributes. Same tolerances: bitwise on SmolLM2 and the tiny Llama (ours on its eager path, as
+the bridge runs Hugging Face eager), 1e-5 on the tiny GPT-2. Findings: none of these is wrong on
+the bridge; its per-token loss writes -0.0 at padded pairs (ours 0.0; they compare equal), and on
+both ``get_attention_mask(tokenizer, tokens, prepend_bos)`` after ``to_tokens(...,
+padding_side="left")`` masks nothing, because it assumes the tokenizer's side ("right") unless told.
 """
 
 from __future__ import annotations
