@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from interp.io import atomic_dir, atomic_save, atomic_write
+from models import hub
 from models.config import Config
 from models.tokenizer import Tokenizer
 from models.transformer import Transformer
@@ -717,7 +718,8 @@ def load(
 ) -> Transformer:
     """Load a model by name (``minilm``, ``smollm2``), from a folder (a toolkit checkpoint with
     ``interp_config.json``, or a Hugging Face folder with ``config.json``), or by Hugging Face hub
-    name ``org/name`` where a hub or a cache is reachable.
+    name ``owner/name`` from the local Hugging Face cache, without network (``models/hub.py``;
+    one line says how to get a model that is not there).
 
     ``device``: where the model runs (``"cpu"``, ``"cuda"``, ...). ``dtype``: ``torch.float32``
     (default), ``torch.bfloat16`` or ``torch.float16`` (or their names, ``"bf16"``, ``"fp16"``): the
@@ -740,18 +742,13 @@ def load(
             raise FileNotFoundError(
                 f"{folder} holds neither {CONFIG_FILE} (toolkit checkpoint) nor config.json (Hugging Face)"
             )
-    elif "/" in key and not Path(key).exists() and not key.startswith((".", "/")):
-        try:
-            hf_model, tok = _hf_load(key)
-        except OSError as e:
-            raise OSError(
-                f"could not load {key!r} from the Hugging Face hub or its local cache ({e.__class__.__name__}); "
-                f"offline, use a local folder or one of the embedded models: {sorted(KNOWN_MODELS)}"
-            ) from e
+    elif not Path(key).exists() and hub.is_hub_name(key):
+        hf_model, tok = _hf_load(str(hub.resolve(key)))  # the local Hugging Face cache only
         model = from_hf(hf_model, tok, name=key)
     else:
         raise ValueError(
             f"unknown model {key!r}: known names are {sorted(KNOWN_MODELS)}; or pass a checkpoint folder "
-            "(toolkit or Hugging Face) or a hub name such as 'openai-community/gpt2'"
+            "(toolkit or Hugging Face) or a hub name such as 'HuggingFaceTB/SmolLM2-360M' that is in the local "
+            "Hugging Face cache"
         )
     return model.to(device=device, dtype=dtype)

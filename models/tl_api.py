@@ -220,6 +220,32 @@ class TransformerLensAPI:
 
         return FactoredMatrix(self.W_V, self.W_O)
 
+    def accumulated_bias(self, layer: int, mlp_input: bool = False, include_mlp_biases: bool = True) -> Tensor:
+        """The sum of the biases the blocks before ``layer`` write into the residual stream
+        [d_model]: each attention output bias ``b_O`` and (``include_mlp_biases``) each MLP output
+        bias ``b_out``; with ``mlp_input``, also layer ``layer``'s own ``b_O`` (the stream its MLP
+        reads). Zeros for a model without biases (SmolLM2). What TransformerLens's
+        ``ActivationCache.get_full_resid_decomposition`` adds as its "bias" component, the terms
+        that head and neuron results leave out. ``layer`` in 0..n_layers (n_layers: the stream
+        the unembedding reads). Pre-norm models only: a post-norm model's norms rescale the
+        residual stream itself, so no sum of biases is a part of it."""
+        cfg = self.cfg
+        if getattr(cfg, "norm_placement", "pre") == "post":
+            raise ValueError(
+                f"accumulated_bias: {cfg.name!r} is post-norm (its norms rescale the residual stream itself), so the "
+                "stream is not a sum of components and no sum of biases is one; decompose a pre-norm model"
+            )
+        if not 0 <= layer <= cfg.n_layers or (mlp_input and layer == cfg.n_layers):
+            top = f"{cfg.n_layers - 1} with mlp_input" if mlp_input else cfg.n_layers
+            raise ValueError(f"accumulated_bias: layer={layer}; use 0..{top}")
+        total = torch.zeros(cfg.d_model, device=self.W_E.device, dtype=self.W_E.dtype)
+        for i, block in enumerate(self.blocks[: layer + 1 if mlp_input else layer]):
+            if block.attn.b_O is not None:
+                total = total + block.attn.b_O
+            if i < layer and include_mlp_biases and block.mlp.b_out is not None:
+                total = total + block.mlp.b_out
+        return total
+
     # -- tokens ----------------------------------------------------------------------------------
 
     def _adds_bos(self) -> int | None:
@@ -289,7 +315,8 @@ class TransformerLensAPI:
             A tokenizer made with ``prepend_bos=True`` makes True the default. True: the BOS token
             comes first (``<|im_start|>`` on SmolLM2; MiniLM's ``[CLS]`` already is); False: the
             start token the tokenizer adds itself is removed (MiniLM's ``[CLS]``).
-        padding_side: "right" (default) or "left".
+        padding_side: "right" or "left"; None: ``model.tokenizer.padding_side`` ("right" unless
+            set), as on TransformerLens, whose ``utilities.get_attention_mask`` reads that too.
         truncate: cut each text to ``n_ctx`` tokens (keeping the start).
 
         A padded batch needs its mask when you run it: ``model(tokens, attention_mask=tokens !=
@@ -303,7 +330,8 @@ class TransformerLensAPI:
         texts = [input] if isinstance(input, str) else list(input)
         if not texts:
             raise ValueError("empty input: no texts to tokenise")
-        ids, _ = self._pad(self._token_rows(texts, prepend_bos, truncate), padding_side or "right")
+        side = padding_side or self._require_tokenizer().padding_side
+        ids, _ = self._pad(self._token_rows(texts, prepend_bos, truncate), side)
         return ids.to(self.cfg.device) if move_to_device else ids
 
     def to_str_tokens(
@@ -334,6 +362,37 @@ class TransformerLensAPI:
                 f"{string!r} is not a single token: it is {len(ids)} tokens {self.to_str_tokens(ids) if ids else []}"
             )
         return int(ids[0])
+
+    def to_single_str_token(self, int_token: int) -> str:
+        """The text of one token id (``" Mary"``), as ``to_str_tokens`` writes it."""
+        if isinstance(int_token, bool) or not isinstance(int_token, numbers.Integral):
+            raise TypeError(f"to_single_str_token takes one token id (an int), got {type(int_token).__name__}")
+        return self.to_str_tokens([int(int_token)])[0]
+
+    def get_token_position(
+        self,
+        single_token: str | int | Tensor,
+        input: str | Tensor,
+        mode: str = "first",
+        prepend_bos: bool | None = None,
+        padding_side: str | None = None,
+    ) -> int:
+        """The position of ``single_token`` (a string of one token, or an id) in ``input`` (a
+        text, tokenised as ``to_tokens`` does, or token ids [pos] or [1, pos]): its first
+        occurrence, or its last with ``mode="last"``; as TransformerLens's, an AssertionError when
+        it does not occur. Positions count from the BOS token when there is one."""
+        if mode not in ("first", "last"):
+            raise ValueError(f"mode={mode!r}; use 'first' or 'last'")
+        tokens = self.to_tokens(input, prepend_bos, padding_side) if isinstance(input, str) else torch.as_tensor(input)
+        if tokens.ndim == 2 and tokens.shape[0] == 1:
+            tokens = tokens[0]
+        if tokens.ndim != 1:
+            raise ValueError(f"get_token_position searches one sequence, [pos] or [1, pos]; got {tuple(tokens.shape)}")
+        token = self.to_single_token(single_token) if isinstance(single_token, str) else int(single_token)
+        where = (tokens == token).nonzero().flatten().tolist()
+        if not where:
+            raise AssertionError(f"token {token} ({self.to_single_str_token(token)!r}) does not occur in the input")
+        return where[0] if mode == "first" else where[-1]
 
     def to_string(self, tokens: TokenIds) -> str | list[str]:
         """Token ids back to text: [pos] gives a string, [batch, pos] a list of strings."""

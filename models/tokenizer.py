@@ -76,6 +76,17 @@ class Tokenizer:
     token ``prepend_bos`` puts first, where it is not the tokenizer's own BOS (the head probe
     starts SmolLM2's sentences with ``<|endoftext|>``, its pre-training document separator, not
     with its BOS ``<|im_start|>``, a chat-turn marker).
+
+    ``padding_side`` ("right" unless set) is the side ``model.to_tokens`` pads a batch of texts
+    on when its own ``padding_side`` is not given, as on a TransformerLens model, whose
+    ``utilities.get_attention_mask(model.tokenizer, tokens, prepend_bos)`` reads it too. Calling
+    the tokenizer itself (``tokenizer(texts)``, ``model.to_words``) gives the word-aligned
+    ``Batch``, which is right-padded always (its ``token_to_word`` rows end in -1s).
+
+    Any other attribute (``decode``, ``batch_decode``, ``encode``, ``eos_token``, ``vocab_size``,
+    ...) is the Hugging Face tokenizer's (``hf``), as TransformerLens users reach them through
+    ``model.tokenizer``; ``bos_token``/``bos_token_id`` and ``pad_token``/``pad_token_id`` are
+    this wrapper's own (the token ``prepend_bos`` puts first; the id padding is written with).
     """
 
     def __init__(
@@ -89,6 +100,30 @@ class Tokenizer:
         self.hf = hf_tokenizer
         self.prepend_bos = prepend_bos
         self.bos = bos
+        self._padding_side = "right"
+
+    def __getattr__(self, name: str) -> object:
+        # only reached for names this class does not define: the Hugging Face tokenizer's
+        if name.startswith("_") or "hf" not in self.__dict__:  # unpickling, copying: not delegated
+            raise AttributeError(name)
+        try:
+            return getattr(self.__dict__["hf"], name)
+        except AttributeError:
+            raise AttributeError(
+                f"neither the toolkit's Tokenizer nor its Hugging Face tokenizer ({type(self.hf).__name__}) has "
+                f"attribute {name!r}"
+            ) from None
+
+    @property
+    def padding_side(self) -> str:
+        """The side ``model.to_tokens`` pads on when not told: "right" (default) or "left"."""
+        return self._padding_side
+
+    @padding_side.setter
+    def padding_side(self, side: str) -> None:
+        if side not in ("right", "left"):
+            raise ValueError(f"padding_side={side!r}; use 'right' or 'left'")
+        self._padding_side = side
 
     @property
     def bos_token_id(self) -> int | None:
@@ -96,11 +131,21 @@ class Tokenizer:
         return self.hf.bos_token_id if self.bos is None else self.hf.convert_tokens_to_ids(self.bos)
 
     @property
+    def bos_token(self) -> str | None:
+        """The token ``prepend_bos=True`` puts first (``bos_token_id``'s text)."""
+        return self.hf.bos_token if self.bos is None else self.bos
+
+    @property
     def pad_token_id(self) -> int:
         for tid in (self.hf.pad_token_id, self.hf.eos_token_id, 0):
             if tid is not None:
                 return tid
         return 0
+
+    @property
+    def pad_token(self) -> str:
+        """The token padding is written with (``pad_token_id``'s text)."""
+        return self.hf.convert_ids_to_tokens(self.pad_token_id)
 
     def _stands_for_a_word(self, tid: int, text: str, span: tuple[int, int]) -> bool:
         """Whether a token of a special id stands for a word of the text. Only the unknown token
@@ -171,7 +216,12 @@ class Tokenizer:
                 changed[w] = changed[w] or (not lost[w] and seen not in (plain, plain.lower()))
         return lost, changed
 
-    def __call__(self, texts: Text | Sequence[Text], max_length: int | None = None) -> Batch:
+    def __call__(self, texts: Text | Sequence[Text], max_length: int | None = None, **hf_kwargs: object) -> Batch:
+        if hf_kwargs:
+            raise TypeError(
+                f"Tokenizer(texts) gives the word-aligned Batch and takes max_length only, not {sorted(hf_kwargs)}; "
+                "for the Hugging Face tokenizer's own call use tokenizer.hf(texts, ...)"
+            )
         if isinstance(texts, str):
             texts = [texts]
         texts = list(texts)

@@ -687,12 +687,17 @@ class Transformer(HookedModule, TransformerLensAPI):
         x = x + self.hook_pos_embed(pos_embed)
         return x if self.ln_embed is None else self.ln_embed(x)
 
-    def _loss(self, logits: Tensor, tokens: Tensor, attention_mask: Tensor | None) -> Tensor:
-        """Mean next-token cross-entropy over the real tokens (both of a pair real)."""
+    def _loss(self, logits: Tensor, tokens: Tensor, attention_mask: Tensor | None, per_token: bool = False) -> Tensor:
+        """Mean next-token cross-entropy over the real tokens (both of a pair real); ``per_token``:
+        each position's loss [batch, pos - 1] (TransformerLens's shape: position p predicts token
+        p + 1), 0 where the pair is not real, as TransformerLens fills it."""
         target = tokens[:, 1:]
         keep = None if attention_mask is None else attention_mask[:, 1:] & attention_mask[:, :-1]
         # in fp32 whatever the model's dtype (``.float()`` is a no-op in fp32)
         losses = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), target.flatten(), reduction="none")
+        if per_token:
+            losses = losses.view_as(target)
+            return losses if keep is None else losses.masked_fill(~keep, 0.0)
         if keep is None:
             return losses.mean()
         return (losses * keep.flatten()).sum() / keep.sum()
@@ -706,7 +711,8 @@ class Transformer(HookedModule, TransformerLensAPI):
         allow_beyond_ctx: bool = False,
         past_kv_cache: KVCache | None = None,
         exact: bool | None = None,
-    ) -> Tensor | None:
+        loss_per_token: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor] | None:
         """Run the model.
 
         tokens: int ids [batch, pos] or [pos]; or a string / list of strings / list of word lists,
@@ -721,7 +727,10 @@ class Transformer(HookedModule, TransformerLensAPI):
         token_type_ids: [batch, pos] in 0..n_token_types-1 (BERT segments); None: all 0.
         return_type: "logits", "hidden" (final residual, after the final norm if any), "loss"
             (causal models with an LM head: mean next-token cross-entropy over real tokens),
-            "default" (logits if there is an LM head, else hidden) or None.
+            "both" (``(logits, loss)``, as TransformerLens returns them), "default" (logits if
+            there is an LM head, else hidden) or None.
+        loss_per_token: with "loss" or "both", each position's loss [batch, pos - 1] instead of
+            the mean (TransformerLens's ``loss_per_token``; 0 where a pair holds padding).
         past_kv_cache: a ``KVCache`` (causal models): ``tokens`` continue the sequences it holds,
             and their keys and values are added to it (``attention_mask`` then covers the new
             tokens only). What ``generate`` uses.
@@ -745,9 +754,11 @@ class Transformer(HookedModule, TransformerLensAPI):
         kv = [None] * self.cfg.n_layers if past_kv_cache is None else past_kv_cache.layers
         for block, layer_kv in zip(self.blocks, kv):
             x = block(x, positions, masks, rope, layer_kv, inputs.exact)
-        if inputs.return_type != "loss":
+        if inputs.return_type not in ("loss", "both"):
             return self._finish(x, inputs.return_type)
-        return self._loss(self._finish(x, "logits"), tokens, attention_mask)
+        logits = self._finish(x, "logits")
+        loss = self._loss(logits, tokens, attention_mask, per_token=loss_per_token)
+        return (logits, loss) if inputs.return_type == "both" else loss
 
     # -- inputs: one preparation, then the model ---------------------------------------------------
 
@@ -790,12 +801,12 @@ class Transformer(HookedModule, TransformerLensAPI):
         return _Inputs(tokens, attention_mask, token_type_ids, return_type, exact, past)
 
     def _check_return_type(self, return_type: str | None) -> None:
-        if return_type not in ("default", "logits", "hidden", "loss", None):
-            raise ValueError(f"return_type={return_type!r}; use 'logits', 'hidden', 'loss', 'default' or None")
-        if return_type in ("logits", "loss") and not self.cfg.lm_head:
+        if return_type not in ("default", "logits", "hidden", "loss", "both", None):
+            raise ValueError(f"return_type={return_type!r}; use 'logits', 'hidden', 'loss', 'both', 'default' or None")
+        if return_type in ("logits", "loss", "both") and not self.cfg.lm_head:
             raise ValueError(f"model {self.cfg.name!r} is an encoder without an LM head; use return_type='hidden'")
-        if return_type == "loss" and not self.cfg.is_causal:
-            raise ValueError("return_type='loss' is next-token cross-entropy; it needs a causal model")
+        if return_type in ("loss", "both") and not self.cfg.is_causal:
+            raise ValueError(f"return_type={return_type!r} is next-token cross-entropy; it needs a causal model")
 
     def _tokenise_input(
         self, text: Text | Sequence[Text], attention_mask: Tensor | None, token_type_ids: Tensor | None

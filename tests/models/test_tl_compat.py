@@ -15,6 +15,15 @@ Findings (transformer_lens 4.3, transformers 5.24): on SmolLM2 every idiom gives
 bridge's numbers. The bridge's ``generate`` with its KV cache (its default) drifts from Hugging
 Face's greedy output after a few tokens (SmolLM2, tiny Llama, tiny GPT-2); with
 ``use_past_kv_cache=False`` it agrees. Ours agrees with Hugging Face with and without the cache.
+
+The second tier (issue 25): ``return_type="both"``, ``loss_per_token``,
+``get_full_resid_decomposition`` (with ``accumulated_bias``), ``utilities.get_attention_mask`` on a
+left-padded batch, ``utilities.test_prompt``, ``get_token_position``, the tokenizer's Hugging Face
+attributes. Same tolerances: bitwise on SmolLM2 and the tiny Llama (ours on its eager path, as
+the bridge runs Hugging Face eager), 1e-5 on the tiny GPT-2. Findings: none of these is wrong on
+the bridge; its per-token loss writes -0.0 at padded pairs (ours 0.0; they compare equal), and on
+both ``get_attention_mask(tokenizer, tokens, prepend_bos)`` after ``to_tokens(...,
+padding_side="left")`` masks nothing, because it assumes the tokenizer's side ("right") unless told.
 """
 
 from __future__ import annotations
@@ -377,6 +386,206 @@ def test_generation_without_the_cache_batched_and_on_the_bridge(smollm2, hf_smol
 
 
 # --------------------------------------------------------------------------------------------------
+# SmolLM2: the second tier (issue 25): losses, the full residual decomposition, padded batches
+
+
+def second_tier_idioms(
+    model, tokens: torch.Tensor, layer: int = 4, answer: str = " Mary", wrong: str = " John"
+) -> dict:
+    """What a TransformerLens user writes in their second week: logits and loss in one call, the
+    loss per token, the residual stream decomposed into every head, neuron (or MLP), the
+    embeddings and the biases, with and without the final norm, and neuron-level direct logit
+    attribution through ``project_output_onto``."""
+    out = {}
+    with torch.no_grad():
+        out["logits"], out["loss"] = model(tokens, return_type="both")
+        out["per_token"] = model(tokens, return_type="loss", loss_per_token=True)
+        out["both_cached"], cache = model.run_with_cache(tokens, return_type="both")
+        out["cache"] = cache
+        out["full"], out["full_labels"] = cache.get_full_resid_decomposition(expand_neurons=False, return_labels=True)
+        out["full_ln"] = cache.get_full_resid_decomposition(expand_neurons=False, apply_ln=True, pos_slice=-1)
+        out["neurons"], out["neuron_labels"] = cache.get_full_resid_decomposition(
+            layer, mlp_input=True, pos_slice=-1, return_labels=True
+        )
+        direction = model.tokens_to_residual_directions(answer) - model.tokens_to_residual_directions(wrong)
+        out["neuron_dla"] = cache.get_full_resid_decomposition(
+            expand_neurons=True, apply_ln=True, pos_slice=-1, project_output_onto=direction
+        )
+        out["bias"] = model.accumulated_bias(layer, mlp_input=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def smollm2_second_tier(smollm2, smollm2_bridge):
+    tokens = smollm2_bridge.to_tokens(IOI_CLEAN)  # the same token tensor for both: with <|im_start|>
+    smollm2.exact = True  # the bridge runs HF eager attention; ours must too, to match it bitwise
+    try:
+        ours = second_tier_idioms(smollm2, tokens)
+    finally:
+        smollm2.exact = False
+    return tokens, ours, second_tier_idioms(smollm2_bridge, tokens)
+
+
+def test_losses_match_the_bridge_bitwise(smollm2_second_tier, smollm2):
+    tokens, ours, theirs = smollm2_second_tier
+    batch, pos = tokens.shape
+    assert ours["logits"].shape == (batch, pos, smollm2.cfg.d_vocab) and ours["loss"].shape == ()
+    assert ours["per_token"].shape == (batch, pos - 1)  # position p predicts token p + 1
+    differ = [k for k in ("logits", "loss", "per_token") if not _same(ours[k], theirs[k])]
+    assert not differ, f"not bitwise equal to the bridge: {differ}"
+    (logits, loss), (logits_b, loss_b) = ours["both_cached"], theirs["both_cached"]
+    assert _same(logits, logits_b) and _same(loss, loss_b) and _same(loss, ours["loss"])
+    # what the numbers mean: the loss is the mean of the per-token losses, each the negative log
+    # probability of the next token
+    assert (ours["per_token"].mean() - ours["loss"]).abs() <= 1e-6 * ours["loss"]
+    logp = ours["logits"].log_softmax(-1)
+    assert _same(ours["per_token"][1, 5], -logp[1, 5, tokens[1, 6]])
+
+
+def test_full_resid_decomposition_matches_the_bridge_bitwise(smollm2_second_tier, smollm2):
+    tokens, ours, theirs = smollm2_second_tier
+    cfg = smollm2.cfg
+    n, h = cfg.n_layers, cfg.n_heads
+    # every head, every layer's MLP, the token embedding and the biases (SmolLM2 has none: zeros)
+    assert ours["full_labels"] == theirs["full_labels"]
+    assert ours["full_labels"][:2] == ["L0H0", "L0H1"] and ours["full_labels"][-3:] == [
+        f"{n - 1}_mlp_out",
+        "embed",
+        "bias",
+    ]
+    assert ours["full"].shape == (n * h + n + 2, *tokens.shape, cfg.d_model)
+    assert ours["neuron_labels"] == theirs["neuron_labels"] and ours["neuron_labels"][h * 5] == "L0N0"
+    assert ours["neuron_dla"].shape == (n * h + n * cfg.d_mlp + 2, tokens.shape[0])
+    differ = [k for k in ("full", "full_ln", "neurons", "neuron_dla", "bias") if not _same(ours[k], theirs[k])]
+    assert not differ, f"not bitwise equal to the bridge: {differ}"
+    assert not ours["bias"].any()
+    # the components add up to the residual stream they decompose (here: what the unembedding
+    # reads, and layer 4's MLP input at the last position)
+    cache = ours["cache"]
+    resid = cache["resid_post", n - 1]
+    assert (ours["full"].sum(0) - resid).abs().max() <= 1e-5 * resid.abs().max() * n
+    mid = cache["resid_mid", 4][:, -1]
+    assert (ours["neurons"].sum(0) - mid).abs().max() <= 1e-5 * mid.abs().max() * n
+    assert ours["neuron_dla"].abs().max() > 0.1  # some component moves the Mary-John logit difference
+
+
+def test_accumulated_bias_sums_the_output_biases():
+    from tests.factories import TINY, randomized, tiny_config
+
+    model = randomized(tiny_config(**TINY["gpt2_like"]), seed=3)  # b_O and b_out in every block
+    blocks = model.blocks
+    with torch.no_grad():
+        assert not model.accumulated_bias(0).any()
+        assert _same(model.accumulated_bias(1), blocks[0].attn.b_O + blocks[0].mlp.b_out)
+        assert _same(
+            model.accumulated_bias(1, mlp_input=True), blocks[0].attn.b_O + blocks[0].mlp.b_out + blocks[1].attn.b_O
+        )
+        assert _same(model.accumulated_bias(1, include_mlp_biases=False), blocks[0].attn.b_O + 0)
+    n = model.cfg.n_layers
+    with pytest.raises(ValueError, match=f"layer={n + 1}; use 0..{n}"):
+        model.accumulated_bias(n + 1)
+    with pytest.raises(ValueError, match="with mlp_input"):
+        model.accumulated_bias(n, mlp_input=True)
+
+
+def test_accumulated_bias_refuses_a_post_norm_model(minilm):
+    with pytest.raises(ValueError, match="post-norm"):
+        minilm.accumulated_bias(2)
+
+
+def test_attention_mask_of_a_left_padded_batch_as_on_the_bridge(smollm2, smollm2_bridge):
+    """``utilities.get_attention_mask(model.tokenizer, tokens, prepend_bos)`` reads the tokenizer's
+    ``padding_side``: "right" on both unless set. After ``to_tokens(..., padding_side="left")`` the
+    call as written therefore masks nothing, on both (TransformerLens's semantics: say the side, or
+    set ``model.tokenizer.padding_side``, which ``to_tokens`` then follows too)."""
+    from transformer_lens import utilities
+
+    texts = [IOI_CLEAN[0], "Rain fell."]
+    ours, bridge = smollm2, smollm2_bridge
+    tokens = ours.to_tokens(texts, padding_side="left", prepend_bos=True)
+    assert torch.equal(tokens, bridge.to_tokens(texts, padding_side="left"))
+    assert ours.tokenizer.padding_side == bridge.tokenizer.padding_side == "right"
+    literal = utilities.get_attention_mask(ours.tokenizer, tokens, True)
+    assert torch.equal(literal, utilities.get_attention_mask(bridge.tokenizer, tokens, True)) and literal.all()
+    mask = utilities.get_attention_mask(ours.tokenizer, tokens, True, padding_side="left")
+    assert torch.equal(mask, utilities.get_attention_mask(bridge.tokenizer, tokens, True, padding_side="left"))
+    n_pad = tokens.shape[1] - len(ours.to_tokens(texts[1], prepend_bos=True)[0])
+    assert mask[1, :n_pad].eq(0).all() and mask[1, n_pad:].eq(1).all() and mask[0].eq(1).all()
+    # the tokenizer's padding side, set as TransformerLens users set it
+    try:
+        for model in (ours, bridge):
+            model.tokenizer.padding_side = "left"
+        assert torch.equal(ours.to_tokens(texts, prepend_bos=True), tokens)
+        assert torch.equal(utilities.get_attention_mask(ours.tokenizer, tokens, True), mask)
+        assert torch.equal(utilities.get_attention_mask(bridge.tokenizer, tokens, True), mask)
+    finally:
+        for model in (ours, bridge):
+            model.tokenizer.padding_side = "right"
+    with pytest.raises(ValueError, match="padding_side='middle'"):
+        ours.tokenizer.padding_side = "middle"
+    # the padded batch with its mask: the padded row's per-token loss is the row's own (positions
+    # follow the mask on both), 0 at the pads, and ours equals the bridge's
+    ours.exact = True
+    try:
+        with torch.no_grad():
+            per_token = ours(tokens, attention_mask=mask, return_type="loss", loss_per_token=True)
+            alone = ours(tokens[1:, n_pad:], return_type="loss", loss_per_token=True)
+    finally:
+        ours.exact = False
+    with torch.no_grad():
+        per_token_b = bridge(tokens, attention_mask=mask, return_type="loss", loss_per_token=True)
+    assert torch.equal(per_token, per_token_b)  # -0.0 (theirs) equals 0.0 (ours) at the pads
+    assert not per_token[1, :n_pad].any()
+    # batched against alone: a different matmul shape, so float rounding (the first tier's 1e-5
+    # scaled to losses of about 10)
+    assert (per_token[1, n_pad:] - alone[0]).abs().max() <= 1e-4
+
+
+def test_more_second_week_idioms_as_on_the_bridge(smollm2, smollm2_bridge, capsys):
+    from transformer_lens import utilities
+
+    ours, bridge = smollm2, smollm2_bridge
+    text = IOI_CLEAN[0]
+    for model in (ours, bridge):
+        utilities.test_prompt(text, "Mary", model, prepend_bos=True, top_k=3)
+    printed = capsys.readouterr().out.split("Tokenized prompt")
+    assert len(printed) == 3 and printed[1] == printed[2] and "Rank:" in printed[1]
+    tokens = bridge.to_tokens(text)
+    assert ours.to_str_tokens(IOI_CLEAN, prepend_bos=True) == bridge.to_str_tokens(IOI_CLEAN)
+    assert ours.get_token_position(" John", tokens, mode="last") == bridge.get_token_position(
+        " John", tokens, mode="last"
+    )
+    assert ours.get_token_position(" John", text) == bridge.get_token_position(" John", text, prepend_bos=False) == 3
+    with pytest.raises(AssertionError, match="does not occur"):
+        ours.get_token_position(" Paris", text)
+    assert ours.to_single_str_token(tokens[0, 2].item()) == bridge.to_single_str_token(tokens[0, 2].item()) == " Mary"
+    # the tokenizer: what is not the toolkit's own is the Hugging Face tokenizer's
+    for name in ("eos_token", "vocab_size", "bos_token_id", "pad_token_id"):
+        assert getattr(ours.tokenizer, name) == getattr(bridge.tokenizer, name), name
+    assert ours.tokenizer.batch_decode(tokens) == bridge.tokenizer.batch_decode(tokens)
+    # (the bridge's Hugging Face tokenizer is set to add the BOS, as its to_tokens does; ours is
+    # the tokenizer as Hugging Face loads it, as our to_tokens tokenises: docs/hooks.md, BOS)
+    mary = ours.to_single_token(" Mary")
+    assert ours.tokenizer.encode(" Mary") == [mary] and bridge.tokenizer.encode(" Mary") == [
+        bridge.tokenizer.bos_token_id,
+        mary,
+    ]
+    with pytest.raises(TypeError, match=r"tokenizer\.hf\(texts, \.\.\.\)"):
+        ours.tokenizer([text], return_tensors="pt")
+    with pytest.raises(AttributeError, match="nor its Hugging Face tokenizer"):
+        _ = ours.tokenizer.no_such_thing
+    # names filters as lambdas, in the cache and in fwd_hooks
+    seen = []
+    with torch.no_grad():
+        _, cache = ours.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_resid_post"))
+        ours.run_with_hooks(
+            tokens,
+            fwd_hooks=[(lambda name: name.endswith("attn.hook_pattern"), lambda t, hook: seen.append(hook.name))],
+        )
+    assert len(cache) == ours.cfg.n_layers and len(seen) == ours.cfg.n_layers
+
+
+# --------------------------------------------------------------------------------------------------
 # A KV cache on tiny models: incremental logits equal full-sequence logits
 
 
@@ -543,6 +752,22 @@ def test_tiny_models_side_by_side(kind, tmp_path):
     if kind == "gpt2":
         with torch.no_grad():
             assert _same(ours.W_pos, bridge.W_pos) and _same(ours.b_Q, bridge.b_Q) and _same(ours.b_out, bridge.b_out)
+    # the second tier: losses, the full residual decomposition with the accumulated biases (GPT-2
+    # has b_O and b_out: the "bias" component is not zero there), neuron-level attribution
+    ours.exact = True  # the bridge runs HF eager attention
+    try:
+        a = second_tier_idioms(ours, tokens, layer=1, answer="cat", wrong="dog")
+    finally:
+        ours.exact = False
+    b = second_tier_idioms(bridge, tokens, layer=1, answer="cat", wrong="dog")
+    assert a["full_labels"] == b["full_labels"] and a["neuron_labels"] == b["neuron_labels"]
+    assert ("pos_embed" in a["full_labels"]) == (kind == "gpt2")
+    assert _same(a["bias"], b["bias"]) and bool(a["bias"].any()) == (kind == "gpt2")
+    for k in ("logits", "loss", "per_token", "full", "full_ln", "neurons", "neuron_dla"):
+        same = _same(a[k], b[k]) if exact else (a[k] - b[k]).abs().max() <= ATOL
+        assert same, (kind, k, (a[k] - b[k]).abs().max().item())
+    resid = a["cache"]["resid_post", 1]
+    assert (a["full"].sum(0) - resid).abs().max() <= ATOL * resid.abs().max()
     # TransformerLens's all-heads patching function on both
     clean, corrupted = tokens, torch.randint(1, 97, (2, 10), generator=torch.Generator().manual_seed(3))
     results = []
