@@ -442,3 +442,45 @@ def test_bf16_is_bitwise_hf_bf16_on_both_paths(tmp_path, key):
         with torch.no_grad():
             fused = model(tokens, attention_mask=mask)
         _assert_bitwise(_diffs(model, fused, None, ref, real), f"{key} bf16 fused")
+
+
+@pytest.mark.parametrize("key", ["gemma3", "olmo2"])
+def test_split_reader_inputs_run_the_same_function_on_the_new_placements(tmp_path, key):
+    """Per-head q/k/v input copies (``use_split_inputs``) through Gemma's ln1 and QK-norm, and
+    OLMo-2's un-normalised attention input: the same logits to float rounding (other kernels), and
+    an edit of one head's query input changes the output."""
+    from models.split_inputs import split_inputs
+
+    folder, _ = _save(tmp_path, key)
+    model = models.load(str(folder))
+    tokens, mask = _inputs("right")
+    real = mask.bool()
+    with torch.no_grad():
+        plain = model(tokens, attention_mask=mask)
+        with split_inputs(model):
+            split = model(tokens, attention_mask=mask)
+
+        def zero_head(t, hook):
+            t[:, :, 1] = 0
+            return t
+
+        edited = model.run_with_hooks(tokens, attention_mask=mask, fwd_hooks=[("blocks.0.hook_q_input", zero_head)])
+    gap = (split - plain)[real].abs().max().item()
+    assert gap <= 1e-5 * plain[real].abs().max().item(), gap
+    assert not torch.allclose(edited[real], plain[real], atol=1e-4)
+
+
+def test_attention_layer_of_a_sliding_layer_keeps_its_window_and_rope_base(tmp_path):
+    """``attention_layer(l, x)`` on Gemma 3's layers: the pattern equals the forward pass's, sliding
+    (window, local RoPE base) or full."""
+    folder, _ = _save(tmp_path, "gemma3")
+    model = models.load(str(folder))
+    tokens, _ = _inputs("none")
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens)
+        for l in range(model.cfg.n_layers):
+            seen = {}
+            hook = (f"blocks.{l}.attn.hook_pattern", lambda t, hook: seen.setdefault("p", t.clone()))
+            with model.hooks(fwd_hooks=[hook]):
+                model.attention_layer(l, cache[f"blocks.{l}.ln1.hook_normalized"])
+            assert torch.equal(seen["p"], cache[f"blocks.{l}.attn.hook_pattern"]), l
