@@ -14,6 +14,41 @@ from interp.hooks import HookPoint
 __all__: list[str] = []
 
 
+# The one source of every hook point's shape, by its last name component (the HookPoint comments in
+# models/transformer.py and the docs/hooks.md table are tested against it: tests/models/test_hook_shapes.py).
+_HOOK_SHAPES = {
+    "hook_embed": "[batch, pos, d_model]",
+    "hook_pos_embed": "[batch, pos, d_model]",
+    "hook_token_type_embed": "[batch, pos, d_model]",
+    "hook_resid_pre": "[batch, pos, d_model]",
+    "hook_attn_in": "[batch, pos, d_model]",
+    "hook_q_input": "[batch, pos, head, d_model]",
+    "hook_k_input": "[batch, pos, kv_head, d_model]",
+    "hook_v_input": "[batch, pos, kv_head, d_model]",
+    "hook_mlp_in": "[batch, pos, d_model]",
+    "hook_scale": "[batch, pos, 1]",
+    "hook_normalized": "[batch, pos, d_model]",
+    "hook_q": "[batch, pos, head, d_head]",
+    "hook_k": "[batch, pos, kv_head, d_head]",
+    "hook_v": "[batch, pos, kv_head, d_head]",
+    "hook_q_normed": "[batch, pos, head, d_head]",
+    "hook_k_normed": "[batch, pos, kv_head, d_head]",
+    "hook_rot_q": "[batch, pos, head, d_head]",
+    "hook_rot_k": "[batch, pos, kv_head, d_head]",
+    "hook_attn_scores": "[batch, head, query_pos, key_pos]",
+    "hook_pattern": "[batch, head, query_pos, key_pos]",
+    "hook_z": "[batch, pos, head, d_head]",
+    "hook_result": "[batch, pos, head, d_model]",
+    "hook_attn_out": "[batch, pos, d_model]",
+    "hook_resid_mid": "[batch, pos, d_model]",
+    "hook_pre": "[batch, pos, d_mlp]",
+    "hook_pre_linear": "[batch, pos, d_mlp]",
+    "hook_post": "[batch, pos, d_mlp]",
+    "hook_mlp_out": "[batch, pos, d_model]",
+    "hook_resid_post": "[batch, pos, d_model]",
+}
+
+
 def _hooked(hook: HookPoint) -> bool:
     """Whether anything will read or edit this hook point's value on this call."""
     return bool(hook._forward_hooks)

@@ -23,9 +23,9 @@ import torch
 from torch import Tensor
 
 from interp.io import atomic_dir, atomic_save, atomic_write
-from models import hub
 from models.config import Config
 from models.families import FAMILIES, CheckpointError, UnsupportedModelError, _decoder, _expect, _get, _strip_prefix
+from models.hub import is_hub_name, resolve
 from models.tokenizer import Tokenizer
 from models.transformer import Transformer
 
@@ -630,8 +630,8 @@ def load(
             raise FileNotFoundError(
                 f"{folder} holds neither {CONFIG_FILE} (toolkit checkpoint) nor config.json (Hugging Face)"
             )
-    elif not Path(key).exists() and hub.is_hub_name(key):
-        hf_model, tok = _hf_load(str(hub.resolve(key)))  # the local Hugging Face cache only
+    elif not Path(key).exists() and is_hub_name(key):
+        hf_model, tok = _hf_load(str(resolve(key)))  # the local Hugging Face cache only
         model = from_hf(hf_model, tok, name=key)
     else:
         raise ValueError(

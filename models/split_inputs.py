@@ -45,6 +45,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from models.hook_state import _snapshot, _untouched, _watched
+from models.norms import rms_norm
 
 if TYPE_CHECKING:
     from interp.hooks import HookPoint
@@ -90,8 +91,6 @@ def _copy_for(hook: HookPoint, x: Tensor) -> Tensor:
 
 def _normalise(norm: nn.Module | None, x: Tensor) -> Tensor:
     """``norm``'s function on ``x`` [..., d_model] without its hooks (any leading axes)."""
-    from models.transformer import rms_norm  # the one definition (models.transformer imports this module)
-
     if norm is None:
         return x
     if norm.kind == "layernorm":

@@ -1,4 +1,4 @@
-"""Hook shapes have one source, ``models.transformer._HOOK_SHAPES`` (issue 20): the shape comments
+"""Hook shapes have one source, ``models.hook_state._HOOK_SHAPES`` (issue 20): the shape comments
 beside each ``HookPoint()`` in the model's source and the table of docs/hooks.md are checked
 against it here, so the three cannot drift apart."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from models import transformer
-from models.transformer import _HOOK_SHAPES
+from models.hook_state import _HOOK_SHAPES
 from tests.factories import TINY, tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
