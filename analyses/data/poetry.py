@@ -223,6 +223,13 @@ def line_words(line: str) -> list[str]:
     them into the mark before them (SmolLM2: ``,'`` and ``''`` are single tokens): a quotation mark
     right after another punctuation word ("excuse,'" reads "excuse,"; "''Tis" reads "' Tis"), and the
     empty brackets "[ ]" that stand for the words missing from Sonnet 146 in the 1609 Quarto."""
+    return list(_line_words(line))
+
+
+@functools.lru_cache(maxsize=4096)
+def _line_words(line: str) -> tuple[str, ...]:
+    """``line_words`` as a tuple, cached: the item builders split each of the 2,128 regular lines once
+    per window and unit (tens of thousands of calls for a few thousand distinct lines)."""
     words = []
     for w in split_words(line)[0]:
         if w in _QUOTES and words and is_punctuation(words[-1]):
@@ -233,7 +240,7 @@ def line_words(line: str) -> list[str]:
         words.append(w)
     if not any(not is_punctuation(w) for w in words):
         raise ValueError(f"verse line {line!r} has no word that is not punctuation")
-    return words
+    return tuple(words)
 
 
 def _final(words: Sequence[str]) -> int:
@@ -246,9 +253,15 @@ def _initial(words: Sequence[str]) -> int:
     return min(i for i, w in enumerate(words) if not is_punctuation(w))
 
 
+@functools.lru_cache(maxsize=4096)
+def _bounds(words: tuple[str, ...]) -> tuple[int, int]:
+    """``(_initial(words), _final(words))``, cached per line like ``_line_words``."""
+    return _initial(words), _final(words)
+
+
 def _end_word(sonnet: Sonnet, line: int) -> str:
-    words = line_words(sonnet.lines[line - 1])
-    return words[_final(words)]
+    words = _line_words(sonnet.lines[line - 1])
+    return words[_bounds(words)[1]]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,18 +398,21 @@ class _Text:
         return self.ends[line - self.first_line]
 
 
+@functools.lru_cache(maxsize=4096)
 def _text(sonnet: Sonnet, first: int, last: int, line_break: str | None) -> _Text:
+    """Cached (both are frozen): every pair of a window shows the same text."""
     words: list[str] = []
     starts, ends, breaks = [], [], []
     for line in range(first, last + 1):
         if line > first and line_break is not None:
             breaks.append(len(words))
             words.append(line_break)
-        lw = line_words(sonnet.lines[line - 1])
+        lw = _line_words(sonnet.lines[line - 1])
         if words and lw[0] in _QUOTES and is_punctuation(words[-1]):
             lw = lw[1:]  # an opening quote glued to the last line's final mark (no break word between)
-        starts.append(len(words) + _initial(lw))
-        ends.append(len(words) + _final(lw))
+        initial, final = _bounds(lw)
+        starts.append(len(words) + initial)
+        ends.append(len(words) + final)
         words += lw
     return _Text(tuple(words), first, tuple(starts), tuple(ends), tuple(breaks))
 

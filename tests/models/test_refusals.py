@@ -278,6 +278,44 @@ def test_nan_or_inf_weights_load_with_a_warning_naming_the_tensor(tmp_path):
     assert torch.isnan(model.blocks[1].mlp.in_weight).any()
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_non_finite_check_finds_one_bad_value_anywhere(bad, dtype):
+    from models.loading import _warn_non_finite
+
+    big = torch.finfo(dtype).max
+    clean = {"a": torch.tensor([[big, -big], [0.0, 1.0]], dtype=dtype), "empty": torch.zeros(0, 3, dtype=dtype)}
+    clean["ids"] = torch.arange(4)  # not floating point: never checked
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_non_finite(clean, "clean")  # the largest finite values are finite; an empty tensor is no error
+    for where in range(4):
+        state = {**clean, "b": torch.ones(2, 2, dtype=dtype)}
+        state["b"].view(-1)[where] = bad
+        with pytest.warns(UserWarning, match=r"there: tensor 'b' holds NaN or inf") as record:
+            _warn_non_finite(state, "there")
+        assert len(record) == 1 and "'a'" not in str(record[0].message)
+
+
+def test_loading_draws_no_random_init_and_returns_a_plain_transformer(tmp_path):
+    """The loaders build the model without GPT-2's random init (every tensor is overwritten by the
+    weights): the global RNG is where it was, and the model is a plain Transformer."""
+    folder, hf = _tiny_llama_folder(tmp_path)
+    torch.manual_seed(1)
+    expected = torch.rand(3)
+    torch.manual_seed(1)
+    model = models.load(str(folder))
+    assert torch.equal(torch.rand(3), expected)
+    assert type(model) is models.Transformer
+    assert torch.equal(model.W_E, hf.model.embed_tokens.weight)
+    saved = models.save_checkpoint(model, tmp_path / "ckpt")
+    torch.manual_seed(1)
+    again = models.load(str(saved))
+    assert torch.equal(torch.rand(3), expected)
+    assert type(again) is models.Transformer
+    assert all(torch.equal(v, again.state_dict()[k]) for k, v in model.state_dict().items())
+
+
 def test_loading_shows_no_progress_bar_and_restores_the_setting(tmp_path, capfd):
     from transformers.utils import logging as hf_logging
 
