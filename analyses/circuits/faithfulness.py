@@ -68,6 +68,7 @@ __all__ = [
     "cmd",
     "faithfulness_curve",
     "edge_faithfulness_curve",
+    "greedy_edges",
     "summarise_curve",
     "exact_head_effects",
     "rank_agreement",
@@ -589,6 +590,49 @@ def _edges_of(table: pd.DataFrame) -> pd.Series:
     return pd.Series(table["score"].to_numpy(float), index=index)
 
 
+def _readers_of(up: str, group: int) -> list[str]:
+    """The reader names through which writer ``up`` reads the residual: a head its q input and its
+    kv head's k and v inputs (``group`` query heads per kv head), an MLP its input; the input none."""
+    kind, layer, head = parse_node(up)
+    if kind == "head":
+        return [f"a{layer}.h{head}<q>", f"a{layer}.kv{head // group}<k>", f"a{layer}.kv{head // group}<v>"]
+    return [f"m{layer}"] if kind == "mlp" else []
+
+
+def greedy_edges(scores: pd.Series, k: int, group: int = 1) -> list[tuple[str, str]]:
+    """A connected circuit of ``k`` edges grown from the logits backwards (Hanna et al. 2024's greedy
+    search): the candidates are the edges into a reader already reached (at first, the edges into
+    ``logits``); the one of highest |score| joins, and its upstream writer's readers
+    (``_readers_of``) become reached. So every chosen edge has a path to the logits, unlike the top
+    ``k`` by |score|, which may pick edges into readers nothing downstream reads. ``scores``:
+    indexed by (upstream, downstream); ``group``: query heads per kv head. Fewer than ``k`` edges
+    only when no candidate is left (ties: the first in ``scores``' order)."""
+    import heapq
+
+    if k < 0:
+        raise ValueError(f"a circuit has k >= 0 edges, got k={k}")
+    into: dict[str, list[tuple[float, int, tuple[str, str]]]] = {}
+    for i, ((up, down), value) in enumerate(scores.items()):
+        into.setdefault(str(down), []).append((-abs(float(value)), i, (str(up), str(down))))
+    heap: list = []
+    reached: set[str] = set()
+
+    def reach(reader: str) -> None:
+        if reader not in reached:
+            reached.add(reader)
+            for item in into.get(reader, []):
+                heapq.heappush(heap, item)
+
+    reach("logits")
+    chosen: list[tuple[str, str]] = []
+    while heap and len(chosen) < k:
+        _, _, edge = heapq.heappop(heap)
+        chosen.append(edge)
+        for reader in _readers_of(edge[0], group):
+            reach(reader)
+    return chosen
+
+
 @torch.no_grad()
 def edge_faithfulness_curve(
     model: Any,
@@ -600,9 +644,11 @@ def edge_faithfulness_curve(
     batch_size: int = 16,
     metric: Callable[[Tensor, PairBatch], Tensor] = logit_diff,
     progress: bool = False,
+    greedy: bool = False,
 ) -> pd.DataFrame:
     """``faithfulness_curve`` at edge level: circuits of the top ``int(p * n_edges)`` edges by
-    |score| per method (``scores``: {method: every edge's score, ``edge_scores``' table}) and
+    |score| per method (``scores``: {method: every edge's score, ``edge_scores``' table}; with
+    ``greedy`` also "{method} greedy", the connected selection of ``greedy_edges``) and
     ``n_random`` random edge sets per size, each run with every edge outside it carrying the
     corrupted run's writer output (``analyses.circuits.patching.patch_edges``: keep none = the
     corrupted run, keep all = the clean run). Same columns and attrs (n_nodes: the number of edges)."""
@@ -614,6 +660,7 @@ def edge_faithfulness_curve(
     if not tables:
         raise ValueError("edge_faithfulness_curve needs at least one method's edge scores")
     edges = list(next(iter(tables.values())).index)
+    group = view(model).n_heads // max(1, int(getattr(model.cfg, "kv_heads", 0) or view(model).n_heads))
     circuits: dict[str, list] = {}
     meta: dict[str, tuple[str, float, int, int]] = {}
     for j, p in enumerate(proportions):
@@ -621,6 +668,9 @@ def edge_faithfulness_curve(
         for m, s in tables.items():
             circuits[f"{m}|{p}"] = top_nodes(s.reindex(edges).fillna(0.0), k)
             meta[f"{m}|{p}"] = (m, p, k, 0)
+            if greedy:
+                circuits[f"{m} greedy|{p}"] = greedy_edges(s.reindex(edges).fillna(0.0), k, group)
+                meta[f"{m} greedy|{p}"] = (f"{m} greedy", p, k, 0)
         rng = np.random.default_rng(seed + j)
         for d in range(n_random):
             circuits[f"random|{p}|{d}"] = [edges[i] for i in rng.choice(len(edges), size=k, replace=False)]
