@@ -16,7 +16,7 @@ variant        what runs (on the same pairs)
 Time: every round runs each variant once, in an order rotated from round to round; each time is
 divided by ``ours_eap``'s time in the same round, and the table reports the median ratio (and its
 range) and the median seconds per pair. Peak memory: each variant runs once more in a fresh
-subprocess, which reports its peak RSS (``resource.getrusage``) minus the RSS after loading.
+subprocess, which samples its RSS every 2 ms and reports the peak minus the RSS after loading.
 
 Usage::
 
@@ -37,11 +37,13 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# as `interp circuit` runs (analyses/cli/circuit.py): spinning OpenMP threads collapse on a shared machine
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -106,15 +108,37 @@ def time_rounds(args, model, bridge, pairs: Pairs) -> dict[str, dict]:
     return out
 
 
+def _rss_mb() -> float:
+    """This process's resident set now (Linux /proc; the getrusage peak would be loading's)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
 def child(args) -> None:
-    """One variant, once, in this fresh process: peak RSS above the loaded models, in MB."""
+    """One variant, once, in this fresh process: peak RSS above the loaded models, in MB, sampled
+    every 2 ms by a thread (``ru_maxrss`` cannot say it: loading the weights peaks higher than any
+    variant, so the lifetime peak stays the load's)."""
+    import threading
+
     model, bridge = load(args.child == "tl_eap")
     pairs = make_pairs(model.cfg.d_vocab, args.pairs, args.seq)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    before = _rss_mb()
+    peak, done = [before], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _rss_mb())
+            time.sleep(0.002)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     start = time.perf_counter()
     runner(args.child, model, bridge, pairs, args)()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"variant": args.child, "peak_mb": peak - before, "seconds": time.perf_counter() - start}))
+    seconds = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    peak[0] = max(peak[0], _rss_mb())
+    print(json.dumps({"variant": args.child, "peak_mb": peak[0] - before, "seconds": seconds}))
 
 
 def memory(args) -> dict[str, float]:
@@ -152,6 +176,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     ap.add_argument("--no-memory", action="store_true", help="skip the per-variant subprocess memory runs")
+    ap.add_argument("--memory-only", action="store_true", help="only the per-variant subprocess memory runs")
     ap.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -161,6 +186,10 @@ def main(argv=None) -> int:
         return 0
     if "ours_eap" not in args.variants:
         args.variants = ["ours_eap", *args.variants]
+    if args.memory_only:
+        peaks = memory(args)
+        print("\n".join(f"| {v} | {mb:.0f} |" for v, mb in peaks.items()))
+        return 0
     model, bridge = load("tl_eap" in args.variants)
     pairs = make_pairs(model.cfg.d_vocab, args.pairs, args.seq)
     times = time_rounds(args, model, bridge, pairs)

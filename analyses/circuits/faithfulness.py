@@ -36,6 +36,7 @@ between the two over heads.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ __all__ = [
     "cmd",
     "faithfulness_curve",
     "edge_faithfulness_curve",
+    "greedy_edges",
     "summarise_curve",
     "exact_head_effects",
     "rank_agreement",
@@ -189,6 +191,58 @@ def logit_diff(logits: Tensor, batch: PairBatch) -> Tensor:
     return at[rows, batch.right.to(logits.device)] - at[rows, batch.wrong.to(logits.device)]
 
 
+def _narrow(model: Any, metric: Callable) -> bool:
+    """Whether a run may stop at the final norm and unembed only the answer position: the
+    toolkit's own model (``return_type="hidden"``, ``_unembed``) and the metric ``logit_diff``,
+    which reads nothing else. The unembedding is about a fifth of SmolLM2's forward (49,152 x 576
+    of its 135M weights) and all but one position of it is thrown away by the metric."""
+    from models.transformer import Transformer
+
+    return metric is logit_diff and isinstance(model, Transformer)
+
+
+def _answer_metric(model: Any, hidden: Tensor, batch: PairBatch) -> Tensor:
+    """``logit_diff`` from the final-norm output [batch, pos, d_model]: the unembedding of the
+    answer position only (the same numbers as the full logits' within float rounding: tested)."""
+    rows = torch.arange(hidden.shape[0], device=hidden.device)
+    at = model._unembed(hidden[rows, batch.pos.to(hidden.device)]).float()  # [batch, vocab]
+    return at[rows, batch.right.to(at.device)] - at[rows, batch.wrong.to(at.device)]
+
+
+def _run_metric(
+    model: Any,
+    tokens: Tensor,
+    batch: PairBatch,
+    metric: Callable[[Tensor, PairBatch], Tensor],
+    mask: Tensor | None,
+    hooks: Sequence[tuple[str, Callable]] = (),
+) -> Tensor:
+    """[batch] ``metric`` of one forward on ``tokens`` with ``hooks``, through ``_answer_metric``
+    where ``_narrow`` allows."""
+    kw = {} if mask is None else {"attention_mask": mask}
+    if _narrow(model, metric):
+        with model.hooks(fwd_hooks=list(hooks)):
+            return _answer_metric(model, model(tokens, return_type="hidden", **kw), batch)
+    return metric(model.run_with_hooks(tokens, fwd_hooks=list(hooks), **kw), batch)
+
+
+def _repeat(batch: PairBatch, g: int) -> PairBatch:
+    """``batch`` stacked ``g`` times along the batch axis (copy i: rows i*b .. (i+1)*b - 1)."""
+
+    def rep(x: Tensor | None) -> Tensor | None:
+        return None if x is None else x.repeat(g, *([1] * (x.ndim - 1)))
+
+    return PairBatch(
+        rep(batch.clean),
+        rep(batch.corrupted),
+        rep(batch.attention_mask),
+        rep(batch.pos),
+        rep(batch.right),
+        rep(batch.wrong),
+        rep(batch.corrupted_mask),
+    )
+
+
 # ------------------------------------------------------------------------------------------------
 # nodes and circuits
 
@@ -267,8 +321,8 @@ def _corrupted_cache(model: Any, batch: PairBatch) -> tuple[Tensor, dict[str, Te
     return out, {name: cache[name] for name in names}
 
 
-def _patch_hooks(model: Any, circuit: Collection[str], cache: Mapping[str, Tensor]) -> list[tuple[str, Callable]]:
-    """Hooks that replace every node outside ``circuit`` by its corrupted activation."""
+def _inside(model: Any, circuit: Collection[str]) -> tuple[dict[int, set[int]], set[int]]:
+    """A circuit's heads by layer and its MLPs' layers, its names checked against the model."""
     v = view(model)
     inside: dict[int, set[int]] = {layer: set() for layer in range(v.n_layers)}
     mlps: set[int] = set()
@@ -280,6 +334,13 @@ def _patch_hooks(model: Any, circuit: Collection[str], cache: Mapping[str, Tenso
             inside[layer].add(head)
         elif kind == "mlp":
             mlps.add(layer)
+    return inside, mlps
+
+
+def _patch_hooks(model: Any, circuit: Collection[str], cache: Mapping[str, Tensor]) -> list[tuple[str, Callable]]:
+    """Hooks that replace every node outside ``circuit`` by its corrupted activation."""
+    v = view(model)
+    inside, mlps = _inside(model, circuit)
 
     def replace_all(x: Tensor, hook: Any, src: Tensor) -> Tensor:
         return src.to(x.dtype)
@@ -305,6 +366,48 @@ def _patch_hooks(model: Any, circuit: Collection[str], cache: Mapping[str, Tenso
     return hooks
 
 
+# rows of one stacked forward (circuits x pairs): large enough that the per-operation cost of a
+# 30-layer model on a few short prompts is shared, small enough to keep one run's logits small
+STACK_ROWS = 128
+
+
+def _stacked_hooks(
+    model: Any, circuits: Sequence[Collection[str]], cache: Mapping[str, Tensor], b: int
+) -> list[tuple[str, Callable]]:
+    """``_patch_hooks`` of ``len(circuits)`` circuits at once, on a batch stacked that many times
+    (copy i, rows i*b .. (i+1)*b - 1, runs circuit i): every node is replaced where its circuit
+    leaves it out, with the same corrupted values ``_patch_hooks`` copies."""
+    v = view(model)
+    g = len(circuits)
+    heads = torch.ones(g, v.n_layers, v.n_heads, dtype=torch.bool)  # True: patched from the corrupted run
+    mlps = torch.ones(g, v.n_layers, dtype=torch.bool)
+    empty = torch.zeros(g, dtype=torch.bool)
+    for i, circuit in enumerate(circuits):
+        inside, kept_mlps = _inside(model, circuit)
+        empty[i] = not circuit
+        for layer, kept in inside.items():
+            heads[i, layer, sorted(kept)] = False
+        mlps[i, sorted(kept_mlps)] = False
+
+    def replace(x: Tensor, hook: Any, src: Tensor, where: Tensor) -> Tensor:
+        stacked = x.view(g, b, *x.shape[1:])
+        return torch.where(where.to(x.device), src.to(x.dtype)[None], stacked).view_as(x)
+
+    hooks = []
+    if empty.any():
+        name = act_name(0, "hook_resid_pre")
+        hooks.append((name, functools.partial(replace, src=cache[name], where=empty.view(g, 1, 1, 1))))
+    for layer in range(v.n_layers):
+        if heads[:, layer].any():
+            name = act_name(layer, "attn.hook_z")
+            where = heads[:, layer].view(g, 1, 1, v.n_heads, 1)
+            hooks.append((name, functools.partial(replace, src=cache[name], where=where)))
+        if mlps[:, layer].any():
+            name = act_name(layer, "hook_mlp_out")
+            hooks.append((name, functools.partial(replace, src=cache[name], where=mlps[:, layer].view(g, 1, 1, 1))))
+    return hooks
+
+
 @torch.no_grad()
 def circuit_metrics(
     model: Any,
@@ -314,16 +417,23 @@ def circuit_metrics(
     batch_size: int = 32,
     progress: bool = False,
     known_ends: bool = False,
+    fast: bool = True,
 ) -> dict[str, float]:
     """The mean metric over ``pairs`` of each circuit (nodes outside it patched from the corrupted
     run), plus ``"clean"`` and ``"corrupted"`` (the unpatched runs). Streams over the pairs in
     batches: one corrupted run per batch is cached and every circuit reuses it, so memory does not
     grow with the number of pairs; circuits with the same nodes run once. ``known_ends``: the empty
     circuit takes the corrupted value and the full one (every node and the input) the clean value
-    without a run (they are those runs exactly: tested)."""
+    without a run (they are those runs exactly: tested). ``fast`` (the toolkit's model): circuits
+    run side by side, stacked along the batch axis (``STACK_ROWS`` rows a forward), and with
+    ``logit_diff`` only the answer position is unembedded; False runs one circuit a forward with
+    full logits (the straightforward path: the same numbers within float rounding, tested)."""
     from tqdm.auto import tqdm
 
+    from models.transformer import Transformer
+
     batch_all = as_batch(pairs)
+    fast = fast and isinstance(model, Transformer)
     full = frozenset([INPUT, *all_nodes(model)])
     unique: dict[frozenset, list[str]] = {}
     for name, circuit in circuits.items():
@@ -335,14 +445,28 @@ def circuit_metrics(
     bar = tqdm(total=n_batches * (len(runs) + 2), desc="circuits", disable=not progress, leave=False)
     for batch in batch_all.batches(batch_size):
         kw = {} if batch.attention_mask is None else {"attention_mask": batch.attention_mask}
-        sums["clean"] += float(metric(model(batch.clean, **kw), batch).sum())
+        if fast:
+            sums["clean"] += float(_run_metric(model, batch.clean, batch, metric, batch.attention_mask).sum())
+        else:
+            sums["clean"] += float(metric(model(batch.clean, **kw), batch).sum())
         out, cache = _corrupted_cache(model, batch)
         sums["corrupted"] += float(metric(out, batch).sum())
         bar.update(2)
-        for circuit in runs:
-            out = model.run_with_hooks(batch.clean, fwd_hooks=_patch_hooks(model, circuit, cache), **kw)
-            sums[circuit] += float(metric(out, batch).sum())
-            bar.update(1)
+        if not fast:
+            for circuit in runs:
+                out = model.run_with_hooks(batch.clean, fwd_hooks=_patch_hooks(model, circuit, cache), **kw)
+                sums[circuit] += float(metric(out, batch).sum())
+                bar.update(1)
+            continue
+        g = max(1, STACK_ROWS // len(batch))
+        for start in range(0, len(runs), g):
+            chunk = runs[start : start + g]
+            stacked = _repeat(batch, len(chunk))
+            hooks = _stacked_hooks(model, chunk, cache, len(batch))
+            values = _run_metric(model, stacked.clean, stacked, metric, stacked.attention_mask, hooks)
+            for circuit, value in zip(chunk, values.view(len(chunk), len(batch)).sum(1).tolist()):
+                sums[circuit] += value
+            bar.update(len(chunk))
     bar.close()
     mean = {key: s / len(batch_all) for key, s in sums.items()}
     values = {"clean": mean["clean"], "corrupted": mean["corrupted"]}
@@ -466,6 +590,49 @@ def _edges_of(table: pd.DataFrame) -> pd.Series:
     return pd.Series(table["score"].to_numpy(float), index=index)
 
 
+def _readers_of(up: str, group: int) -> list[str]:
+    """The reader names through which writer ``up`` reads the residual: a head its q input and its
+    kv head's k and v inputs (``group`` query heads per kv head), an MLP its input; the input none."""
+    kind, layer, head = parse_node(up)
+    if kind == "head":
+        return [f"a{layer}.h{head}<q>", f"a{layer}.kv{head // group}<k>", f"a{layer}.kv{head // group}<v>"]
+    return [f"m{layer}"] if kind == "mlp" else []
+
+
+def greedy_edges(scores: pd.Series, k: int, group: int = 1) -> list[tuple[str, str]]:
+    """A connected circuit of ``k`` edges grown from the logits backwards (Hanna et al. 2024's greedy
+    search): the candidates are the edges into a reader already reached (at first, the edges into
+    ``logits``); the one of highest |score| joins, and its upstream writer's readers
+    (``_readers_of``) become reached. So every chosen edge has a path to the logits, unlike the top
+    ``k`` by |score|, which may pick edges into readers nothing downstream reads. ``scores``:
+    indexed by (upstream, downstream); ``group``: query heads per kv head. Fewer than ``k`` edges
+    only when no candidate is left (ties: the first in ``scores``' order)."""
+    import heapq
+
+    if k < 0:
+        raise ValueError(f"a circuit has k >= 0 edges, got k={k}")
+    into: dict[str, list[tuple[float, int, tuple[str, str]]]] = {}
+    for i, ((up, down), value) in enumerate(scores.items()):
+        into.setdefault(str(down), []).append((-abs(float(value)), i, (str(up), str(down))))
+    heap: list = []
+    reached: set[str] = set()
+
+    def reach(reader: str) -> None:
+        if reader not in reached:
+            reached.add(reader)
+            for item in into.get(reader, []):
+                heapq.heappush(heap, item)
+
+    reach("logits")
+    chosen: list[tuple[str, str]] = []
+    while heap and len(chosen) < k:
+        _, _, edge = heapq.heappop(heap)
+        chosen.append(edge)
+        for reader in _readers_of(edge[0], group):
+            reach(reader)
+    return chosen
+
+
 @torch.no_grad()
 def edge_faithfulness_curve(
     model: Any,
@@ -477,9 +644,11 @@ def edge_faithfulness_curve(
     batch_size: int = 16,
     metric: Callable[[Tensor, PairBatch], Tensor] = logit_diff,
     progress: bool = False,
+    greedy: bool = False,
 ) -> pd.DataFrame:
     """``faithfulness_curve`` at edge level: circuits of the top ``int(p * n_edges)`` edges by
-    |score| per method (``scores``: {method: every edge's score, ``edge_scores``' table}) and
+    |score| per method (``scores``: {method: every edge's score, ``edge_scores``' table}; with
+    ``greedy`` also "{method} greedy", the connected selection of ``greedy_edges``) and
     ``n_random`` random edge sets per size, each run with every edge outside it carrying the
     corrupted run's writer output (``analyses.circuits.patching.patch_edges``: keep none = the
     corrupted run, keep all = the clean run). Same columns and attrs (n_nodes: the number of edges)."""
@@ -491,6 +660,7 @@ def edge_faithfulness_curve(
     if not tables:
         raise ValueError("edge_faithfulness_curve needs at least one method's edge scores")
     edges = list(next(iter(tables.values())).index)
+    group = view(model).n_heads // max(1, int(getattr(model.cfg, "kv_heads", 0) or view(model).n_heads))
     circuits: dict[str, list] = {}
     meta: dict[str, tuple[str, float, int, int]] = {}
     for j, p in enumerate(proportions):
@@ -498,6 +668,9 @@ def edge_faithfulness_curve(
         for m, s in tables.items():
             circuits[f"{m}|{p}"] = top_nodes(s.reindex(edges).fillna(0.0), k)
             meta[f"{m}|{p}"] = (m, p, k, 0)
+            if greedy:
+                circuits[f"{m} greedy|{p}"] = greedy_edges(s.reindex(edges).fillna(0.0), k, group)
+                meta[f"{m} greedy|{p}"] = (f"{m} greedy", p, k, 0)
         rng = np.random.default_rng(seed + j)
         for d in range(n_random):
             circuits[f"random|{p}|{d}"] = [edges[i] for i in rng.choice(len(edges), size=k, replace=False)]
@@ -550,6 +723,47 @@ def summarise_curve(curve: pd.DataFrame) -> pd.DataFrame:
 # exact patching as ground truth
 
 
+def _sweep_stacked(
+    model: Any, batch: PairBatch, z: Mapping[int, Tensor], metric: Callable[[Tensor, PairBatch], Tensor]
+) -> tuple[Tensor, Tensor]:
+    """(the clean run's metric [batch], the metric with each head alone patched to ``z`` (its
+    corrupted ``hook_z``) [layer * head, batch], heads in ``all_heads`` order). One clean run caches
+    every block's input; then per layer one ``run_from_layer`` on that input stacked n_heads times,
+    copy h with head h patched: what ``head_sweep`` does head by head."""
+    v = view(model)
+    n_heads, b = v.n_heads, len(batch)
+    names = [act_name(layer, "hook_resid_pre") for layer in range(v.n_layers)]
+    store: dict[str, Tensor] = {}
+
+    def keep(x: Tensor, hook: Any) -> None:
+        store[hook.name] = x
+
+    narrow = _narrow(model, metric)
+    kw = {} if batch.attention_mask is None else {"attention_mask": batch.attention_mask}
+    with model.hooks(fwd_hooks=[(n, keep) for n in names]):
+        out = model(batch.clean, return_type="hidden" if narrow else "default", **kw)
+    clean = _answer_metric(model, out, batch) if narrow else metric(out, batch)
+    stacked = _repeat(batch, n_heads)
+    one_each = torch.eye(n_heads, dtype=torch.bool).view(n_heads, 1, 1, n_heads, 1)
+
+    def patch(x: Tensor, hook: Any, src: Tensor) -> Tensor:
+        copies = x.view(n_heads, b, *x.shape[1:])
+        return torch.where(one_each.to(x.device), src.to(x.dtype)[None], copies).view_as(x)
+
+    rows = []
+    for layer in range(v.n_layers):
+        hook = (act_name(layer, "attn.hook_z"), functools.partial(patch, src=z[layer]))
+        with model.hooks(fwd_hooks=[hook]):
+            out = model.run_from_layer(
+                layer,
+                store[names[layer]].repeat(n_heads, 1, 1),
+                attention_mask=stacked.attention_mask,
+                return_type="hidden" if narrow else "default",
+            )
+        rows.append((_answer_metric(model, out, stacked) if narrow else metric(out, stacked)).view(n_heads, b))
+    return clean, torch.cat(rows)
+
+
 @torch.no_grad()
 def exact_head_effects(
     model: Any,
@@ -557,23 +771,34 @@ def exact_head_effects(
     metric: Callable[[Tensor, PairBatch], Tensor] = logit_diff,
     batch_size: int = 32,
     progress: bool = False,
+    fast: bool = True,
 ) -> pd.DataFrame:
     """Each head patched alone from the corrupted run into the clean run: columns layer, head,
     effect (mean of m(patched) - m(clean) over pairs: what EAP's score estimates) and
     normalised (effect / (m(clean) - m(corrupted)); -1: the head alone carries the whole gap).
-    One forward pass per head and batch (``head_sweep``, started from the head's layer)."""
+    Every run starts from the head's layer (``run_from_layer`` on the clean run's cached input to
+    it). ``fast`` (the toolkit's model): one run per layer with its heads' patched copies stacked
+    along the batch axis (``_sweep_stacked``); False: one run per head (``head_sweep``), the same
+    numbers within float rounding (tested)."""
     from tqdm.auto import tqdm
 
     from interp.interventions import all_heads, cache_z
+    from models.transformer import Transformer
 
     batch_all = as_batch(pairs)
     heads = all_heads(model)
     total = np.zeros(len(heads))
     clean_sum = corrupted_sum = 0.0
+    fast = fast and isinstance(model, Transformer)
     for batch in tqdm(list(batch_all.batches(batch_size)), desc="exact patching", disable=not progress, leave=False):
         cmask = batch.corrupted_mask if batch.corrupted_mask is not None else batch.attention_mask
         out, z = cache_z(model, batch.corrupted, range(view(model).n_layers), attention_mask=cmask)
         corrupted_sum += float(metric(out, batch).sum())
+        if fast:
+            clean, patched = _sweep_stacked(model, batch, z, metric)
+            clean_sum += float(clean.sum())
+            total += patched.sum(1).double().cpu().numpy()
+            continue
         kw = {} if batch.attention_mask is None else {"attention_mask": batch.attention_mask}
         clean_sum += float(metric(model(batch.clean, **kw), batch).sum())
         res = head_sweep(

@@ -107,7 +107,9 @@ def report_markdown(result: CircuitResult) -> str:
             "",
             "Spearman's rho over heads between each method's node score and the exact effect of patching "
             "that head alone from the corrupted run into the clean run (m(patched) - m(clean): what the "
-            f"attribution's linear estimate approximates), on the {len(ct.discovery)} discovery pairs.",
+            "attribution's linear estimate approximates); attribution on the "
+            f"{len(ct.discovery)} discovery pairs, exact patching on the first "
+            f"{result.info.get('exact_pairs', len(ct.discovery))} of them.",
             "",
             md_table(result.agreement),
         ]

@@ -221,7 +221,7 @@ def analyse_circuit(
         t = time.perf_counter()
         result.edge_curve = edge_faithfulness_curve(
             model, evaluation, result.edge_tables, proportions=proportions, n_random=n_random, seed=seed,
-            batch_size=batch_size, progress=progress,
+            batch_size=batch_size, progress=progress, greedy=True,
         )  # fmt: skip
         info["t_edge_curve"] = time.perf_counter() - t
         result.summary = pd.concat([result.summary, summarise_curve(result.edge_curve).assign(level="edge")])

@@ -128,11 +128,13 @@ def _held_out(pairs: Any, n: int, seed: int) -> np.ndarray:
 
 @torch.no_grad()
 def clean_logit_diff(model: Any, pairs: PairBatch, batch_size: int = 64) -> np.ndarray:
-    """[n] logit(right) - logit(wrong) on each clean prompt."""
+    """[n] logit(right) - logit(wrong) on each clean prompt (the answer position alone unembedded
+    on the toolkit's model: ``faithfulness._run_metric``)."""
+    from analyses.circuits.faithfulness import _run_metric
+
     out = []
     for batch in pairs.batches(batch_size):
-        kw = {} if batch.attention_mask is None else {"attention_mask": batch.attention_mask}
-        out.append(logit_diff(model(batch.clean, **kw), batch).cpu().numpy())
+        out.append(_run_metric(model, batch.clean, batch, logit_diff, batch.attention_mask).cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0)
 
 

@@ -11,6 +11,7 @@ circuit.png, report.md and circuit.json. ``--task`` is checked before the model 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -96,6 +97,12 @@ def _labels(args: argparse.Namespace, model):
 
 
 def run(args: argparse.Namespace) -> int:
+    # OpenMP threads that spin while they wait for work (GNU OpenMP's default) collapse on a machine
+    # with more runnable processes than cores: a SmolLM2 forward of 16 short prompts took 12-25 s on
+    # 2 threads under a load of 12, 0.5-0.8 s with passive waiting (docs/circuits.md). Read once, when
+    # torch loads its OpenMP runtime: so here, before the first torch import; a user's setting wins.
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from interp.io import output_dir
 
     methods = _check(args)  # before the model is loaded

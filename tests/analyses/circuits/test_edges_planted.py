@@ -14,11 +14,13 @@ So the gap travels along input -> A<v>, A -> B<v>, B -> logits and nowhere else.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 import models
 from analyses.circuits import Pairs, edge_graph, edge_scores, gap_recovered, node_scores
+from analyses.circuits.faithfulness import _readers_of, greedy_edges, top_nodes
 
 V = P = 8  # vocabulary, context (one block of d_model each)
 TOK, POS, S1, S2, JUNK = (slice(i * 8, (i + 1) * 8) for i in range(5))
@@ -114,3 +116,30 @@ def test_the_planted_circuit_recovers_the_gap_and_random_circuits_do_not(planted
     # node level too: keeping the input, A and B (everything else from the corrupted run) recovers the gap
     assert gap_recovered(model, pairs, nodes=["input", A, B]) >= 0.95
     assert gap_recovered(model, pairs, nodes=["input", "a0.h1", "a1.h2"]) < 0.5
+
+
+def test_greedy_selection_grows_the_planted_circuit_from_the_logits(planted):
+    model, pairs = planted
+    edges = edge_scores(model, pairs, method="eap-ig", steps=5, batch_size=16)
+    scores = edges.set_index(["upstream", "downstream"]).score
+    group = model.cfg.n_heads // model.cfg.kv_heads
+    assert greedy_edges(scores, 3, group) == [("a1.h0", "logits"), ("a0.h0", "a1.kv0<v>"), ("input", "a0.kv0<v>")]
+    # every edge of a larger greedy circuit reaches the logits through the circuit's own edges
+    chosen = greedy_edges(scores, 25, group)
+    assert len(chosen) == 25 == len(set(chosen))
+    reached = {"logits"}
+    for up, down in chosen:  # in the order chosen: each edge's reader was reached before it
+        assert down in reached, (up, down)
+        reached |= set(_readers_of(up, group))
+
+
+def test_greedy_selection_skips_edges_nothing_downstream_reads():
+    # a big edge into a head's q input that no chosen edge leaves from: top-k takes it, greedy does not
+    scores = pd.Series(
+        {("a0.h1", "a1.h0<q>"): 9.0, ("a1.h2", "logits"): 5.0, ("a0.h0", "a1.h2<q>"): -2.0, ("m0", "logits"): 1.0}
+    )
+    assert top_nodes(scores, 2) == [("a0.h1", "a1.h0<q>"), ("a1.h2", "logits")]
+    assert greedy_edges(scores, 2, group=2) == [("a1.h2", "logits"), ("a0.h0", "a1.h2<q>")]
+    assert greedy_edges(scores, 10, group=2) == [("a1.h2", "logits"), ("a0.h0", "a1.h2<q>"), ("m0", "logits")]
+    with pytest.raises(ValueError, match="k >= 0"):
+        greedy_edges(scores, -1)
