@@ -215,17 +215,28 @@ def qk_norm_commuting(model, gen: torch.Generator) -> tuple[Spec, int]:
 
 
 def qk_scale(cfg, gen: torch.Generator, uneven: bool = False) -> Spec:
-    """W_Q c_h with one random c_h in [2, 4] per query head, W_K unchanged (QK-norm divides it out up
-    to eps). ``uneven``: a diagonal with entries in [0.5, 2] per dimension instead (negative control:
-    the norm does not divide out an uneven scaling)."""
+    """W_Q c with a random c in [2, 4], W_K unchanged (QK-norm divides it out up to eps): one c per
+    query head where the norm is per head (``qk_norm="head"``), one per layer where it spans the whole
+    projection (``"full"``, OLMo-2: heads scaled differently would change each other's rms).
+    ``uneven``: a diagonal with entries in [0.5, 2] per dimension instead (negative control: the norm
+    does not divide out an uneven scaling)."""
 
-    def one():
+    def c() -> float:
+        return 2.0 + 2.0 * float(torch.rand(1, generator=gen, dtype=torch.float64))
+
+    def layer(_: int) -> Tensor:
         if uneven:
-            return torch.diag(0.5 * 4.0 ** torch.rand(cfg.d_head, generator=gen, dtype=torch.float64))
-        c = 2.0 + 2.0 * float(torch.rand(1, generator=gen, dtype=torch.float64))
-        return c * torch.eye(cfg.d_head, dtype=torch.float64)
+            return torch.stack(
+                [
+                    torch.diag(0.5 * 4.0 ** torch.rand(cfg.d_head, generator=gen, dtype=torch.float64))
+                    for _ in range(cfg.n_heads)
+                ]
+            )
+        shared = c() if cfg.qk_norm == "full" else None
+        eye = torch.eye(cfg.d_head, dtype=torch.float64)
+        return torch.stack([(shared if shared is not None else c()) * eye for _ in range(cfg.n_heads)])
 
-    return {"q": per_layer(cfg, lambda l: torch.stack([one() for _ in range(cfg.n_heads)]))}
+    return {"q": per_layer(cfg, layer)}
 
 
 def qk_scale_eps_bound(model, tokens: Tensor, c_min: float = 2.0) -> float:
@@ -395,12 +406,17 @@ def _qk_norm_checks(model, gen: torch.Generator, fp64: bool, tokens: Tensor | No
         f"scales are equal{shared})"
     )
     checks = [_Check(label, spec, "holds", all3, fp64)]
-    label = "W_Q R, W_K R with R inside each rotary plane (commutes with RoPE, not with the QK-norm's scale)"
-    checks.append(_Check(label, qk_orthogonal(cfg, gen, "rope_planes"), "breaks", sq, False))
+    if n_free < n_planes:  # a rotation in a plane whose two scale entries differ must break the scores
+        label = "W_Q R, W_K R with R inside each rotary plane (commutes with RoPE, not with the QK-norm's scale)"
+        checks.append(_Check(label, qk_orthogonal(cfg, gen, "rope_planes"), "breaks", sq, False))
+    else:  # every plane's scale entries are equal (an untrained norm): the plane rotations are free
+        label = "W_Q R, W_K R with R inside each rotary plane (the QK-norm's scale is equal in every plane)"
+        checks.append(_Check(label, qk_orthogonal(cfg, gen, "rope_planes"), "holds", all3, False))
     label = "W_Q R, W_K R with a general orthogonal R (commutes with neither)"
     checks.append(_Check(label, qk_orthogonal(cfg, gen, "general"), "breaks", sq, False))
     eps_bound = cfg.n_layers * qk_scale_eps_bound(model, model_tokens(model) if tokens is None else tokens)
-    label = "W_Q c (c in [2, 4] per head, W_K unchanged: the QK-norm divides it out up to eps)"
+    per = "head" if cfg.qk_norm == "head" else "layer (the norm spans every head)"
+    label = f"W_Q c (c in [2, 4] per {per}, W_K unchanged: the QK-norm divides it out up to eps)"
     checks.append(_Check(label, qk_scale(cfg, gen), "holds", all3, False, eps_bound=eps_bound))
     label = "W_Q D with D an uneven positive diagonal in [0.5, 2] (negative control)"
     checks.append(_Check(label, qk_scale(cfg, gen, uneven=True), "breaks", sq, False))
