@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 Attention = Literal["causal", "bidirectional"]
 Positional = Literal["learned", "sinusoidal", "rope", "alibi", "none"]
 Norm = Literal["layernorm", "rmsnorm"]
-NormPlacement = Literal["pre", "post"]
+NormPlacement = Literal["pre", "post", "sandwich", "reordered"]
+QKNorm = Literal["none", "head", "full"]
+LayerType = Literal["full", "sliding"]
 Activation = Literal["gelu", "gelu_new", "relu", "silu"]
 MLPKind = Literal["standard", "gated"]
 
@@ -26,12 +28,27 @@ _CHOICES = {
     "attention": ("causal", "bidirectional"),
     "positional": ("learned", "sinusoidal", "rope", "alibi", "none"),
     "norm": ("layernorm", "rmsnorm"),
-    "norm_placement": ("pre", "post"),
+    "norm_placement": ("pre", "post", "sandwich", "reordered"),
+    "qk_norm": ("none", "head", "full"),
     "act": ("gelu", "gelu_new", "relu", "silu"),
     "mlp": ("standard", "gated"),
 }
 
 _POSITIVE_INTS = ("d_model", "n_layers", "n_heads", "d_head", "d_mlp", "d_vocab", "n_ctx")
+
+
+# fields that to_dict leaves out at their default value (they came after checkpoints were first written)
+_OMITTED_AT_DEFAULT = {
+    "sliding_window": None,
+    "layer_types": None,
+    "rope_local_theta": None,
+    "attn_softcap": None,
+    "final_softcap": None,
+    "norm_offset": 0.0,
+    "norm_scale_fp32": False,
+    "qk_norm": "none",
+    "gate_up_fused": False,
+}
 
 
 @dataclass(frozen=True)
@@ -47,6 +64,12 @@ class Config:
     Llama/SmolLM  causal        rope        rmsnorm    pre     gated      grouped-query attention
     GPT-2         causal        learned     layernorm  pre     standard   gelu_new, tied unembedding
     ============  ============  ==========  =========  ======  =========  =====
+
+    The families loaded through ``models/families.py`` add: per-layer attention types
+    (``layer_types``, ``sliding_window``), QK-norm (``qk_norm``), Gemma's (1 + w) RMSNorm
+    (``norm_offset``) and four norms per block (``norm_placement="sandwich"``), OLMo-2's norms on
+    the sublayer outputs only (``"reordered"``), soft-capping (``attn_softcap``, ``final_softcap``)
+    and a second RoPE base for sliding layers (``rope_local_theta``); docs/models.md lists them.
     """
 
     d_model: int
@@ -60,16 +83,31 @@ class Config:
     attention: Attention = "causal"
     positional: Positional = "learned"
     norm: Norm = "layernorm"
+    # pre: x + f(norm(x)) (Llama, GPT-2); post: norm(x + f(x)) (BERT); sandwich: x + norm_post(f(norm(x)))
+    # (Gemma 2/3: ln1, ln1_post, ln2, ln2_post); reordered: x + norm_post(f(x)) (OLMo-2: ln1_post, ln2_post)
     norm_placement: NormPlacement = "pre"
     act: Activation = "gelu"
     mlp: MLPKind = "standard"
     eps: float = 1e-5
+    # RMSNorm variants. norm_offset: the scale is norm_offset + w (Gemma: 1.0; w is stored as Hugging
+    # Face stores it, centred on 0). norm_scale_fp32: the scale multiplies in fp32 before the cast back
+    # to the model's dtype (Gemma, OLMo-2); False: after it (Llama). Both only matter below fp32 or for
+    # Gemma's offset; in fp32 the two orders give the same bits.
+    norm_offset: float = 0.0
+    norm_scale_fp32: bool = False
+    # RMSNorm on queries and keys before RoPE: "head" over each head's d_head (Qwen3, Gemma 3; one
+    # weight [d_head] shared by the heads), "full" over the whole projection (OLMo-2; weights [head
+    # d_head] and [kv_head d_head]); "none" (default).
+    qk_norm: QKNorm = "none"
     n_token_types: int = 0  # BERT segment embeddings; 0 disables them
     embed_norm: bool = False  # a norm right after the embeddings (BERT)
     final_norm: bool = True  # a norm after the last block (pre-norm models)
     attn_bias: bool = False  # biases on W_Q, W_K, W_V
     attn_out_bias: bool = False  # bias on W_O
     mlp_bias: bool = False
+    # Phi-3: Hugging Face applies the activation to the gate half of one fused gate_up projection; the
+    # model keeps the weights split but hands the activation that strided layout (its bits depend on it)
+    gate_up_fused: bool = False
     lm_head: bool = True
     tie_embeddings: bool = False
     lm_head_bias: bool = False
@@ -80,10 +118,17 @@ class Config:
     # token embeddings are multiplied by this before positions are added (Vaswani et al. 2017 use
     # sqrt(d_model), so a sinusoid of norm sqrt(d_model/2) does not drown them); the unembedding is not scaled
     embed_scale: float = 1.0
-    # Hugging Face's sliding-window attention (Mistral, Qwen2), which this model does not implement:
-    # the loader caps n_ctx at the window, within which the two agree exactly, and no input may run
-    # past it (not even with allow_beyond_ctx). None: no window. Left out of to_dict when None.
+    # Sliding-window attention: a query of a "sliding" layer sees the keys less than sliding_window
+    # tokens back (itself and the sliding_window - 1 before it), as Hugging Face's sliding layers do;
+    # a "full" layer sees every earlier key. layer_types: one per layer; None: every layer "sliding"
+    # when sliding_window is set (Mistral), else every layer "full". Left out of to_dict when None.
     sliding_window: int | None = None
+    layer_types: tuple[LayerType, ...] | None = None
+    rope_local_theta: float | None = None  # RoPE base of the sliding layers (Gemma 3); None: rope_theta
+    # tanh soft-capping, cap * tanh(x / cap) (Gemma 2): of the attention scores before the mask, and of
+    # the logits. None: none. A soft-capped layer always runs eager attention (SDPA cannot cap).
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
     pad_token_id: int | None = None
     bos_token_id: int | None = None
     eos_token_id: int | None = None
@@ -114,8 +159,44 @@ class Config:
             )
         if self.sliding_window is not None and not 0 < self.sliding_window:
             raise ValueError(f"Config.sliding_window={self.sliding_window} must be positive (or None: no window)")
+        self._check_layer_types()
+        for field in ("attn_softcap", "final_softcap", "rope_local_theta"):
+            value = getattr(self, field)
+            if value is not None and not (isinstance(value, (int, float)) and 0 < value < float("inf")):
+                raise ValueError(f"Config.{field}={value!r} must be a positive finite number (or None)")
+        if self.norm_offset != 0.0 and self.norm != "rmsnorm":
+            raise ValueError(
+                f"Config.norm_offset={self.norm_offset} is Gemma's (offset + w) RMSNorm; it needs norm='rmsnorm'"
+            )
         if self.rotary_dim is not None and not 0 < self.rotary_dim <= self.d_head:
             raise ValueError(f"rotary_dim={self.rotary_dim} must lie in 1..d_head={self.d_head}")
+
+    def _check_layer_types(self) -> None:
+        if self.layer_types is not None:
+            types = tuple(self.layer_types)
+            object.__setattr__(self, "layer_types", types)  # a list (JSON) becomes a tuple: hashable, frozen
+            if len(types) != self.n_layers or not set(types) <= {"full", "sliding"}:
+                raise ValueError(
+                    f"Config.layer_types={list(types)} must name each of the {self.n_layers} layers 'full' or 'sliding'"
+                )
+            if "sliding" in types and self.sliding_window is None:
+                raise ValueError("Config.layer_types has 'sliding' layers but sliding_window is None; set the window")
+        if self.has_sliding_layers and not self.is_causal:
+            raise ValueError("sliding-window layers are implemented for causal models only (attention='causal')")
+
+    @property
+    def has_sliding_layers(self) -> bool:
+        return any(self.layer_type(l) == "sliding" for l in range(self.n_layers))
+
+    def layer_type(self, layer: int) -> LayerType:
+        """ "sliding" (sees the last ``sliding_window`` tokens) or "full" (every earlier token)."""
+        if self.layer_types is not None:
+            return self.layer_types[layer]
+        return "full" if self.sliding_window is None else "sliding"
+
+    def window(self, layer: int) -> int | None:
+        """The attention window of ``layer`` in tokens (None: a full layer)."""
+        return self.sliding_window if self.layer_type(layer) == "sliding" else None
 
     @property
     def kv_heads(self) -> int:
@@ -158,6 +239,11 @@ class Config:
     @property
     def final_rms(self) -> bool:
         return self.final_norm and self.norm == "rmsnorm"
+
+    @property
+    def output_logits_soft_cap(self) -> float:
+        """TransformerLens's name for the final soft-cap (-1.0: none, as TransformerLens writes it)."""
+        return -1.0 if self.final_softcap is None else float(self.final_softcap)
 
     @property
     def model_name(self) -> str:
@@ -217,8 +303,12 @@ class Config:
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
-        if data["sliding_window"] is None:  # checkpoints of models without a window read as before
-            del data["sliding_window"]
+        # fields at their defaults are left out, so checkpoints of models without them read as before
+        for field, default in _OMITTED_AT_DEFAULT.items():
+            if data[field] == default:
+                del data[field]
+        if data.get("layer_types") is not None:
+            data["layer_types"] = list(data["layer_types"])
         return data
 
     @classmethod

@@ -1,4 +1,5 @@
-"""Loading real weights: Hugging Face models (BERT, Llama-family, GPT-2), the embedded defaults,
+"""Loading real weights: Hugging Face models (BERT, GPT-2, and the decoder families of
+``models/families.py``: Llama, Mistral, Qwen2/3, Phi-3, OLMo-2, Gemma 2/3), the embedded defaults,
 and the toolkit's own checkpoints (safetensors + ``interp_config.json``).
 
 Conversions only rearrange tensors (per-head split, transposes); they never fold, centre or
@@ -14,7 +15,7 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ from torch import Tensor
 
 from interp.io import atomic_dir, atomic_save, atomic_write
 from models.config import Config
+from models.families import FAMILIES, CheckpointError, UnsupportedModelError, _decoder, _expect, _get, _strip_prefix
 from models.tokenizer import Tokenizer
 from models.transformer import Transformer
 
@@ -53,16 +55,6 @@ __all__ = [
 ]
 
 
-class CheckpointError(ValueError):
-    """A checkpoint whose tensors do not fit the model: names the tensor and both shapes."""
-
-
-class UnsupportedModelError(ValueError, NotImplementedError):
-    """An architecture, or an option of one, that the toolkit does not implement: one line naming
-    it and what is supported (a ValueError, so the command line prints one line; a
-    NotImplementedError, as these were before)."""
-
-
 # --------------------------------------------------------------------------------------------------
 # State dicts
 
@@ -87,26 +79,6 @@ def load_state_dict_checked(model: Transformer, state: dict[str, Tensor], source
                 f"{source} tensor {k!r} has shape {tuple(v.shape)}, the model expects {tuple(expected[k].shape)}"
             )
     model.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()}, strict=True)
-
-
-def _get(sd: dict[str, Tensor], key: str, source: str) -> Tensor:
-    if key not in sd:
-        near = [k for k in sd if k.rsplit(".", 2)[-2:] == key.rsplit(".", 2)[-2:]][:3]
-        raise CheckpointError(f"{source} has no tensor {key!r}" + (f" (found {near})" if near else ""))
-    return sd[key]
-
-
-def _expect(t: Tensor, shape: tuple, key: str, source: str) -> Tensor:
-    if tuple(t.shape) != tuple(shape):
-        raise CheckpointError(f"{source} tensor {key!r} has shape {tuple(t.shape)}, expected {tuple(shape)}")
-    return t
-
-
-def _strip_prefix(sd: dict[str, Tensor], prefixes: tuple[str, ...]) -> dict[str, Tensor]:
-    for p in prefixes:
-        if any(k.startswith(p) for k in sd):
-            return {k[len(p) :] if k.startswith(p) else k: v for k, v in sd.items()}
-    return dict(sd)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -175,72 +147,6 @@ def _bert(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[C
     return cfg, out
 
 
-def _llama(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
-    rope = getattr(hf_cfg, "rope_parameters", None) or getattr(hf_cfg, "rope_scaling", None) or {}
-    rope_type = rope.get("rope_type", rope.get("type", "default"))
-    if rope_type != "default":
-        raise UnsupportedModelError(
-            f"{hf_cfg.model_type} rope_scaling type {rope_type!r} (scaled RoPE) is not supported; "
-            "only unscaled RoPE ('default')"
-        )
-    theta = rope.get("rope_theta", getattr(hf_cfg, "rope_theta", 10000.0))
-    if getattr(hf_cfg, "hidden_act", "silu") != "silu":
-        raise UnsupportedModelError(f"Llama hidden_act={hf_cfg.hidden_act!r}: only 'silu' (SwiGLU)")
-    h = hf_cfg.num_attention_heads
-    kv = getattr(hf_cfg, "num_key_value_heads", None) or h
-    d_head = getattr(hf_cfg, "head_dim", None) or hf_cfg.hidden_size // h
-    sd = _strip_prefix(sd, ("model.",)) | ({"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {})
-    src = f"Llama checkpoint {name!r}"
-    g = lambda k: _get(sd, k, src)  # noqa: E731
-    tied = bool(getattr(hf_cfg, "tie_word_embeddings", False)) or "lm_head.weight" not in sd
-    cfg = Config(
-        d_model=hf_cfg.hidden_size,
-        n_layers=hf_cfg.num_hidden_layers,
-        n_heads=h,
-        n_kv_heads=kv if kv != h else None,
-        d_head=d_head,
-        d_mlp=hf_cfg.intermediate_size,
-        d_vocab=hf_cfg.vocab_size,
-        n_ctx=hf_cfg.max_position_embeddings,
-        attention="causal",
-        positional="rope",
-        norm="rmsnorm",
-        norm_placement="pre",
-        act="silu",
-        mlp="gated",
-        eps=hf_cfg.rms_norm_eps,
-        attn_bias="layers.0.self_attn.q_proj.bias" in sd,
-        attn_out_bias="layers.0.self_attn.o_proj.bias" in sd,
-        mlp_bias="layers.0.mlp.up_proj.bias" in sd,
-        lm_head=True,
-        tie_embeddings=tied,
-        rope_theta=float(theta),
-        pad_token_id=getattr(hf_cfg, "pad_token_id", None),
-        bos_token_id=getattr(hf_cfg, "bos_token_id", None),
-        eos_token_id=_first(getattr(hf_cfg, "eos_token_id", None)),
-        name=name,
-    )
-    out = {"W_E": g("embed_tokens.weight"), "ln_final.w": g("norm.weight")}
-    if not tied:
-        out["unembed_weight"] = g("lm_head.weight")
-    for l in range(cfg.n_layers):
-        p, q = f"layers.{l}.", f"blocks.{l}."
-        for ours in "qkv":
-            out[f"{q}attn.{ours}_weight"] = g(f"{p}self_attn.{ours}_proj.weight")
-            if cfg.attn_bias:
-                out[f"{q}attn.{ours}_bias"] = g(f"{p}self_attn.{ours}_proj.bias")
-        out[f"{q}attn.o_weight"] = g(f"{p}self_attn.o_proj.weight")
-        if cfg.attn_out_bias:
-            out[f"{q}attn.o_bias"] = g(f"{p}self_attn.o_proj.bias")
-        out[f"{q}ln1.w"] = g(f"{p}input_layernorm.weight")
-        out[f"{q}ln2.w"] = g(f"{p}post_attention_layernorm.weight")
-        for ours, theirs in (("gate", "gate_proj"), ("in", "up_proj"), ("out", "down_proj")):
-            out[f"{q}mlp.{ours}_weight"] = g(f"{p}mlp.{theirs}.weight")
-            if cfg.mlp_bias:
-                out[f"{q}mlp.{ours}_bias"] = g(f"{p}mlp.{theirs}.bias")
-    return cfg, out
-
-
 def _gpt2(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
     if getattr(hf_cfg, "scale_attn_by_inverse_layer_idx", False):
         raise UnsupportedModelError("GPT-2 scale_attn_by_inverse_layer_idx=True is not supported")
@@ -304,20 +210,6 @@ def _gpt2(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[C
     return cfg, out
 
 
-def _sliding_window(hf_cfg: PretrainedConfig) -> int | None:
-    """The window of Hugging Face's sliding-window attention where at least one layer has it, else
-    None. Mistral: every layer when ``sliding_window`` is set. Qwen2 (and any config with
-    ``layer_types``): the layers typed "sliding_attention", which Qwen2's config derives from
-    ``use_sliding_window`` (else ``sliding_window`` is None) and ``max_window_layers`` (layers
-    from that index on)."""
-    window = getattr(hf_cfg, "sliding_window", None)
-    if not window:
-        return None
-    if hf_cfg.model_type == "mistral":
-        return int(window)
-    return int(window) if "sliding_attention" in (getattr(hf_cfg, "layer_types", None) or ()) else None
-
-
 def _warn_non_finite(state: dict[str, Tensor], source: str) -> None:
     """One warning naming the tensors that hold NaN or inf (the model still loads)."""
     bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
@@ -334,11 +226,8 @@ def _unsupported(model_type: object, where: str) -> str:
     return f"{where}: model_type {model_type!r} is not supported; the toolkit converts {sorted(CONVERTERS)}"
 
 
-def _first(x: int | Sequence[int] | None) -> int | None:
-    return x[0] if isinstance(x, (list, tuple)) else x
-
-
-CONVERTERS: dict[str, Callable] = {"bert": _bert, "llama": _llama, "mistral": _llama, "qwen2": _llama, "gpt2": _gpt2}
+# model_type -> converter: BERT and GPT-2 here, every decoder family through models/families.py
+CONVERTERS: dict[str, Callable] = {"bert": _bert, "gpt2": _gpt2} | dict.fromkeys(FAMILIES, _decoder)
 
 
 def from_hf(
@@ -356,11 +245,6 @@ def from_hf(
     name = name or getattr(hf_cfg, "name_or_path", None) or kind
     sd = {k: v.detach().float() for k, v in hf_model.state_dict().items()}
     cfg, state = CONVERTERS[kind](hf_cfg, sd, str(name))
-    window = _sliding_window(hf_cfg)
-    if window is not None:
-        # Hugging Face masks the keys more than `window` tokens back in its sliding-window layers;
-        # this model has no window mask, so it is exact up to the window: its context ends there
-        cfg = cfg.replace(n_ctx=min(cfg.n_ctx, window), sliding_window=window)
     _warn_non_finite(state, f"converted {kind} {name!r}")
     tok = None
     if tokenizer is not None:

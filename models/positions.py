@@ -13,10 +13,12 @@ from models.config import Config
 __all__ = ["alibi_slopes", "apply_rope", "rope_cos_sin", "rope_inv_freq", "rope_planes", "sinusoidal"]
 
 
-def rope_inv_freq(cfg: Config) -> Tensor:
+def rope_inv_freq(cfg: Config, theta: float | None = None) -> Tensor:
+    """RoPE's inverse frequencies for base ``theta`` (None: ``cfg.rope_theta``)."""
     dim = cfg.rot_dim
+    base = cfg.rope_theta if theta is None else theta
     # Hugging Face's expression, so the angles are bitwise identical.
-    return 1.0 / (cfg.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+    return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
 
 
 def rope_cos_sin(cfg: Config, positions: Tensor, inv_freq: Tensor) -> tuple[Tensor, Tensor]:

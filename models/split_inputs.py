@@ -90,12 +90,13 @@ def _copy_for(hook: HookPoint, x: Tensor) -> Tensor:
 
 def _normalise(norm: nn.Module | None, x: Tensor) -> Tensor:
     """``norm``'s function on ``x`` [..., d_model] without its hooks (any leading axes)."""
+    from models.transformer import rms_norm  # the one definition (models.transformer imports this module)
+
     if norm is None:
         return x
     if norm.kind == "layernorm":
         return F.layer_norm(x, (x.shape[-1],), norm.w, norm.b, norm.eps)
-    h = x.float()
-    return norm.w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.eps)).to(x.dtype)
+    return rms_norm(norm.cfg, x, norm.w)
 
 
 def _project(inputs: Tensor, weight: Tensor, bias: Tensor | None, d_head: int) -> Tensor:
@@ -108,7 +109,7 @@ def _project(inputs: Tensor, weight: Tensor, bias: Tensor | None, d_head: int) -
 def _attention(block: nn.Module, attn_in: Tensor, positions: Tensor, masks: Any, rope: Any, kv: Any, exact: bool):
     """The attention sublayer's output from its input copy, through the q/k/v input hooks."""
     cfg, attn = block.cfg, block.attn
-    norm = block.ln1 if cfg.norm_placement == "pre" else None
+    norm = block.ln1 if cfg.norm_placement != "post" else None  # None too where there is no ln1 (OLMo-2)
     hooks = [getattr(block, name) for name in _QKV]
     forced = block.__dict__.get(_FLAG, False)
     if not forced and not any(_watched(h) for h in hooks):
@@ -132,10 +133,12 @@ def split_block_forward(
 ) -> Tensor:
     """``Block.forward`` after ``hook_resid_pre`` when ``reads_inputs(block)``: the same sublayers,
     each reading its own copy of the residual (the residual itself carries on unedited)."""
-    pre = block.cfg.norm_placement == "pre"
+    pre = block.cfg.norm_placement != "post"  # pre, sandwich, reordered: the norms sit off the residual
     attn_in = _copy_for(block.hook_attn_in, x)
-    attn_out = block.hook_attn_out(_attention(block, attn_in, positions, masks, rope, kv, exact))
+    attn_out = _attention(block, attn_in, positions, masks, rope, kv, exact)
+    attn_out = block.hook_attn_out(attn_out if block.ln1_post is None else block.ln1_post(attn_out))
     mid = block.hook_resid_mid(x + attn_out if pre else block.ln1(attn_out + x))
     mlp_in = _copy_for(block.hook_mlp_in, mid)
-    mlp_out = block.hook_mlp_out(block.mlp(block.ln2(mlp_in) if pre else mlp_in))
+    mlp_out = block.mlp(block.ln2(mlp_in) if pre and block.ln2 is not None else mlp_in)
+    mlp_out = block.hook_mlp_out(mlp_out if block.ln2_post is None else block.ln2_post(mlp_out))
     return block.hook_resid_post(mid + mlp_out if pre else block.ln2(mlp_out + mid))

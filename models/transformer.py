@@ -57,6 +57,7 @@ from torch import Tensor, nn
 from interp.hooks import HookedModule, HookPoint
 from models.config import Config
 from models.hook_state import _hooked, _snapshot, _untouched, _watched
+from models.masks import Masks
 from models.positions import alibi_slopes, apply_rope, rope_cos_sin, rope_inv_freq, sinusoidal
 from models.split_inputs import reads_inputs, split_block_forward
 from models.tl_api import KVCache, TransformerLensAPI, _LayerKV
@@ -71,19 +72,34 @@ if TYPE_CHECKING:
 # Normalisation
 
 
+def rms_norm(cfg: Config, x: Tensor, w: Tensor) -> Tensor:
+    """RMSNorm of ``x`` over its last axis with weight ``w``, in fp32 whatever the model's dtype, in
+    the operation order of the family's Hugging Face RMSNorm: Llama's ``w * normed.to(dtype)``, or
+    with ``cfg.norm_scale_fp32`` ``(normed * (offset + w)).to(dtype)`` (Gemma's (1 + w), OLMo-2's w).
+    The one definition: the block norms, the QK-norms and the split reader inputs all call it."""
+    h = x.float()  # a no-op in fp32
+    normed = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + cfg.eps)
+    if not cfg.norm_scale_fp32:
+        return w * normed.to(x.dtype)
+    scale = w.float() if cfg.norm_offset == 0.0 else cfg.norm_offset + w.float()
+    return (normed * scale).to(x.dtype)
+
+
 class Norm(nn.Module):
     """LayerNorm or RMSNorm with TransformerLens hooks.
 
     ``hook_scale`` [batch, pos, 1] is the divisor: sqrt(var + eps) for LayerNorm (after centring),
     sqrt(mean(x^2) + eps) for RMSNorm. ``hook_normalized`` [batch, pos, d_model] is the output,
-    weight and bias applied.
+    weight and bias applied. The weight ``w`` is stored as Hugging Face stores it: Gemma's scales by
+    ``cfg.norm_offset + w`` (1 + w).
     """
 
     def __init__(self, cfg: Config) -> None:
         super().__init__()
+        self.cfg = cfg
         self.kind = cfg.norm
         self.eps = cfg.eps
-        self.w = nn.Parameter(torch.ones(cfg.d_model))
+        self.w = nn.Parameter(torch.full((cfg.d_model,), 1.0 - cfg.norm_offset))
         self.b = nn.Parameter(torch.zeros(cfg.d_model)) if cfg.norm == "layernorm" else None
         self.hook_scale = HookPoint()  # [batch, pos, 1]
         self.hook_normalized = HookPoint()  # [batch, pos, d_model]
@@ -95,53 +111,17 @@ class Norm(nn.Module):
             before = _snapshot(computed)
             scale = self.hook_scale(computed)
             if not _untouched(scale, computed, before):  # a hook edited the scale: use it
-                out = centred / scale * self.w
+                out = centred / scale * (self.w + self.cfg.norm_offset)
                 return self.hook_normalized(out if self.b is None else out + self.b)
         if self.kind == "layernorm":  # the fused kernel Hugging Face uses
             out = F.layer_norm(x, (x.shape[-1],), self.w, self.b, self.eps)
-        else:  # Hugging Face LlamaRMSNorm's operation order, in fp32 whatever the model's dtype
-            h = x.float()  # a no-op in fp32
-            out = self.w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+        else:
+            out = rms_norm(self.cfg, x, self.w)
         return self.hook_normalized(out)
 
 
 # --------------------------------------------------------------------------------------------------
 # Attention
-
-
-class Masks:
-    """Which keys each query may see, computed once per forward pass for every block.
-
-    ``allowed`` [batch or 1, 1, query_pos or 1, key_pos] bool (None: every key); ``empty_rows``
-    [batch, 1, query_pos, 1] bool, the padded query rows that may see no key (None: there are none);
-    ``padded``: a key mask takes part; ``n_queries``: the new tokens (query_pos); ``past``: keys of
-    earlier tokens come first (generation with a ``KVCache``)."""
-
-    __slots__ = ("allowed", "empty_rows", "padded", "n_queries", "past", "_sdpa")
-
-    def __init__(
-        self, allowed: Tensor | None, empty_rows: Tensor | None, padded: bool, n_queries: int, past: int = 0
-    ) -> None:
-        self.allowed, self.empty_rows, self.padded = allowed, empty_rows, padded
-        self.n_queries, self.past = n_queries, past
-        self._sdpa: tuple[Tensor | None, bool] | None = None
-
-    def sdpa(self) -> tuple[Tensor | None, bool]:
-        """(attn_mask, is_causal) for ``scaled_dot_product_attention``, as Hugging Face passes them:
-        the causal flag and no mask for an unpadded causal prompt, no mask where every key is allowed,
-        else the boolean mask [batch, 1, query_pos, key_pos], contiguous."""
-        if self._sdpa is None:
-            allowed = self.allowed
-            if allowed is None:
-                self._sdpa = (None, False)
-            elif not self.padded and self.past == 0:
-                self._sdpa = (None, True)
-            elif not self.padded and self.n_queries == 1:  # one new token sees every earlier key
-                self._sdpa = (None, False)
-            else:
-                shape = (allowed.shape[0], 1, self.n_queries, allowed.shape[-1])
-                self._sdpa = (allowed.expand(shape).contiguous(), False)
-        return self._sdpa
 
 
 class Attention(nn.Module):
@@ -153,9 +133,11 @@ class Attention(nn.Module):
     TransformerLens orientation; reading or editing them reads or edits the model.
     """
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, layer: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
+        self.layer_type = cfg.layer_type(layer)  # "full" or "sliding" (Config.layer_types)
+        self.window = cfg.window(layer)  # the sliding window in tokens, None for a full layer
         h, kv, m, d = cfg.n_heads, cfg.kv_heads, cfg.d_model, cfg.d_head
         self.q_weight = nn.Parameter(torch.empty(h * d, m))
         self.k_weight = nn.Parameter(torch.empty(kv * d, m))
@@ -167,10 +149,17 @@ class Attention(nn.Module):
         self.o_bias = nn.Parameter(torch.zeros(m)) if cfg.attn_out_bias else None
         if cfg.positional == "alibi":
             self.register_buffer("alibi_slopes", alibi_slopes(h), persistent=False)
+        if cfg.qk_norm != "none":  # RMSNorm weights: one [d_head] shared by the heads, or the full width
+            full = cfg.qk_norm == "full"
+            self.q_norm_w = nn.Parameter(torch.full((h * d if full else d,), 1.0 - cfg.norm_offset))
+            self.k_norm_w = nn.Parameter(torch.full((kv * d if full else d,), 1.0 - cfg.norm_offset))
 
         self.hook_q = HookPoint()  # [batch, pos, head, d_head]
         self.hook_k = HookPoint()  # [batch, pos, kv_head, d_head]
         self.hook_v = HookPoint()  # [batch, pos, kv_head, d_head]
+        if cfg.qk_norm != "none":  # TransformerLens's bridge names: q and k after the QK-norm, before RoPE
+            self.hook_q_normed = HookPoint()  # [batch, pos, head, d_head]
+            self.hook_k_normed = HookPoint()  # [batch, pos, kv_head, d_head]
         self.hook_rot_q = HookPoint()  # [batch, pos, head, d_head]     q after RoPE (= q without it)
         self.hook_rot_k = HookPoint()  # [batch, pos, kv_head, d_head]  k after RoPE (= k without it)
         self.hook_attn_scores = HookPoint()  # [batch, head, query_pos, key_pos] scaled, masked, biased
@@ -238,8 +227,13 @@ class Attention(nn.Module):
         kv_head, d_head] (what the split reader inputs of ``models/split_inputs.py`` compute)."""
         cfg, (b, p) = self.cfg, q.shape[:2]
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+        if cfg.qk_norm != "none":
+            q = self.hook_q_normed(self._qk_norm(q, self.q_norm_w))
+            k = self.hook_k_normed(self._qk_norm(k, self.k_norm_w))
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [batch, head, pos, d_head]
         if rope is not None:
+            if isinstance(rope, dict):  # one (cos, sin) per layer type (Gemma 3's two RoPE bases)
+                rope = rope[self.layer_type]
             cos, sin = rope[0][:, None], rope[1][:, None]
             q, k = apply_rope(cfg, q, cos, sin), apply_rope(cfg, k, cos, sin)
         # q and k as the scores see them: rotated under RoPE, the same as hook_q/hook_k otherwise
@@ -247,7 +241,10 @@ class Attention(nn.Module):
         k = self.hook_rot_k(k.transpose(1, 2)).transpose(1, 2)
         if kv is not None:  # earlier tokens' keys (after RoPE) and values come first, as in HF's cache
             k, v = kv.update(k, v)
-        if exact or _watched(self.hook_attn_scores) or _watched(self.hook_pattern):
+        if self.window is not None and masks.window != self.window:
+            masks = masks.sliding  # the sliding layers' masks, built beside the full ones
+        # soft-capped scores exist only on the eager path (HF's SDPA attention refuses a softcap)
+        if exact or cfg.attn_softcap is not None or _watched(self.hook_attn_scores) or _watched(self.hook_pattern):
             z = self._eager(q, k, v, positions, masks)
         else:
             z = self._fused(q, k, v, positions, masks)
@@ -260,6 +257,13 @@ class Attention(nn.Module):
                 out = result.sum(dim=2)
                 return out if self.o_bias is None else out + self.o_bias
         return F.linear(z.contiguous().reshape(b, p, -1), self.o_weight, self.o_bias)
+
+    def _qk_norm(self, x: Tensor, w: Tensor) -> Tensor:
+        """QK-norm of q or k [batch, pos, head, d_head]: over each head's d_head (Qwen3, Gemma 3), or
+        over the whole projection (OLMo-2, whose norm reads [batch, pos, (head d_head)])."""
+        if self.cfg.qk_norm == "head":
+            return rms_norm(self.cfg, x, w)
+        return rms_norm(self.cfg, x.flatten(2), w).view(x.shape)
 
     def _repeat_kv(self, t: Tensor) -> Tensor:
         """[batch, kv_head, key_pos, d_head] -> [batch, head, key_pos, d_head]: key/value head g
@@ -282,6 +286,8 @@ class Attention(nn.Module):
         cfg = self.cfg
         k, v = self._repeat_kv(k), self._repeat_kv(v)
         scores = torch.matmul(q, k.transpose(2, 3)) * cfg.scale  # [batch, head, query_pos, key_pos]
+        if cfg.attn_softcap is not None:  # Gemma 2, before the mask as in HF
+            scores = torch.tanh(scores / cfg.attn_softcap) * cfg.attn_softcap
         if cfg.positional == "alibi":
             scores = scores - self._alibi_bias(positions, scores.dtype)
         if masks.allowed is not None:
@@ -323,6 +329,15 @@ class Attention(nn.Module):
 
 
 _ACTS = {"gelu": F.gelu, "gelu_new": lambda x: F.gelu(x, approximate="tanh"), "relu": F.relu, "silu": F.silu}
+
+
+def _strided_gate(gate: Tensor) -> Tensor:
+    """``gate`` [..., d_mlp] as the first half of a [..., 2 d_mlp] tensor, the layout Phi-3's fused
+    ``gate_up_proj(x).chunk(2)`` hands its activation: PyTorch's SiLU gives other last bits on a
+    strided input than on a contiguous one, so the split weights keep Hugging Face's bits this way."""
+    both = gate.new_empty(*gate.shape[:-1], 2 * gate.shape[-1])
+    both[..., : gate.shape[-1]] = gate
+    return both[..., : gate.shape[-1]]
 
 
 class MLP(nn.Module):
@@ -380,7 +395,7 @@ class MLP(nn.Module):
         else:  # Hugging Face Llama: down(act(gate(x)) * up(x))
             pre = self.hook_pre(F.linear(x, self.gate_weight, self.gate_bias))
             linear = self.hook_pre_linear(F.linear(x, self.in_weight, self.in_bias))
-            post = self.hook_post(self.act(pre) * linear)
+            post = self.hook_post(self.act(_strided_gate(pre) if self.cfg.gate_up_fused else pre) * linear)
         return F.linear(post, self.out_weight, self.out_bias)
 
 
@@ -388,17 +403,26 @@ class MLP(nn.Module):
 # Block
 
 
+def _norm(norm: Norm | None, x: Tensor) -> Tensor:
+    """``norm(x)``, or ``x`` where the architecture has no norm there (OLMo-2 has no ln1/ln2)."""
+    return x if norm is None else norm(x)
+
+
 class Block(nn.Module):
     """Pre-norm: resid_mid = resid_pre + attn_out; resid_post = resid_mid + mlp_out.
 
     Post-norm (BERT): resid_mid = ln1(resid_pre + attn_out); resid_post = ln2(resid_mid + mlp_out).
     In both, ``hook_attn_out`` and ``hook_mlp_out`` are the sublayers' own outputs, without the
-    residual.
+    residual. Sandwich (Gemma 2/3): attn_out = ln1_post(attn(ln1(resid_pre))), mlp_out =
+    ln2_post(mlp(ln2(resid_mid))); reordered (OLMo-2): the same without ln1 and ln2. There
+    ``hook_attn_out``/``hook_mlp_out`` are after the post-norm (what is added to the residual, as in
+    TransformerLens's bridge), so the heads' ``hook_result`` no longer sums to ``hook_attn_out``.
     """
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, layer: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
+        placement = cfg.norm_placement
         # registration order is forward order, so hook_names() lists hooks as they fire
         self.hook_resid_pre = HookPoint()  # [batch, pos, d_model]
         # the reader inputs (models/split_inputs.py): each fires, and costs, only when hooked
@@ -406,13 +430,15 @@ class Block(nn.Module):
         self.hook_q_input = HookPoint()  # [batch, pos, head, d_model] each query head's copy
         self.hook_k_input = HookPoint()  # [batch, pos, kv_head, d_model] each key head's copy
         self.hook_v_input = HookPoint()  # [batch, pos, kv_head, d_model] each value head's copy
-        self.ln1 = Norm(cfg)
-        self.attn = Attention(cfg)
+        self.ln1 = Norm(cfg) if placement != "reordered" else None
+        self.attn = Attention(cfg, layer)
+        self.ln1_post = Norm(cfg) if placement in ("sandwich", "reordered") else None
         self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
         self.hook_resid_mid = HookPoint()  # [batch, pos, d_model]
         self.hook_mlp_in = HookPoint()  # [batch, pos, d_model] the MLP's copy, before ln2 (pre-norm)
-        self.ln2 = Norm(cfg)
+        self.ln2 = Norm(cfg) if placement != "reordered" else None
         self.mlp = MLP(cfg)
+        self.ln2_post = Norm(cfg) if placement in ("sandwich", "reordered") else None
         self.hook_mlp_out = HookPoint()  # [batch, pos, d_model]
         self.hook_resid_post = HookPoint()  # [batch, pos, d_model]
 
@@ -428,10 +454,12 @@ class Block(nn.Module):
         x = self.hook_resid_pre(x)
         if reads_inputs(self):  # a reader-input hook is attached, or split inputs are switched on
             return split_block_forward(self, x, positions, masks, rope, kv, exact)
-        if self.cfg.norm_placement == "pre":
-            attn_out = self.hook_attn_out(self.attn(self.ln1(x), positions, masks, rope, kv, exact))
+        if self.cfg.norm_placement != "post":
+            attn_out = self.hook_attn_out(
+                _norm(self.ln1_post, self.attn(_norm(self.ln1, x), positions, masks, rope, kv, exact))
+            )
             mid = self.hook_resid_mid(x + attn_out)
-            mlp_out = self.hook_mlp_out(self.mlp(self.ln2(mid)))
+            mlp_out = self.hook_mlp_out(_norm(self.ln2_post, self.mlp(_norm(self.ln2, mid))))
             return self.hook_resid_post(mid + mlp_out)
         attn_out = self.hook_attn_out(self.attn(x, positions, masks, rope, kv, exact))
         mid = self.hook_resid_mid(self.ln1(attn_out + x))
@@ -489,7 +517,7 @@ class Transformer(HookedModule, TransformerLensAPI):
         self.hook_token_type_embed = HookPoint()  # [batch, pos, d_model] zeros without token types
         self.hook_pos_embed = HookPoint()  # [batch, pos, d_model] zeros for rope / alibi / none
         self.ln_embed = Norm(cfg) if cfg.embed_norm else None
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(cfg.n_layers))
         self.ln_final = Norm(cfg) if cfg.final_norm else None
         # [vocab, d_model] like Hugging Face's lm_head; W_U is its transpose (a view)
         self.unembed_weight = (
@@ -498,6 +526,8 @@ class Transformer(HookedModule, TransformerLensAPI):
         self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab)) if cfg.lm_head and cfg.lm_head_bias else None
         if cfg.positional == "rope":
             self.register_buffer("rope_inv_freq", rope_inv_freq(cfg), persistent=False)
+            if cfg.rope_local_theta is not None:  # the sliding layers' own base (Gemma 3)
+                self.register_buffer("rope_local_inv_freq", rope_inv_freq(cfg, cfg.rope_local_theta), persistent=False)
 
         self.setup()
         self.init_weights(seed)
@@ -515,6 +545,9 @@ class Transformer(HookedModule, TransformerLensAPI):
             # RoPE's frequencies stay fp32 in a bf16/fp16 model, as Hugging Face keeps them: the
             # angles are computed in fp32 and only cos/sin are cast to the model's dtype
             self.rope_inv_freq = rope_inv_freq(self.cfg).to(self.rope_inv_freq.device)
+            if self.cfg.rope_local_theta is not None:
+                local = rope_inv_freq(self.cfg, self.cfg.rope_local_theta)
+                self.rope_local_inv_freq = local.to(self.rope_inv_freq.device)
         return out
 
     # -- weights ---------------------------------------------------------------------------------
@@ -547,8 +580,8 @@ class Transformer(HookedModule, TransformerLensAPI):
         std = 0.02
         for name, p in self.named_parameters():
             leaf = name.rsplit(".", 1)[-1]
-            if leaf == "w":
-                p.fill_(1.0)
+            if leaf in ("w", "q_norm_w", "k_norm_w"):  # a norm's scale is 1 (Gemma stores it as w = 0)
+                p.fill_(1.0 - self.cfg.norm_offset)
             elif leaf == "b" or leaf.endswith("bias") or leaf == "b_U":
                 p.zero_()
             else:
@@ -581,13 +614,8 @@ class Transformer(HookedModule, TransformerLensAPI):
         if lo < 0 or hi >= self.cfg.d_vocab:
             raise ValueError(f"token ids must lie in 0..{self.cfg.d_vocab - 1}, got min {lo} and max {hi}")
         n, cfg = tokens.shape[1] + past, self.cfg
-        if n > cfg.n_ctx and (cfg.positional == "learned" or cfg.sliding_window is not None or not allow_beyond_ctx):
-            if cfg.sliding_window is not None:
-                extra = (
-                    f"; Hugging Face's sliding window ({cfg.sliding_window} tokens) is not implemented here, so the "
-                    "model is exact only within n_ctx and cannot run past it"
-                )
-            elif cfg.positional == "learned":
+        if n > cfg.n_ctx and (cfg.positional == "learned" or not allow_beyond_ctx):
+            if cfg.positional == "learned":
                 extra = "; learned absolute positions have no embedding past n_ctx"
             else:
                 extra = "; pass allow_beyond_ctx=True to run past the trained context anyway"
@@ -662,8 +690,9 @@ class Transformer(HookedModule, TransformerLensAPI):
         normalised where the architecture says so (BERT)."""
         cfg = self.cfg
         x = F.embedding(tokens, self.W_E)
-        if cfg.embed_scale != 1.0:  # Vaswani et al.: token embeddings times sqrt(d_model) (Config.embed_scale)
-            x = x * cfg.embed_scale
+        if cfg.embed_scale != 1.0:  # Vaswani et al., Gemma: token embeddings times sqrt(d_model)
+            # the factor rounded to the model's dtype first, as Gemma's HF embedding does (bf16: 25.25, not 25.298)
+            x = x * torch.tensor(cfg.embed_scale, dtype=x.dtype, device=x.device)
         x = self.hook_embed(x)
         if self.W_token_type is not None:
             if token_type_ids is None:
@@ -823,19 +852,17 @@ class Transformer(HookedModule, TransformerLensAPI):
             positions = torch.arange(past, past + n, device=device).expand(batch, n)
         else:
             positions = (key_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past:]
-        allowed = empty_rows = None
-        if cfg.is_causal:
-            allowed = torch.ones(n, past + n, dtype=torch.bool, device=device).tril(past)[None, None]
-        if key_mask is not None:
-            keys = key_mask[:, None, None, :]
-            allowed = keys if allowed is None else allowed & keys
-            empty_rows = ~allowed.any(-1, keepdim=True)
-            empty_rows = empty_rows if empty_rows.any() else None
+        masks = Masks.build(n, past, key_mask, cfg.is_causal, None, device)
+        if cfg.has_sliding_layers:
+            masks.sliding = Masks.build(n, past, key_mask, cfg.is_causal, cfg.sliding_window, device)
         rope = None
         if cfg.positional == "rope":
             dtype = self.W_E.dtype
             rope = tuple(t.to(dtype) for t in rope_cos_sin(cfg, positions, self.rope_inv_freq))
-        return positions, Masks(allowed, empty_rows, key_mask is not None, n, past), rope
+            if cfg.rope_local_theta is not None:  # Gemma 3: the sliding layers rotate with their own base
+                local = tuple(t.to(dtype) for t in rope_cos_sin(cfg, positions, self.rope_local_inv_freq))
+                rope = {"full": rope, "sliding": local}
+        return positions, masks, rope
 
     def _finish(self, x: Tensor, return_type: str | None) -> Tensor | None:
         """The final norm and, where asked for, the unembedding of the last block's output."""
@@ -848,8 +875,11 @@ class Transformer(HookedModule, TransformerLensAPI):
         return self._unembed(x)
 
     def _unembed(self, x: Tensor) -> Tensor:
-        """Logits [..., vocab] of final-norm output ``x`` [..., d_model] (what ``generate`` reads)."""
-        return F.linear(x, self.W_E if self.unembed_weight is None else self.unembed_weight, self.b_U)
+        """Logits [..., vocab] of final-norm output ``x`` [..., d_model] (what ``generate`` reads),
+        soft-capped where the architecture caps them (Gemma 2: cap * tanh(logits / cap))."""
+        logits = F.linear(x, self.W_E if self.unembed_weight is None else self.unembed_weight, self.b_U)
+        cap = self.cfg.final_softcap
+        return logits if cap is None else torch.tanh(logits / cap) * cap
 
     def run_from_layer(
         self,
@@ -900,12 +930,14 @@ class Transformer(HookedModule, TransformerLensAPI):
             return sinusoidal(positions, cfg.d_model)
         return torch.zeros(*positions.shape, cfg.d_model, device=positions.device)
 
-    def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
+    def rotate(self, x: Tensor, positions: Tensor, layer: int | None = None) -> Tensor:
         """RoPE applied to queries or keys ``x`` [batch, head, pos, d_head] at ``positions``
-        [batch, pos], exactly as the forward pass applies it (``x`` unchanged without RoPE)."""
+        [batch, pos], exactly as the forward pass applies it (``x`` unchanged without RoPE), with
+        the base of ``layer``'s type (Gemma 3's sliding layers have their own; None: the full layers')."""
         if self.cfg.positional != "rope":
             return x
-        cos, sin = rope_cos_sin(self.cfg, positions, self.rope_inv_freq)
+        local = layer is not None and self.cfg.rope_local_theta is not None and self.cfg.window(layer) is not None
+        cos, sin = rope_cos_sin(self.cfg, positions, self.rope_local_inv_freq if local else self.rope_inv_freq)
         return apply_rope(self.cfg, x, cos[:, None].to(x.dtype), sin[:, None].to(x.dtype))
 
     def attention_layer(
@@ -931,12 +963,14 @@ class Transformer(HookedModule, TransformerLensAPI):
         if positions is None:
             positions = torch.arange(n, device=x.device).expand(b, n)
         causal = cfg.is_causal if causal is None else causal
-        allowed = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()[None, None] if causal else None
+        window = cfg.window(layer) if causal else None  # a sliding layer keeps its window
+        masks = Masks.build(n, 0, None, causal, window, x.device)
         rot = None
         if rope and cfg.positional == "rope":
-            cos, sin = rope_cos_sin(cfg, positions, self.rope_inv_freq)
+            local = window is not None and cfg.rope_local_theta is not None
+            cos, sin = rope_cos_sin(cfg, positions, self.rope_local_inv_freq if local else self.rope_inv_freq)
             rot = (cos.to(x.dtype), sin.to(x.dtype))
-        return self.blocks[layer].attn(x, positions, Masks(allowed, None, False, n), rot, None, exact)
+        return self.blocks[layer].attn(x, positions, masks, rot, None, exact)
 
     # -- conveniences ------------------------------------------------------------------------------
 
@@ -968,6 +1002,8 @@ _HOOK_SHAPES = {
     "hook_q": "[batch, pos, head, d_head]",
     "hook_k": "[batch, pos, kv_head, d_head]",
     "hook_v": "[batch, pos, kv_head, d_head]",
+    "hook_q_normed": "[batch, pos, head, d_head]",
+    "hook_k_normed": "[batch, pos, kv_head, d_head]",
     "hook_rot_q": "[batch, pos, head, d_head]",
     "hook_rot_k": "[batch, pos, kv_head, d_head]",
     "hook_attn_scores": "[batch, head, query_pos, key_pos]",

@@ -1,7 +1,7 @@
 """Bad input and faults on the model side, second round (issue 24): each is refused with one line
 naming what was wrong and what would be right, or warned about, instead of passing silently.
 
-Hook returns of another shape, dtype or device (item 9); sliding windows (item 10); generate's
+Hook returns of another shape, dtype or device (item 9); sliding windows (item 10; a mask since issue 25); generate's
 arguments and context, checked before any forward pass (item 12 and the weak items); words lost
 to [UNK] or changed by normalisation (item 13); to_tokens of an int or bytes; folders that ask
 for custom code (item 4), hold pickled weights, an unsupported architecture, scaled RoPE or NaN
@@ -313,26 +313,24 @@ def _windowed(tmp_path, kind, **window):
 
 
 @pytest.mark.parametrize(
-    "kind, window, n_ctx",
+    "kind, window, layer_types",
     [
-        ("qwen2", dict(use_sliding_window=True, sliding_window=4, max_window_layers=0), 4),  # every layer
-        ("qwen2", dict(use_sliding_window=True, sliding_window=4, max_window_layers=1), 4),  # layer 1
-        ("qwen2", dict(use_sliding_window=True, sliding_window=4, max_window_layers=2), 64),  # no layer
-        ("qwen2", dict(use_sliding_window=False, sliding_window=4, max_window_layers=0), 64),  # off
-        ("mistral", dict(sliding_window=4), 4),
+        ("qwen2", dict(use_sliding_window=True, sliding_window=4, max_window_layers=0), ("sliding", "sliding")),
+        ("qwen2", dict(use_sliding_window=True, sliding_window=4, max_window_layers=1), ("full", "sliding")),
+        ("qwen2", dict(use_sliding_window=True, sliding_window=4, max_window_layers=2), None),  # no layer
+        ("qwen2", dict(use_sliding_window=False, sliding_window=4, max_window_layers=0), None),  # off
+        ("mistral", dict(sliding_window=4), ("sliding", "sliding")),
     ],
 )
-def test_a_sliding_window_caps_the_context_where_the_model_stays_exact(tmp_path, kind, window, n_ctx):
-    """Hugging Face masks keys beyond the window in its sliding-window layers; this model has no
-    window mask, so it stops at the window (exact there), and nothing runs past it."""
+def test_a_sliding_window_is_masked_as_hugging_face_masks_it_and_no_longer_caps_the_context(
+    tmp_path, kind, window, layer_types
+):
+    """Issue 25: the window is a mask of the sliding layers (which ones, as Hugging Face's config
+    derives them), not a cap on n_ctx: inputs three times the window run and give HF's logits
+    bitwise on the eager path (tests/models/test_families.py checks both paths and padding)."""
     model, hf = _windowed(tmp_path, kind, **window)
-    assert model.cfg.n_ctx == n_ctx
-    n = min(n_ctx, 12)
-    tokens = torch.randint(0, V, (1, n), generator=torch.Generator().manual_seed(1))
+    assert model.cfg.n_ctx == 64 and model.cfg.layer_types == layer_types
+    assert model.cfg.sliding_window == (4 if layer_types else None)
+    long = torch.randint(0, V, (1, 12), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        assert (model(tokens) - hf(tokens).logits).abs().max() <= 1e-5
-    if n_ctx < 12:
-        long = torch.randint(0, V, (1, 12), generator=torch.Generator().manual_seed(1))
-        with pytest.raises(ValueError, match="sliding window") as info:
-            model(long, allow_beyond_ctx=True)
-        _one_line(info.value)
+        assert torch.equal(model(long, exact=True), hf(long).logits)

@@ -1,0 +1,254 @@
+"""The decoder families the toolkit converts from Hugging Face, one converter for all of them.
+
+Llama, Mistral, Qwen2, Qwen3, Phi-3, OLMo-2, Gemma 2 and Gemma 3 (text) are one architecture with
+switches: ``_decoder`` reads the Hugging Face config into a ``Config`` and renames the tensors.
+What differs per family is a row of ``FAMILIES``; docs/models.md tabulates them with what was
+checked. Conversions only rename and split tensors (Phi-3's fused qkv and gate_up projections are
+split at load); they never fold, centre or rescale weights (Gemma's norm weights stay centred on 0,
+the model adds the 1), so a converted model computes exactly what the source model computes.
+
+The errors every converter raises live here too (``models.loading`` re-exports them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+from torch import Tensor
+
+from models.config import Config
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+__all__ = ["CheckpointError", "UnsupportedModelError", "FAMILIES", "decoder_layer_types"]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint whose tensors do not fit the model: names the tensor and both shapes."""
+
+
+class UnsupportedModelError(ValueError, NotImplementedError):
+    """An architecture, or an option of one, that the toolkit does not implement: one line naming
+    it and what is supported (a ValueError, so the command line prints one line; a
+    NotImplementedError, as these were before)."""
+
+
+def _get(sd: dict[str, Tensor], key: str, source: str) -> Tensor:
+    if key not in sd:
+        near = [k for k in sd if k.rsplit(".", 2)[-2:] == key.rsplit(".", 2)[-2:]][:3]
+        raise CheckpointError(f"{source} has no tensor {key!r}" + (f" (found {near})" if near else ""))
+    return sd[key]
+
+
+def _expect(t: Tensor, shape: tuple, key: str, source: str) -> Tensor:
+    if tuple(t.shape) != tuple(shape):
+        raise CheckpointError(f"{source} tensor {key!r} has shape {tuple(t.shape)}, expected {tuple(shape)}")
+    return t
+
+
+def _strip_prefix(sd: dict[str, Tensor], prefixes: tuple[str, ...]) -> dict[str, Tensor]:
+    for p in prefixes:
+        if any(k.startswith(p) for k in sd):
+            return {k[len(p) :] if k.startswith(p) else k: v for k, v in sd.items()}
+    return dict(sd)
+
+
+def _first(x: int | Sequence[int] | None) -> int | None:
+    return x[0] if isinstance(x, (list, tuple)) else x
+
+
+class Family(NamedTuple):
+    """What sets a decoder family apart. ``placement``: where its norms sit (Config.norm_placement);
+    ``qk_norm``: Config.qk_norm; ``gemma``: (1 + w) norms, embeddings times sqrt(d_model),
+    ``query_pre_attn_scalar`` and soft-capping; ``fused``: Phi-3's fused qkv and gate_up weights."""
+
+    name: str
+    placement: str = "pre"
+    qk_norm: str = "none"
+    gemma: bool = False
+    fused: bool = False
+
+
+FAMILIES: dict[str, Family] = {
+    "llama": Family("Llama"),
+    "mistral": Family("Mistral"),
+    "qwen2": Family("Qwen2"),
+    "qwen3": Family("Qwen3", qk_norm="head"),
+    "phi3": Family("Phi-3", fused=True),
+    "olmo2": Family("OLMo-2", placement="reordered", qk_norm="full"),
+    "gemma2": Family("Gemma 2", placement="sandwich", gemma=True),
+    "gemma3_text": Family("Gemma 3", placement="sandwich", qk_norm="head", gemma=True),
+}
+
+# Hugging Face's activation names -> ours, where the two are the same function (bitwise): HF's
+# "gelu_pytorch_tanh" is F.gelu(approximate="tanh"), our "gelu_new"; HF's own "gelu_new" is a Python
+# formula of it that differs in the last bits, so it is not listed
+_ACTS = {"silu": "silu", "gelu_pytorch_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
+_LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding"}
+
+
+def decoder_layer_types(hf_cfg: PretrainedConfig, n_layers: int) -> tuple[tuple[str, ...] | None, int | None]:
+    """(layer_types, sliding_window) of a Hugging Face decoder config, as Hugging Face masks them:
+    Mistral and Phi-3 slide in every layer when ``sliding_window`` is set; the others in the layers
+    their ``layer_types`` call "sliding_attention" (Qwen2/Qwen3 derive those from
+    ``use_sliding_window`` and ``max_window_layers``; Gemma from its pattern). (None, None) when no
+    layer slides."""
+    window = getattr(hf_cfg, "sliding_window", None)
+    types = getattr(hf_cfg, "layer_types", None)
+    if hf_cfg.model_type in ("mistral", "phi3") or types is None:
+        return ((("sliding",) * n_layers), int(window)) if window else (None, None)
+    unknown = sorted(set(types) - set(_LAYER_TYPES))
+    if unknown:
+        raise UnsupportedModelError(
+            f"{hf_cfg.model_type} layer_types {unknown} are not supported; only {sorted(_LAYER_TYPES)}"
+        )
+    mapped = tuple(_LAYER_TYPES[t] for t in types)
+    if "sliding" not in mapped:
+        return None, None
+    if not window:
+        raise UnsupportedModelError(f"{hf_cfg.model_type}: sliding_attention layers but no sliding_window")
+    return mapped, int(window)
+
+
+def _rope(hf_cfg: PretrainedConfig, d_head: int) -> tuple[float, float | None, int | None]:
+    """(theta, theta of the sliding layers or None, rotary_dim or None): unscaled RoPE only.
+    Gemma 3 keeps one parameter set per layer type."""
+    params = getattr(hf_cfg, "rope_parameters", None) or getattr(hf_cfg, "rope_scaling", None) or {}
+    per_type = params if "full_attention" in params else {"full_attention": params}
+    for kind, p in per_type.items():
+        rope_type = (p or {}).get("rope_type", (p or {}).get("type", "default"))
+        if rope_type != "default":
+            where = f" ({kind} layers)" if len(per_type) > 1 else ""
+            raise UnsupportedModelError(
+                f"{hf_cfg.model_type} rope_scaling type {rope_type!r}{where} (scaled RoPE) is not supported; "
+                "only unscaled RoPE ('default')"
+            )
+    full = per_type["full_attention"] or {}
+    theta = float(full.get("rope_theta", getattr(hf_cfg, "rope_theta", 10000.0)))
+    local = per_type.get("sliding_attention")
+    local_theta = float(local["rope_theta"]) if local and "rope_theta" in local else None
+    factor = full.get("partial_rotary_factor", getattr(hf_cfg, "partial_rotary_factor", 1.0)) or 1.0
+    rot = int(d_head * factor)  # Hugging Face's int(head_dim * partial_rotary_factor)
+    return theta, (local_theta if local_theta != theta else None), (rot if rot != d_head else None)
+
+
+def _decoder(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+    """Config and state dict of any decoder family of ``FAMILIES``."""
+    kind = hf_cfg.model_type
+    fam = FAMILIES[kind]
+    act_name = getattr(hf_cfg, "hidden_activation", None) or getattr(hf_cfg, "hidden_act", "silu")
+    act = _ACTS.get(act_name)
+    if act is None:
+        raise UnsupportedModelError(f"{fam.name} hidden activation {act_name!r} is not supported; only {sorted(_ACTS)}")
+    if getattr(hf_cfg, "use_bidirectional_attention", False):
+        raise UnsupportedModelError(f"{fam.name} use_bidirectional_attention=True (an encoder) is not supported")
+    h = hf_cfg.num_attention_heads
+    kv = getattr(hf_cfg, "num_key_value_heads", None) or h
+    d_head = getattr(hf_cfg, "head_dim", None) or hf_cfg.hidden_size // h
+    theta, local_theta, rot = _rope(hf_cfg, d_head)
+    layer_types, window = decoder_layer_types(hf_cfg, hf_cfg.num_hidden_layers)
+    sd = _strip_prefix(sd, ("model.",)) | ({"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {})
+    src = f"{fam.name} checkpoint {name!r}"
+    g = lambda k: _get(sd, k, src)  # noqa: E731
+    tied = bool(getattr(hf_cfg, "tie_word_embeddings", False)) or "lm_head.weight" not in sd
+    gemma = {}
+    if fam.gemma:
+        gemma = dict(
+            norm_offset=1.0,
+            embed_scale=hf_cfg.hidden_size**0.5,  # HF's expression; the model rounds it to its dtype as HF does
+            attn_scale=hf_cfg.query_pre_attn_scalar**-0.5,
+            attn_softcap=getattr(hf_cfg, "attn_logit_softcapping", None),
+            final_softcap=getattr(hf_cfg, "final_logit_softcapping", None),
+        )
+    cfg = Config(
+        d_model=hf_cfg.hidden_size,
+        n_layers=hf_cfg.num_hidden_layers,
+        n_heads=h,
+        n_kv_heads=kv if kv != h else None,
+        d_head=d_head,
+        d_mlp=hf_cfg.intermediate_size,
+        d_vocab=hf_cfg.vocab_size,
+        n_ctx=hf_cfg.max_position_embeddings,
+        attention="causal",
+        positional="rope",
+        norm="rmsnorm",
+        norm_placement=fam.placement,
+        norm_scale_fp32=fam.gemma or kind == "olmo2",  # their RMSNorm multiplies the weight before the cast
+        qk_norm=fam.qk_norm,
+        act=act,
+        mlp="gated",
+        eps=hf_cfg.rms_norm_eps,
+        attn_bias="layers.0.self_attn.q_proj.bias" in sd,
+        attn_out_bias="layers.0.self_attn.o_proj.bias" in sd,
+        mlp_bias="layers.0.mlp.up_proj.bias" in sd,
+        gate_up_fused=fam.fused,
+        lm_head=True,
+        tie_embeddings=tied,
+        rope_theta=theta,
+        rope_local_theta=local_theta,
+        rotary_dim=rot,
+        sliding_window=window,
+        layer_types=layer_types,
+        pad_token_id=getattr(hf_cfg, "pad_token_id", None),
+        bos_token_id=getattr(hf_cfg, "bos_token_id", None),
+        eos_token_id=_first(getattr(hf_cfg, "eos_token_id", None)),
+        name=name,
+        **gemma,
+    )
+    out = {"W_E": g("embed_tokens.weight"), "ln_final.w": g("norm.weight")}
+    if not tied:
+        out["unembed_weight"] = g("lm_head.weight")
+    norms = {
+        "pre": (("ln1", "input_layernorm"), ("ln2", "post_attention_layernorm")),
+        "sandwich": (
+            ("ln1", "input_layernorm"),
+            ("ln1_post", "post_attention_layernorm"),
+            ("ln2", "pre_feedforward_layernorm"),
+            ("ln2_post", "post_feedforward_layernorm"),
+        ),
+        "reordered": (("ln1_post", "post_attention_layernorm"), ("ln2_post", "post_feedforward_layernorm")),
+    }[fam.placement]
+    for l in range(cfg.n_layers):
+        p, q = f"layers.{l}.", f"blocks.{l}."
+        if fam.fused:
+            out.update(_split_fused(cfg, sd, p, q, src))
+        else:
+            for ours in "qkv":
+                out[f"{q}attn.{ours}_weight"] = g(f"{p}self_attn.{ours}_proj.weight")
+                if cfg.attn_bias:
+                    out[f"{q}attn.{ours}_bias"] = g(f"{p}self_attn.{ours}_proj.bias")
+            for ours, theirs in (("gate", "gate_proj"), ("in", "up_proj")):
+                out[f"{q}mlp.{ours}_weight"] = g(f"{p}mlp.{theirs}.weight")
+                if cfg.mlp_bias:
+                    out[f"{q}mlp.{ours}_bias"] = g(f"{p}mlp.{theirs}.bias")
+        out[f"{q}attn.o_weight"] = g(f"{p}self_attn.o_proj.weight")
+        if cfg.attn_out_bias:
+            out[f"{q}attn.o_bias"] = g(f"{p}self_attn.o_proj.bias")
+        out[f"{q}mlp.out_weight"] = g(f"{p}mlp.down_proj.weight")
+        if cfg.mlp_bias:
+            out[f"{q}mlp.out_bias"] = g(f"{p}mlp.down_proj.bias")
+        if cfg.qk_norm != "none":
+            out[f"{q}attn.q_norm_w"] = g(f"{p}self_attn.q_norm.weight")
+            out[f"{q}attn.k_norm_w"] = g(f"{p}self_attn.k_norm.weight")
+        for ours, theirs in norms:
+            out[f"{q}{ours}.w"] = g(f"{p}{theirs}.weight")
+    return cfg, out
+
+
+def _split_fused(cfg: Config, sd: dict[str, Tensor], p: str, q: str, src: str) -> dict[str, Tensor]:
+    """Phi-3's ``qkv_proj`` [(head + 2 kv_head) d_head, d_model] and ``gate_up_proj`` [2 d_mlp,
+    d_model] (gate first, as Hugging Face's ``chunk(2)`` reads it), split into our projections."""
+    nq, nkv = cfg.n_heads * cfg.d_head, cfg.kv_heads * cfg.d_head
+    key = f"{p}self_attn.qkv_proj.weight"
+    qkv = _expect(_get(sd, key, src), (nq + 2 * nkv, cfg.d_model), key, src)
+    key = f"{p}mlp.gate_up_proj.weight"
+    gate_up = _expect(_get(sd, key, src), (2 * cfg.d_mlp, cfg.d_model), key, src)
+    return {
+        f"{q}attn.q_weight": qkv[:nq],
+        f"{q}attn.k_weight": qkv[nq : nq + nkv],
+        f"{q}attn.v_weight": qkv[nq + nkv :],
+        f"{q}mlp.gate_weight": gate_up[: cfg.d_mlp],
+        f"{q}mlp.in_weight": gate_up[cfg.d_mlp :],
+    }

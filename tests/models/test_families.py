@@ -1,0 +1,417 @@
+"""The decoder families of ``models/families.py`` against Hugging Face, bitwise, on tiny random
+configs saved by the test (issue 25): Qwen3 (QK-norm), Gemma 2 (sandwich norms, soft-capping,
+alternating sliding/full layers), Gemma 3 (text: QK-norm, two RoPE bases), Phi-3 (fused qkv and
+gate_up, partial RoPE), OLMo-2 (norms on the sublayer outputs, QK-norm over the full width),
+Mistral and Qwen2 with a sliding window.
+
+Each model is randomly initialised, every tensor perturbed (zero biases or unit norm weights could
+hide a conversion mistake), saved with ``save_pretrained`` and read back by ``models.load``. Inputs
+are 13 tokens, longer than the window of 4, so the sliding masks cut keys. Compared on real
+positions: the logits, every hidden state and every pattern, with ``torch.equal`` (bitwise):
+
+* eager: ours with ``exact=True`` (and a cache of every hook) against HF ``attn_implementation="eager"``;
+* fused: ours by default (SDPA) against HF ``"sdpa"``.
+
+on an unpadded batch, a right-padded one, and a left-padded one (HF given the positions ours
+derive from the mask, as HF's ``generate`` passes them).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import transformers
+
+import models
+from models.loading import UnsupportedModelError
+
+V = 97
+N = 13  # tokens per row: longer than the window
+WINDOW = 4
+COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_attention_heads=4, max_position_embeddings=64)
+
+
+def _configs() -> dict:
+    """name -> (HF config, HF class): each family at its distinctive settings."""
+    t = transformers
+    return {
+        "qwen3": (
+            t.Qwen3Config(**COMMON, num_hidden_layers=2, num_key_value_heads=2, head_dim=16),
+            t.Qwen3ForCausalLM,
+        ),
+        "qwen3_window": (  # layer 1 slides (max_window_layers=1)
+            t.Qwen3Config(
+                **COMMON, num_hidden_layers=2, num_key_value_heads=2, use_sliding_window=True,
+                sliding_window=WINDOW, max_window_layers=1,
+            ),
+            t.Qwen3ForCausalLM,
+        ),
+        "gemma2": (  # soft-capping on (HF's defaults 50 and 30, scaled down so they bite)
+            t.Gemma2Config(
+                **COMMON, num_hidden_layers=2, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=6,
+                sliding_window=WINDOW, attn_logit_softcapping=2.0, final_logit_softcapping=3.0,
+            ),
+            t.Gemma2ForCausalLM,
+        ),
+        "gemma2_nocap": (
+            t.Gemma2Config(
+                **COMMON, num_hidden_layers=2, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=6,
+                sliding_window=WINDOW, attn_logit_softcapping=None, final_logit_softcapping=None,
+            ),
+            t.Gemma2ForCausalLM,
+        ),
+        "gemma3": (
+            t.Gemma3TextConfig(
+                **COMMON, num_hidden_layers=3, num_key_value_heads=1, head_dim=8, query_pre_attn_scalar=8,
+                sliding_window=WINDOW, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                rope_parameters={
+                    "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+                },
+            ),
+            t.Gemma3ForCausalLM,
+        ),
+        "phi3": (
+            t.Phi3Config(
+                **COMMON, num_hidden_layers=2, num_key_value_heads=2, sliding_window=WINDOW,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+                pad_token_id=0,
+            ),
+            t.Phi3ForCausalLM,
+        ),
+        "olmo2": (t.Olmo2Config(**COMMON, num_hidden_layers=2, num_key_value_heads=2), t.Olmo2ForCausalLM),
+        "mistral_window": (
+            t.MistralConfig(**COMMON, num_hidden_layers=2, num_key_value_heads=2, sliding_window=WINDOW),
+            t.MistralForCausalLM,
+        ),
+        "qwen2_window": (
+            t.Qwen2Config(
+                **COMMON, num_hidden_layers=2, num_key_value_heads=2, use_sliding_window=True,
+                sliding_window=WINDOW, max_window_layers=0,
+            ),
+            t.Qwen2ForCausalLM,
+        ),
+    }  # fmt: skip
+
+
+FAMILY_KEYS = sorted(_configs())
+
+
+def _save(tmp_path, key: str):
+    cfg, cls = _configs()[key]
+    torch.manual_seed(0)
+    hf = cls(cfg).eval()
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in hf.parameters():  # norm weights, biases and all: nothing left at its init value
+            p.add_(0.3 * torch.randn(p.shape, generator=gen))
+    folder = tmp_path / key
+    hf.save_pretrained(str(folder))
+    return folder, hf
+
+
+@pytest.fixture(scope="module", params=FAMILY_KEYS)
+def family(request, tmp_path_factory):
+    key = request.param
+    folder, hf = _save(tmp_path_factory.mktemp(key), key)
+    return key, models.load(str(folder)), hf
+
+
+def _inputs(padding: str):
+    gen = torch.Generator().manual_seed(2)
+    tokens = torch.randint(1, V, (3, N), generator=gen)
+    mask = torch.ones_like(tokens)
+    if padding == "right":
+        mask[1, 9:] = 0
+        mask[2, 5:] = 0
+    elif padding == "left":
+        mask[1, :4] = 0
+        mask[2, :7] = 0
+    return tokens, mask
+
+
+def _hf(hf, tokens, mask, implementation: str):
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # ours follow the mask; HF takes them as given
+    hf.set_attn_implementation(implementation)
+    try:
+        with torch.no_grad():
+            return hf(
+                input_ids=tokens,
+                attention_mask=mask,
+                position_ids=positions,
+                output_attentions=implementation == "eager",
+                output_hidden_states=True,
+                use_cache=False,
+            )
+    finally:
+        hf.set_attn_implementation("eager")
+
+
+def _diffs(model, out, cache, ref, real) -> dict[str, float]:
+    """Max abs difference on real positions of the logits, hidden states and (if cached) patterns."""
+    n = model.cfg.n_layers
+    diffs = {"logits": (out - ref.logits)[real].abs().max().item()}
+    if cache is None:
+        return diffs
+    for l in range(n):
+        diffs[f"hidden {l}"] = (cache[f"blocks.{l}.hook_resid_pre"] - ref.hidden_states[l])[real].abs().max().item()
+    diffs["hidden last"] = (cache["ln_final.hook_normalized"] - ref.hidden_states[n])[real].abs().max().item()
+    if ref.attentions is not None:
+        both = real[:, None, :, None] & real[:, None, None, :]
+        for l in range(n):
+            d = (cache[f"blocks.{l}.attn.hook_pattern"] - ref.attentions[l]).abs()
+            diffs[f"pattern {l}"] = d[both.expand_as(d)].max().item()
+    return diffs
+
+
+def _not_attention(name: str) -> bool:
+    """Every hook but the scores and the pattern: a cache of these keeps the fused path."""
+    return not name.endswith(("hook_pattern", "hook_attn_scores"))
+
+
+def _assert_bitwise(diffs: dict[str, float], what: str) -> None:
+    worst = max(diffs, key=diffs.get)
+    assert diffs[worst] == 0.0, f"{what}: max abs diff {diffs[worst]:.3g} at {worst}"
+
+
+@pytest.mark.parametrize("padding", ["none", "right", "left"])
+def test_eager_path_is_bitwise_hf_eager(family, padding):
+    key, model, hf = family
+    tokens, mask = _inputs(padding)
+    real = mask.bool()
+    ref = _hf(hf, tokens, mask, "eager")
+    with torch.no_grad():
+        out, cache = model.run_with_cache(tokens, attention_mask=mask)  # patterns cached: every layer eager
+        plain = model(tokens, attention_mask=mask, exact=True)
+    assert torch.equal(out, plain), f"{key}: caching every hook changed the eager output"
+    _assert_bitwise(_diffs(model, out, cache, ref, real), f"{key} eager ({padding} padding)")
+
+
+@pytest.mark.parametrize("padding", ["none", "right", "left"])
+def test_fused_path_is_bitwise_hf_sdpa(family, padding):
+    key, model, hf = family
+    tokens, mask = _inputs(padding)
+    real = mask.bool()
+    with torch.no_grad():
+        fused = model(tokens, attention_mask=mask)
+        eager = model(tokens, attention_mask=mask, exact=True)
+    if key.startswith("gemma2"):
+        # HF's Gemma 2 has no SDPA attention at all (SDPA cannot soft-cap its scores), so the fused
+        # path has no reference: soft-capped, ours runs eager attention (bitwise HF eager, above);
+        # without the cap it runs SDPA, equal to eager to float rounding (measured: 2.6e-6 on logits up to 9.4)
+        with pytest.raises(ValueError, match="scaled_dot_product_attention"):
+            _hf(hf, tokens, mask, "sdpa")
+        if model.cfg.attn_softcap is not None:
+            assert torch.equal(fused, eager)
+        else:
+            gap = (fused - eager)[real].abs().max().item()
+            assert 0 < gap <= 1e-6 * eager[real].abs().max().item(), gap
+        return
+    ref = _hf(hf, tokens, mask, "sdpa")
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, attention_mask=mask, names_filter=_not_attention)
+    _assert_bitwise(_diffs(model, fused, cache, ref, real), f"{key} fused ({padding} padding)")
+    gap = (eager - ref.logits)[real].abs().max().item()
+    assert gap > 0.0, f"{key}: the eager and fused paths gave the same bits, so the two claims are one"
+
+
+def test_the_configs_carry_what_sets_each_family_apart(family):
+    key, model, _ = family
+    cfg = model.cfg
+    expected = {
+        "qwen3": dict(qk_norm="head", norm_placement="pre", layer_types=None, d_head=16),
+        "qwen3_window": dict(qk_norm="head", layer_types=("full", "sliding"), sliding_window=WINDOW),
+        "gemma2": dict(
+            norm_placement="sandwich", norm_offset=1.0, attn_softcap=2.0, final_softcap=3.0,
+            layer_types=("sliding", "full"), attn_scale=6**-0.5, embed_scale=32**0.5, act="gelu_new",
+        ),
+        "gemma2_nocap": dict(attn_softcap=None, final_softcap=None, layer_types=("sliding", "full")),
+        "gemma3": dict(
+            norm_placement="sandwich", qk_norm="head", norm_offset=1.0, rope_theta=1_000_000.0,
+            rope_local_theta=10_000.0, layer_types=("sliding", "full", "sliding"), kv_heads=1,
+        ),
+        "phi3": dict(rotary_dim=4, layer_types=("sliding", "sliding"), sliding_window=WINDOW, norm_placement="pre"),
+        "olmo2": dict(norm_placement="reordered", qk_norm="full", norm_scale_fp32=True),
+        "mistral_window": dict(layer_types=("sliding", "sliding"), sliding_window=WINDOW),
+        "qwen2_window": dict(layer_types=("sliding", "sliding"), sliding_window=WINDOW, attn_bias=True),
+    }[key]  # fmt: skip
+    for field, value in expected.items():
+        assert getattr(cfg, field) == value, (key, field, getattr(cfg, field))
+    assert cfg.n_ctx == 64  # the window no longer caps the context
+
+
+def test_a_sliding_layer_attends_exactly_zero_outside_its_window(family):
+    key, model, _ = family
+    cfg = model.cfg
+    tokens, mask = _inputs("right")
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, attention_mask=mask, names_filter=lambda n: n.endswith("hook_pattern"))
+    q = torch.arange(N)[:, None]
+    k = torch.arange(N)[None, :]
+    for l in range(cfg.n_layers):
+        pattern = cache[f"blocks.{l}.attn.hook_pattern"]
+        window = cfg.window(l)
+        outside = k > q if window is None else (k > q) | (k <= q - window)
+        assert (pattern[..., outside] == 0).all(), f"{key} layer {l}: weight outside its keys"
+        if window is not None:  # the window binds: keys inside it carry the weight, the row sums to 1
+            row = pattern[0, :, N - 1]
+            assert row[:, N - window :].sum(-1).sub(1).abs().max() < 1e-6
+        elif cfg.has_sliding_layers:  # a full layer beside sliding ones reads further back
+            assert (pattern[0, :, N - 1, : N - WINDOW] > 0).all()
+
+
+def test_qk_norm_hooks_sit_between_the_projection_and_rope(tmp_path):
+    folder, hf = _save(tmp_path, "gemma3")
+    model = models.load(str(folder))
+    tokens, _ = _inputs("none")
+    names = ("hook_q", "hook_q_normed", "hook_rot_q", "hook_k", "hook_k_normed", "hook_rot_k")
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, names_filter=lambda n: n.rsplit(".", 1)[-1] in names)
+    attn = hf.model.layers[0].self_attn
+    with torch.no_grad():
+        x = hf.model.layers[0].input_layernorm(hf.model.embed_tokens(tokens))
+        q = attn.q_proj(x).view(3, N, -1, 8)
+    assert torch.equal(cache["blocks.0.attn.hook_q"], q)
+    assert torch.equal(cache["blocks.0.attn.hook_q_normed"], attn.q_norm(q))
+    assert not torch.equal(cache["blocks.0.attn.hook_rot_q"], cache["blocks.0.attn.hook_q_normed"])
+    # a hook on the normed queries changes the output (the hook point is live)
+    with torch.no_grad():
+        base = model(tokens)
+        edited = model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_q_normed", lambda t, hook: t * 0)])
+    assert not torch.equal(base, edited)
+
+
+def test_gemma_hook_attn_out_is_after_the_post_attention_norm(tmp_path):
+    folder, _ = _save(tmp_path, "gemma3")
+    model = models.load(str(folder))
+    tokens, _ = _inputs("none")
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens)
+    for l in range(model.cfg.n_layers):
+        p = f"blocks.{l}."
+        assert torch.equal(cache[p + "hook_attn_out"], cache[p + "ln1_post.hook_normalized"])
+        assert torch.equal(cache[p + "hook_mlp_out"], cache[p + "ln2_post.hook_normalized"])
+        assert torch.equal(cache[p + "hook_resid_mid"], cache[p + "hook_resid_pre"] + cache[p + "hook_attn_out"])
+        # the heads' outputs sum to the attention output before the post-norm, not to hook_attn_out
+        heads = cache[p + "attn.hook_result"].sum(2)
+        assert not torch.allclose(heads, cache[p + "hook_attn_out"], atol=1e-3)
+
+
+def test_an_unsupported_architecture_names_itself_and_the_supported_ones(tmp_path):
+    folder, _ = _save(tmp_path, "qwen3")
+    config = json.loads((folder / "config.json").read_text())
+    config["model_type"] = "falcon"
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UnsupportedModelError, match="'falcon' is not supported") as info:
+        models.load(str(folder))
+    message = str(info.value)
+    assert "\n" not in message
+    for supported in ("gemma2", "gemma3_text", "olmo2", "phi3", "qwen3", "mistral"):
+        assert supported in message
+
+
+def test_scaled_rope_of_gemma3_global_layers_is_refused_in_one_line(tmp_path):
+    folder, _ = _save(tmp_path, "gemma3")
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_parameters"]["full_attention"] = {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UnsupportedModelError, match=r"rope_scaling type 'linear' \(full_attention layers\)") as e:
+        models.load(str(folder))
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("key", ["gemma3", "mistral_window"])
+def test_cached_generation_past_the_window_matches_rerunning_the_whole_sequence(tmp_path, key):
+    """With a ``KVCache`` the sliding layers mask the keys that fell out of the window (the cache
+    keeps them, Hugging Face's sliding cache drops them): greedy decoding 12 tokens past a prompt
+    of 3 picks the same tokens as rerunning the whole sequence each step and as HF's ``generate``."""
+    folder, hf = _save(tmp_path, key)
+    model = models.load(str(folder))
+    prompt = torch.randint(1, V, (2, 3), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        cached = model.generate(prompt, max_new_tokens=3 * WINDOW, do_sample=False, stop_at_eos=False)
+        rerun = model.generate(
+            prompt, max_new_tokens=3 * WINDOW, do_sample=False, stop_at_eos=False, use_past_kv_cache=False
+        )
+        hf.generation_config.eos_token_id = None  # HF stops at EOS and pads; ours is told not to stop
+        reference = hf.generate(prompt, max_new_tokens=3 * WINDOW, do_sample=False)
+    assert cached.shape == (2, 3 + 3 * WINDOW)
+    assert torch.equal(cached, rerun)
+    assert torch.equal(cached, reference)
+
+
+def test_every_hook_has_the_shape_the_table_gives_it(family):
+    """The new hook points (QK-norm, the post-norms) fire with the shapes ``_HOOK_SHAPES`` (and so
+    docs/hooks.md) gives them, axes read off the config."""
+    key, model, _ = family
+    cfg = model.cfg
+    tokens, mask = _inputs("right")
+    sizes = dict(batch=3, pos=N, query_pos=N, key_pos=N, head=cfg.n_heads, kv_head=cfg.kv_heads)
+    sizes |= dict(d_model=cfg.d_model, d_head=cfg.d_head, d_mlp=cfg.d_mlp, vocab=cfg.d_vocab)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, attention_mask=mask)
+    table = dict(model.hook_table())
+    assert set(cache) == set(table) == set(model.hook_names())
+    bad = []
+    for name, value in cache.items():
+        axes = table[name].strip("[]").split(", ")
+        expected = tuple(1 if a == "1" else sizes[a] for a in axes)
+        if tuple(value.shape) != expected:
+            bad.append(f"{name}: {tuple(value.shape)} vs {table[name]}")
+    assert not bad, bad
+    if cfg.qk_norm != "none":
+        assert "blocks.0.attn.hook_q_normed" in cache and "blocks.0.attn.hook_k_normed" in cache
+    if cfg.norm_placement in ("sandwich", "reordered"):
+        assert "blocks.0.ln1_post.hook_normalized" in cache and "blocks.0.ln2_post.hook_scale" in cache
+    assert ("blocks.0.ln1.hook_scale" in cache) == (cfg.norm_placement != "reordered")
+
+
+def test_a_converted_family_round_trips_through_a_toolkit_checkpoint(tmp_path, family):
+    key, model, _ = family
+    loaded = models.load(str(models.save_checkpoint(model, tmp_path / key)))
+    assert loaded.cfg == model.cfg
+    tokens, mask = _inputs("left")
+    with torch.no_grad():
+        assert torch.equal(loaded(tokens, attention_mask=mask), model(tokens, attention_mask=mask))
+
+
+def test_config_refuses_layer_types_that_do_not_fit_in_one_line():
+    base = dict(d_model=16, n_layers=2, n_heads=2, d_head=8, d_mlp=32, d_vocab=11, n_ctx=16)
+    cases = [
+        (dict(layer_types=["full"]), "must name each of the 2 layers"),
+        (dict(layer_types=["full", "local"]), "must name each of the 2 layers 'full' or 'sliding'"),
+        (dict(layer_types=["full", "sliding"]), "sliding_window is None"),
+        (dict(sliding_window=4, attention="bidirectional"), "causal models only"),
+        (dict(sliding_window=0), "must be positive"),
+        (dict(attn_softcap=0.0), "attn_softcap=0.0 must be a positive finite number"),
+        (dict(norm_offset=1.0), "needs norm='rmsnorm'"),
+        (dict(qk_norm="post"), "qk_norm='post' is not one of"),
+    ]
+    for fields, message in cases:
+        with pytest.raises(ValueError, match=message) as info:
+            models.Config(**base, **fields)
+        assert "\n" not in str(info.value)
+    cfg = models.Config(**base, sliding_window=4, layer_types=["sliding", "full"])
+    assert cfg.layer_types == ("sliding", "full") and cfg.window(0) == 4 and cfg.window(1) is None
+    assert models.Config(**base, sliding_window=4).layer_type(1) == "sliding"  # Mistral: every layer
+    assert "layer_types" not in models.Config(**base).to_dict()  # checkpoints without them read as before
+
+
+@pytest.mark.parametrize("past, n, window", [(0, 6, 3), (0, 3, 3), (4, 1, 3), (4, 2, 2), (0, 5, 1)])
+def test_the_sliding_mask_counts_keys_by_index_as_hugging_face_does(past, n, window):
+    from transformers.masking_utils import sdpa_mask, sliding_window_causal_mask_function
+
+    from models.masks import Masks
+
+    ours = Masks.build(n, past, None, True, window, torch.device("cpu")).allowed
+    theirs = sdpa_mask(
+        batch_size=1,
+        q_length=n,
+        kv_length=past + n,
+        q_offset=past,
+        mask_function=sliding_window_causal_mask_function(window),
+        allow_is_causal_skip=False,
+    )
+    assert torch.equal(ours.expand_as(theirs), theirs)
