@@ -161,11 +161,16 @@ def sentence_pair(model, first: str = "dog bites man", second: str = "man bites 
     try:
         perm = find_permutation(t1[0].tolist(), t2[0].tolist())
     except ValueError:
+        # one token per word besides special tokens, which stay where they are (Gemma 3's <bos>)
         w1, w2 = first.split(), second.split()
         perm_w = find_permutation(range(len(w1)), [w1.index(w) for w in w2])
-        if t1.shape[1] != len(w1):
+        fixed = set(special_positions(model, t1))
+        words = torch.tensor([i for i in range(t1.shape[1]) if i not in fixed])
+        if len(words) != len(w1):
             raise
-        perm, t2 = perm_w, t1[:, perm_w]
+        perm = torch.arange(t1.shape[1])
+        perm[words] = words[perm_w]
+        t2 = t1[:, perm]
     return t1, t2, perm
 
 
