@@ -57,7 +57,8 @@ FLOOR_RULE = "SAFETY * floor, floor = relerr(fp32 run, fp64 run) of the same com
 
 def no_position_hooks(model) -> list:
     """Forward hooks that remove all positional information from ``model``: zero position
-    embeddings (learned / sinusoidal), and RoPE undone (rot_q/rot_k replaced by q/k). ALiBi has no
+    embeddings (learned / sinusoidal), and RoPE undone (rot_q/rot_k replaced by q/k, by q_normed/k_normed
+    under QK-norm). ALiBi has no
     hook to undo it: asking is an error."""
     cfg = model.cfg
     if cfg.positional == "alibi":
@@ -69,11 +70,14 @@ def no_position_hooks(model) -> list:
         def save(t, hook):
             saved[hook.name] = t
 
+        # what RoPE rotates: q and k, or with QK-norm (Gemma 3, Qwen3) q and k after the norm
+        src = "_normed" if getattr(cfg, "qk_norm", "none") != "none" else ""
+
         def restore(t, hook):
-            return saved[hook.name.replace("hook_rot_", "hook_")]
+            return saved[hook.name.replace("hook_rot_", "hook_") + src]
 
         for l in range(cfg.n_layers):
-            hooks += [(act_name(l, "attn.hook_q"), save), (act_name(l, "attn.hook_k"), save)]
+            hooks += [(act_name(l, f"attn.hook_q{src}"), save), (act_name(l, f"attn.hook_k{src}"), save)]
             hooks += [(act_name(l, "attn.hook_rot_q"), restore), (act_name(l, "attn.hook_rot_k"), restore)]
     return hooks
 

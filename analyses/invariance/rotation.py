@@ -405,7 +405,9 @@ def _qk_norm_checks(model, gen: torch.Generator, fp64: bool, tokens: Tensor | No
         f"W_Q M, W_K M (M: a sign per rotary plane, a rotation in the {n_free} of {n_planes} planes whose QK-norm "
         f"scales are equal{shared})"
     )
-    checks = [_Check(label, spec, "holds", all3, fp64)]
+    # no fp64 run: the QK-norm computes in fp32 whatever the model's dtype (as Hugging Face's Gemma and
+    # Qwen3 RMSNorm do), so an fp64 copy is not an fp64 computation and the u64 tolerance cannot apply
+    checks = [_Check(label, spec, "holds", all3, False)]
     if n_free < n_planes:  # a rotation in a plane whose two scale entries differ must break the scores
         label = "W_Q R, W_K R with R inside each rotary plane (commutes with RoPE, not with the QK-norm's scale)"
         checks.append(_Check(label, qk_orthogonal(cfg, gen, "rope_planes"), "breaks", sq, False))
