@@ -140,9 +140,10 @@ def test_real_smollm2_layer_and_mask_leak(smollm2):
 
 
 def test_positions_removed_under_qk_norm_makes_patterns_content_only():
-    """With QK-norm (Gemma 3) RoPE rotates the normed q and k: removing positions must restore those
-    (restoring the pre-norm projection would change the scores), so the shuffled input's pattern
-    is the permuted pattern within round-off."""
+    """With QK-norm (Gemma 3) RoPE rotates the normed q and k, and removing positions restores those:
+    on a tiny QK-norm model the first layer's pattern of a shuffled input is then the permuted
+    pattern within round-off. (Restoring the pre-norm projection, the earlier code, would also be
+    content-only, so this test holds the claim, not that fix: that fix is what the model computes.)"""
     import torch
 
     from analyses.invariance import permutation as perm_mod
