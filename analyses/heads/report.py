@@ -519,6 +519,8 @@ def layer_type_table(heads_map: pd.DataFrame, layer_types: Sequence[str]) -> pd.
     rows = []
     for role in heads_map["primary"].value_counts().index:
         has = heads_map["primary"] == role
+        if not has.any():  # a role no head holds (the column's categories list every role)
+            continue
         row: dict = {"primary role": role}
         for k in kinds:
             n = int((has & (types == k)).sum())
