@@ -48,6 +48,7 @@ _OMITTED_AT_DEFAULT = {
     "norm_scale_fp32": False,
     "qk_norm": "none",
     "gate_up_fused": False,
+    "rope_fp32": False,
 }
 
 
@@ -125,6 +126,9 @@ class Config:
     sliding_window: int | None = None
     layer_types: tuple[LayerType, ...] | None = None
     rope_local_theta: float | None = None  # RoPE base of the sliding layers (Gemma 3); None: rope_theta
+    # RoPE rotates in fp32 and casts back (OLMo-2 keeps cos/sin fp32); False: cos/sin in the model's
+    # dtype (Llama). The same bits in fp32.
+    rope_fp32: bool = False
     # tanh soft-capping, cap * tanh(x / cap) (Gemma 2): of the attention scores before the mask, and of
     # the logits. None: none. A soft-capped layer always runs eager attention (SDPA cannot cap).
     attn_softcap: float | None = None

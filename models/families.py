@@ -176,6 +176,7 @@ def _decoder(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tupl
         norm="rmsnorm",
         norm_placement=fam.placement,
         norm_scale_fp32=fam.gemma or kind == "olmo2",  # their RMSNorm multiplies the weight before the cast
+        rope_fp32=kind == "olmo2",  # OLMo-2 rotates in fp32 (its cos/sin stay fp32)
         qk_norm=fam.qk_norm,
         act=act,
         mlp="gated",

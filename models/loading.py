@@ -223,7 +223,11 @@ def _warn_non_finite(state: dict[str, Tensor], source: str) -> None:
 
 
 def _unsupported(model_type: object, where: str) -> str:
-    return f"{where}: model_type {model_type!r} is not supported; the toolkit converts {sorted(CONVERTERS)}"
+    hint = " (Gemma 3's text model, Gemma3ForCausalLM, is 'gemma3_text')" if model_type == "gemma3" else ""
+    return (
+        f"{where}: model_type {model_type!r} is not supported{hint}; the toolkit converts {sorted(CONVERTERS)} "
+        "(docs/models.md)"
+    )
 
 
 # model_type -> converter: BERT and GPT-2 here, every decoder family through models/families.py

@@ -235,7 +235,8 @@ class Attention(nn.Module):
             if isinstance(rope, dict):  # one (cos, sin) per layer type (Gemma 3's two RoPE bases)
                 rope = rope[self.layer_type]
             cos, sin = rope[0][:, None], rope[1][:, None]
-            q, k = apply_rope(cfg, q, cos, sin), apply_rope(cfg, k, cos, sin)
+            # .to: back to the model's dtype where cos/sin are fp32 (cfg.rope_fp32); a no-op otherwise
+            q, k = apply_rope(cfg, q, cos, sin).to(v.dtype), apply_rope(cfg, k, cos, sin).to(v.dtype)
         # q and k as the scores see them: rotated under RoPE, the same as hook_q/hook_k otherwise
         q = self.hook_rot_q(q.transpose(1, 2)).transpose(1, 2)
         k = self.hook_rot_k(k.transpose(1, 2)).transpose(1, 2)
@@ -857,7 +858,7 @@ class Transformer(HookedModule, TransformerLensAPI):
             masks.sliding = Masks.build(n, past, key_mask, cfg.is_causal, cfg.sliding_window, device)
         rope = None
         if cfg.positional == "rope":
-            dtype = self.W_E.dtype
+            dtype = torch.float32 if cfg.rope_fp32 else self.W_E.dtype  # as HF casts cos/sin (or not)
             rope = tuple(t.to(dtype) for t in rope_cos_sin(cfg, positions, self.rope_inv_freq))
             if cfg.rope_local_theta is not None:  # Gemma 3: the sliding layers rotate with their own base
                 local = tuple(t.to(dtype) for t in rope_cos_sin(cfg, positions, self.rope_local_inv_freq))
@@ -938,7 +939,8 @@ class Transformer(HookedModule, TransformerLensAPI):
             return x
         local = layer is not None and self.cfg.rope_local_theta is not None and self.cfg.window(layer) is not None
         cos, sin = rope_cos_sin(self.cfg, positions, self.rope_local_inv_freq if local else self.rope_inv_freq)
-        return apply_rope(self.cfg, x, cos[:, None].to(x.dtype), sin[:, None].to(x.dtype))
+        dtype = torch.float32 if self.cfg.rope_fp32 else x.dtype
+        return apply_rope(self.cfg, x, cos[:, None].to(dtype), sin[:, None].to(dtype)).to(x.dtype)
 
     def attention_layer(
         self,
@@ -969,7 +971,8 @@ class Transformer(HookedModule, TransformerLensAPI):
         if rope and cfg.positional == "rope":
             local = window is not None and cfg.rope_local_theta is not None
             cos, sin = rope_cos_sin(cfg, positions, self.rope_local_inv_freq if local else self.rope_inv_freq)
-            rot = (cos.to(x.dtype), sin.to(x.dtype))
+            dtype = torch.float32 if cfg.rope_fp32 else x.dtype
+            rot = (cos.to(dtype), sin.to(dtype))
         return self.blocks[layer].attn(x, positions, masks, rot, None, exact)
 
     # -- conveniences ------------------------------------------------------------------------------

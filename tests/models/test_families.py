@@ -299,15 +299,18 @@ def test_gemma_hook_attn_out_is_after_the_post_attention_norm(tmp_path):
         assert not torch.allclose(heads, cache[p + "hook_attn_out"], atol=1e-3)
 
 
-def test_an_unsupported_architecture_names_itself_and_the_supported_ones(tmp_path):
+@pytest.mark.parametrize("model_type", ["falcon", "gemma3"])
+def test_an_unsupported_architecture_names_itself_and_the_supported_ones(tmp_path, model_type):
     folder, _ = _save(tmp_path, "qwen3")
     config = json.loads((folder / "config.json").read_text())
-    config["model_type"] = "falcon"
+    config["model_type"] = model_type
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(UnsupportedModelError, match="'falcon' is not supported") as info:
+    with pytest.raises(UnsupportedModelError, match=f"'{model_type}' is not supported") as info:
         models.load(str(folder))
     message = str(info.value)
-    assert "\n" not in message
+    assert "\n" not in message and len(message) < 400
+    if model_type == "gemma3":  # the multimodal config: the text model is named
+        assert "Gemma3ForCausalLM, is 'gemma3_text'" in message
     for supported in ("gemma2", "gemma3_text", "olmo2", "phi3", "qwen3", "mistral"):
         assert supported in message
 
@@ -415,3 +418,69 @@ def test_the_sliding_mask_counts_keys_by_index_as_hugging_face_does(past, n, win
         allow_is_causal_skip=False,
     )
     assert torch.equal(ours.expand_as(theirs), theirs)
+
+
+@pytest.mark.parametrize("key", ["gemma3", "gemma2", "olmo2", "qwen3", "phi3"])
+def test_bf16_is_bitwise_hf_bf16_on_both_paths(tmp_path, key):
+    """In bf16 the families' operation orders show: Gemma's embedding factor rounded to bf16 and its
+    (1 + w) taken in fp32, OLMo-2's and Gemma's norm weight applied before the cast back, OLMo-2's
+    RoPE in fp32 (``Config.rope_fp32``: without it, 0.08 on the tiny OLMo-2's bf16 logits, measured)."""
+    folder, _ = _save(tmp_path, key)
+    model = models.load(str(folder), dtype="bf16")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
+        str(folder), dtype=torch.bfloat16, attn_implementation="eager"
+    ).eval()
+    tokens, mask = _inputs("right")
+    real = mask.bool()
+    ref = _hf(hf, tokens, mask, "eager")
+    with torch.no_grad():
+        out, cache = model.run_with_cache(tokens, attention_mask=mask)
+    assert out.dtype == torch.bfloat16
+    _assert_bitwise(_diffs(model, out, cache, ref, real), f"{key} bf16 eager")
+    if key != "gemma2":  # HF's Gemma 2 has no SDPA attention
+        ref = _hf(hf, tokens, mask, "sdpa")
+        with torch.no_grad():
+            fused = model(tokens, attention_mask=mask)
+        _assert_bitwise(_diffs(model, fused, None, ref, real), f"{key} bf16 fused")
+
+
+@pytest.mark.parametrize("key", ["gemma3", "olmo2"])
+def test_split_reader_inputs_run_the_same_function_on_the_new_placements(tmp_path, key):
+    """Per-head q/k/v input copies (``use_split_inputs``) through Gemma's ln1 and QK-norm, and
+    OLMo-2's un-normalised attention input: the same logits to float rounding (other kernels), and
+    an edit of one head's query input changes the output."""
+    from models.split_inputs import split_inputs
+
+    folder, _ = _save(tmp_path, key)
+    model = models.load(str(folder))
+    tokens, mask = _inputs("right")
+    real = mask.bool()
+    with torch.no_grad():
+        plain = model(tokens, attention_mask=mask)
+        with split_inputs(model):
+            split = model(tokens, attention_mask=mask)
+
+        def zero_head(t, hook):
+            t[:, :, 1] = 0
+            return t
+
+        edited = model.run_with_hooks(tokens, attention_mask=mask, fwd_hooks=[("blocks.0.hook_q_input", zero_head)])
+    gap = (split - plain)[real].abs().max().item()
+    assert gap <= 1e-5 * plain[real].abs().max().item(), gap
+    assert not torch.allclose(edited[real], plain[real], atol=1e-4)
+
+
+def test_attention_layer_of_a_sliding_layer_keeps_its_window_and_rope_base(tmp_path):
+    """``attention_layer(l, x)`` on Gemma 3's layers: the pattern equals the forward pass's, sliding
+    (window, local RoPE base) or full."""
+    folder, _ = _save(tmp_path, "gemma3")
+    model = models.load(str(folder))
+    tokens, _ = _inputs("none")
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens)
+        for l in range(model.cfg.n_layers):
+            seen = {}
+            hook = (f"blocks.{l}.attn.hook_pattern", lambda t, hook: seen.setdefault("p", t.clone()))
+            with model.hooks(fwd_hooks=[hook]):
+                model.attention_layer(l, cache[f"blocks.{l}.ln1.hook_normalized"])
+            assert torch.equal(seen["p"], cache[f"blocks.{l}.attn.hook_pattern"]), l
