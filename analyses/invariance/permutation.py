@@ -57,7 +57,8 @@ FLOOR_RULE = "SAFETY * floor, floor = relerr(fp32 run, fp64 run) of the same com
 
 def no_position_hooks(model) -> list:
     """Forward hooks that remove all positional information from ``model``: zero position
-    embeddings (learned / sinusoidal), and RoPE undone (rot_q/rot_k replaced by q/k). ALiBi has no
+    embeddings (learned / sinusoidal), and RoPE undone (rot_q/rot_k replaced by q/k, by q_normed/k_normed
+    under QK-norm). ALiBi has no
     hook to undo it: asking is an error."""
     cfg = model.cfg
     if cfg.positional == "alibi":
@@ -69,11 +70,14 @@ def no_position_hooks(model) -> list:
         def save(t, hook):
             saved[hook.name] = t
 
+        # what RoPE rotates: q and k, or with QK-norm (Gemma 3, Qwen3) q and k after the norm
+        src = "_normed" if getattr(cfg, "qk_norm", "none") != "none" else ""
+
         def restore(t, hook):
-            return saved[hook.name.replace("hook_rot_", "hook_")]
+            return saved[hook.name.replace("hook_rot_", "hook_") + src]
 
         for l in range(cfg.n_layers):
-            hooks += [(act_name(l, "attn.hook_q"), save), (act_name(l, "attn.hook_k"), save)]
+            hooks += [(act_name(l, f"attn.hook_q{src}"), save), (act_name(l, f"attn.hook_k{src}"), save)]
             hooks += [(act_name(l, "attn.hook_rot_q"), restore), (act_name(l, "attn.hook_rot_k"), restore)]
     return hooks
 
@@ -161,11 +165,16 @@ def sentence_pair(model, first: str = "dog bites man", second: str = "man bites 
     try:
         perm = find_permutation(t1[0].tolist(), t2[0].tolist())
     except ValueError:
+        # one token per word besides special tokens, which stay where they are (Gemma 3's <bos>)
         w1, w2 = first.split(), second.split()
         perm_w = find_permutation(range(len(w1)), [w1.index(w) for w in w2])
-        if t1.shape[1] != len(w1):
+        fixed = set(special_positions(model, t1))
+        words = torch.tensor([i for i in range(t1.shape[1]) if i not in fixed])
+        if len(words) != len(w1):
             raise
-        perm, t2 = perm_w, t1[:, perm_w]
+        perm = torch.arange(t1.shape[1])
+        perm[words] = words[perm_w]
+        t2 = t1[:, perm]
     return t1, t2, perm
 
 

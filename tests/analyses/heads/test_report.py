@@ -132,3 +132,35 @@ def test_a_tall_role_map_has_no_blank_band_above_or_below():
     inked = np.nonzero((img[..., :3] < 0.95).any(axis=(1, 2)))[0]  # pixel rows with anything drawn
     dpi = 90  # interp.io.png_bytes
     assert inked[0] < 0.2 * dpi and img.shape[0] - inked[-1] < 0.2 * dpi, (inked[0], img.shape[0] - inked[-1])
+
+
+def test_layer_type_table_counts_primary_roles_per_type():
+    """Gemma 3's sliding and full layers: counts, shares and Fisher's p, checked by hand."""
+    from scipy.stats import fisher_exact
+
+    types = ["sliding", "sliding", "full"]  # layers 0, 1 sliding; layer 2 full; 2 heads each
+    the_map = pd.DataFrame(
+        {
+            "layer": [0, 0, 1, 1, 2, 2],
+            "head": [0, 1, 0, 1, 0, 1],
+            "primary": ["previous_token", "previous_token", "previous_token", "broad", "broad", "broad"],
+        }
+    )
+    t = report.layer_type_table(the_map, types).set_index("primary role")
+    assert t.loc["previous_token", "sliding heads (of 4)"] == "3 (75%)"
+    assert t.loc["previous_token", "full heads (of 2)"] == "0 (0%)"
+    assert t.loc["broad", "full heads (of 2)"] == "2 (100%)"
+    assert t.loc["broad", "Fisher p"] == report.fmt(fisher_exact([[1, 3], [2, 0]])[1], 3)
+
+
+def test_report_has_a_layer_type_section_only_for_mixed_layers(probed):
+    _, df = probed["causal"]
+    assert "layer-types" not in [s.id for s in report.report_sections(df)]
+    n = int(df["layer"].max()) + 1  # the planted model's layers, then a copy of them as full layers
+    mixed = pd.concat([df, df.assign(layer=df["layer"] + n)], ignore_index=True)
+    mixed.attrs = dict(df.attrs, n_layers=2 * n, layer_types=["sliding"] * n + ["full"] * n)
+    sections = {s.id: s for s in report.report_sections(mixed)}
+    assert f"Layers {', '.join(str(l) for l in range(n, 2 * n))} attend to every earlier token" in (
+        sections["layer-types"].markdown
+    )
+    assert "Fisher p" in sections["layer-types"].markdown

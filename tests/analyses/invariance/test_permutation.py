@@ -137,3 +137,22 @@ def test_real_smollm2_layer_and_mask_leak(smollm2):
     leak, rows = perm.causal_order_leak(m, tokens)
     assert rows.passed.all(), rows
     assert leak.leak_over_content.iloc[-1] > 0.01
+
+
+def test_positions_removed_under_qk_norm_makes_patterns_content_only():
+    """With QK-norm (Gemma 3) RoPE rotates the normed q and k, and removing positions restores those:
+    on a tiny QK-norm model the first layer's pattern of a shuffled input is then the permuted
+    pattern within round-off. (Restoring the pre-norm projection, the earlier code, would also be
+    content-only, so this test holds the claim, not that fix: that fix is what the model computes.)"""
+    import torch
+
+    from analyses.invariance import permutation as perm_mod
+    from analyses.invariance.common import tiny_model
+
+    m = tiny_model("rope", attention="causal", qk_norm="head", norm="rmsnorm", norm_offset=1.0, norm_scale_fp32=True)
+    tokens = torch.randint(0, 100, (1, 12), generator=torch.Generator().manual_seed(0))
+    with_pos = perm_mod.head_position_sensitivity(m, tokens)
+    nopos = perm_mod.head_position_sensitivity(m, tokens, remove_positions=True)
+    rows = perm_mod.head_sensitivity_rows(m, with_pos, nopos)
+    removed = rows[rows.quantity.str.contains("positions removed")]
+    assert len(removed) and removed.passed.all(), removed[["quantity", "value", "tolerance"]]

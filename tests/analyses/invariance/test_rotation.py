@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import models
 from analyses.invariance import rotation as rot
-from analyses.invariance.common import U64, generator
+from analyses.invariance.common import U32, U64, generator
 from tests.factories import tiny_config
 
 FAST = settings(max_examples=15, deadline=None)
@@ -210,3 +210,90 @@ def test_conditioning_error_grows_with_cond_and_stays_within_bound(minilm):
     assert (sweep[sweep.dtype == "float64"].relative_error.values < f32.relative_error.values * 1e-6).all()
     neg = rot.conditioning_negative(minilm)
     assert neg.passed.all() and neg.value.iloc[0] > 100 * neg.tolerance.iloc[0]
+
+
+# -- QK-norm (Qwen3, Gemma 3): what a W_Q/W_K change may still preserve ---------------------------------
+
+
+def _qk_norm_model(kind="head", trained_scales=True, seed=0):
+    """A tiny RoPE model with Gemma's (1 + w) QK-norm; ``trained_scales``: w random (a learned scale
+    that differs between the two dimensions of a rotary plane), else w = 0 (every scale 1)."""
+    from analyses.invariance.common import tiny_model
+
+    m = tiny_model(
+        "rope",
+        attention="causal",
+        qk_norm=kind,
+        norm="rmsnorm",
+        norm_offset=1.0,
+        norm_scale_fp32=True,
+        n_kv_heads=2,
+        seed=seed,
+    )
+    if trained_scales:
+        gen = generator(seed + 1)
+        with torch.no_grad():
+            for b in m.blocks:
+                b.attn.q_norm_w.copy_(0.5 * torch.randn(b.attn.q_norm_w.shape, generator=gen))
+                b.attn.k_norm_w.copy_(0.5 * torch.randn(b.attn.k_norm_w.shape, generator=gen))
+    return m
+
+
+@pytest.mark.parametrize("kind", ["head", "full"])
+def test_qk_norm_checks_hold_and_their_negative_controls_break(kind):
+    m = _qk_norm_model(kind)
+    df = rot.model_rotation_checks(m, fp64=True)
+    assert df.passed.all(), df[~df.passed][["quantity", "value", "tolerance", "expected"]]
+    holds = df[df.expected == "holds"].quantity
+    assert holds.str.contains("a sign per rotary plane").any() and holds.str.contains("W_Q c").any()
+    breaks = df[df.expected == "breaks"].quantity
+    # the rotation that RoPE alone allows no longer holds under a learned QK-norm scale
+    assert breaks.str.contains("inside each rotary plane").any()
+    assert breaks.str.contains("uneven positive diagonal").any()
+
+
+def test_plane_rotation_breaks_only_through_the_norm_scale():
+    """The same plane rotation, measured directly: it keeps the scores when every QK-norm scale is
+    equal, and breaks them (by far more than round-off) when the learned scales differ. The norm
+    computes in fp32 even in an fp64 model (as Hugging Face's Gemma RMSNorm does), so the first
+    bound is fp32 round-off of a d_head-term mean, not fp64's."""
+    tokens = torch.randint(0, 100, (1, 10), generator=generator(0))
+    errors = {}
+    for trained in (False, True):
+        m = _qk_norm_model(trained_scales=trained).double()
+        spec = rot.qk_orthogonal(m.cfg, generator(3), "rope_planes")
+        ref = rot.observe(m, tokens)
+        errors[trained] = err(rot.observe(rot.transform_heads(m, spec), tokens), ref, "scores")
+    assert errors[False] < 10 * m.cfg.d_head * U32 and errors[True] > 1e-2, errors
+
+
+def test_qk_norm_scaling_holds_to_eps_and_needs_the_norm():
+    """W_Q c changes nothing a QK-norm model computes beyond the eps term, and changes the scores of
+    the same model without QK-norm by the factor c (so the symmetry is the norm's)."""
+    tokens = torch.randint(0, 100, (1, 10), generator=generator(0))
+    m = _qk_norm_model().double()
+    spec = rot.qk_scale(m.cfg, generator(5))
+    ref = rot.observe(m, tokens)
+    bound = m.cfg.n_layers * rot.qk_scale_eps_bound(m, tokens)
+    assert err(rot.observe(rot.transform_heads(m, spec), tokens), ref, "scores") <= bound + tol(m)
+    plain = models.Transformer(m.cfg.replace(qk_norm="none"), seed=0).double().eval()
+    plain.load_state_dict({k: v for k, v in m.state_dict().items() if "norm_w" not in k}, strict=True)
+    ref = rot.observe(plain, tokens)
+    assert err(rot.observe(rot.transform_heads(plain, spec), tokens), ref, "scores") > 0.5
+
+
+def test_norm_commuting_rotation_commutes_with_rope_and_the_scale():
+    m = _qk_norm_model()
+    cfg = m.cfg
+    gq, gk = rot.qk_norm_scales(m, 0)
+    assert gq.shape == (cfg.n_heads, cfg.d_head) and gk.shape == (cfg.kv_heads, cfg.d_head)
+    free = {models.rope_planes(cfg)[0]}  # pretend the first plane is free: a real rotation there
+    r = rot.norm_commuting_rotation(cfg, generator(2), free)
+    assert torch.allclose(r @ r.T, torch.eye(cfg.d_head, dtype=torch.float64), atol=1e-14)
+    i, j = models.rope_planes(cfg)[0]
+    assert r[i, j] != 0  # the free plane rotates
+    rest = [d for d in range(cfg.d_head) if d not in (i, j)]
+    sub = r[rest][:, rest]
+    assert torch.equal(sub, torch.diag(torch.diagonal(sub))) and set(torch.diagonal(sub).abs().tolist()) == {1.0}
+    for a, b in models.rope_planes(cfg)[1:]:  # a sign per plane: both dimensions share it
+        assert r[a, a] == r[b, b]

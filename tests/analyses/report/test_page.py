@@ -294,3 +294,29 @@ def test_report_sections_round_trip_and_the_page_places_them_by_id(planted_page,
     # an older report.md (no section markers) still renders, under Data and method
     old = page.render_page(df, sections=report.read_sections("# T\n\n## Data\n\nOLDTEXT"), examples=examples)
     assert old.index('id="method"') < old.index("OLDTEXT")
+
+
+def test_summary_covers_every_model_folder(tmp_path, monkeypatch):
+    """Three model folders (as with MiniLM, SmolLM2 and Gemma 3): the index links every page and the
+    summary's comparison has a column for every model."""
+    import shutil
+
+    import models
+    from analyses.cli import main
+
+    m = planted_model("causal", values=True)
+    monkeypatch.setattr(models, "load", lambda name, **kw: m)
+    import analyses.data
+
+    monkeypatch.setattr(analyses.data, "load_items", lambda n, seed, sources, conllu, **kw: planted_items(n, seed))
+    out = tmp_path / "out"
+    args = ["probe", "--model", "planted", "--out", str(out / "a"), "--n", "30", "--n-boot", "10", "--no-null"]
+    assert main(args) == 0
+    for name in ("b", "c"):
+        shutil.copytree(out / "a", out / name)
+    assert main(["summary", "--out", str(out)]) == 0
+    index, summary = (out / "index.html").read_text(), (out / "summary.md").read_text()
+    for name in ("a", "b", "c"):
+        assert f'href="{name}/report.html"' in index
+        assert f"{name} heads" in summary, name
+        assert (out / name / "report.html").exists()
