@@ -1,7 +1,7 @@
 """Forward-pass benchmark: our Transformer against Hugging Face (eager and SDPA attention) and
 TransformerLens's TransformerBridge, on the same weights and the same batch.
 
-For each real model (``minilm``, ``smollm2``) it times, under ``torch.no_grad``:
+For each real model (``minilm``, ``smollm2``, ``gemma3``) it times, under ``torch.no_grad``:
 
 =================  ===============================================================================
 variant            what runs
@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tqdm import tqdm  # noqa: E402
 
 from interp.io import atomic_write  # noqa: E402
-from models.loading import _hf_load, from_hf, minilm_dir, smollm2_hf_dir  # noqa: E402
+from models.loading import _hf_load, from_hf, gemma3_hf_dir, minilm_dir, smollm2_hf_dir  # noqa: E402
 
 # variant -> (reference, target ratio)
 TARGETS = {
@@ -129,7 +129,7 @@ def load_all(name: str, with_bridge: bool = True):
     unless asked for)."""
     import copy
 
-    folder = minilm_dir() if name == "minilm" else smollm2_hf_dir()
+    folder = {"minilm": minilm_dir, "smollm2": smollm2_hf_dir, "gemma3": gemma3_hf_dir}[name]()
     hf_model, tok = _hf_load(str(folder))
     ours = from_hf(hf_model, tok, name=name)  # copies of the HF tensors: the same weights
     hf_sdpa = copy.deepcopy(hf_model)
@@ -261,7 +261,7 @@ def machine_line(threads: int) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="+", default=["minilm", "smollm2"], choices=["minilm", "smollm2"])
+    parser.add_argument("--models", nargs="+", default=["minilm", "smollm2"], choices=["minilm", "smollm2", "gemma3"])
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=9)
