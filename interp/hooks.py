@@ -190,28 +190,28 @@ class HookedModule(HookedRootModule):
             out = self(*model_args, **kwargs)
         return out, cache
 
-    def lazy_cache_entries(self) -> dict[str, tuple[str, Callable[[Tensor], Tensor]]]:
-        """``{name: (source name, compute)}``: hook points whose cached value ``run_with_cache`` may
-        compute on read as ``compute(value of source)``. ``compute`` must be the very operation the
-        forward pass applies, on the weights as they are now. None by default; the toolkit's
-        transformer declares ``attn.hook_result``."""
+    def lazy_cache_entries(self, wanted: Callable[[str], bool]) -> dict[str, tuple[str, Callable[[Tensor], Tensor]]]:
+        """``{name: (source name, compute)}`` for the ``wanted`` hook points whose cached value
+        ``run_with_cache`` may compute on read as ``compute(value of source)``. ``compute`` must be the
+        very operation the forward pass applies, on the weights as they are now. None by default; the
+        toolkit's transformer declares ``attn.hook_result``."""
         return {}
 
     def _lazy_plan(self, kwargs: dict[str, Any]) -> dict[str, tuple[str, Callable[[Tensor], Tensor]]]:
         """The derived entries this ``run_with_cache`` call may compute on read (see there)."""
         if kwargs.get("incl_bwd") or kwargs.get("device") is not None or kwargs.get("pos_slice") is not None:
             return {}
-        entries = self.lazy_cache_entries()
+        wanted = _as_predicate(kwargs.get("names_filter"))
+        entries = self.lazy_cache_entries(wanted)
         if not entries:
             return {}
-        wanted = _as_predicate(kwargs.get("names_filter"))
         hooks = self.hook_dict
 
         def quiet(name: str) -> bool:
             hp = hooks[name]
             return not (hp._forward_hooks or hp._backward_hooks)
 
-        return {n: e for n, e in entries.items() if wanted(n) and quiet(n) and quiet(e[0])}
+        return {n: e for n, e in entries.items() if quiet(n) and quiet(e[0])}
 
     def get_caching_hooks(self, names_filter: NamesFilter = None, *args: Any, **kwargs: Any) -> Any:
         if isinstance(names_filter, str):

@@ -805,17 +805,17 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
 
     # -- conveniences ------------------------------------------------------------------------------
 
-    def lazy_cache_entries(self) -> dict[str, tuple[str, Callable[[Tensor], Tensor]]]:
-        """``run_with_cache`` keeps ``hook_z`` and computes ``attn.hook_result`` (n_heads times the
-        attention output) on read: ``Attention.result_from_z`` on W_O as it is now (a copy with the
-        same strides, so a later weight edit does not change the cached values, nor their bits)."""
+    def lazy_cache_entries(self, wanted: Callable[[str], bool]) -> dict[str, tuple[str, Callable[[Tensor], Tensor]]]:
+        """``run_with_cache`` keeps ``hook_z`` and computes each ``wanted`` ``attn.hook_result`` (n_heads
+        times the attention output) on read: ``Attention.result_from_z`` on W_O as it is now (a copy
+        with the same strides, taken only for the layers asked for, so a later weight edit changes
+        neither the cached values nor their bits)."""
         entries = {}
         for layer, block in enumerate(self.blocks):
-            W_O = block.attn._view_W_O().detach().clone()
-            entries[f"blocks.{layer}.attn.hook_result"] = (
-                f"blocks.{layer}.attn.hook_z",
-                functools.partial(block.attn.result_from_z, W_O=W_O),
-            )
+            name = f"blocks.{layer}.attn.hook_result"
+            if wanted(name):
+                W_O = block.attn._view_W_O().detach().clone()
+                entries[name] = (f"blocks.{layer}.attn.hook_z", functools.partial(block.attn.result_from_z, W_O=W_O))
         return entries
 
     def hook_table(self) -> list[tuple[str, str]]:
