@@ -10,6 +10,24 @@ import models
 from analyses.data import Item
 
 
+def tiny_hf_llama_config(vocab_size: int, **overrides):
+    """A tiny Hugging Face Llama config (2 layers, 4 heads, 2 key/value heads, d_model 32): the model
+    the loading, hub and TransformerLens-idiom tests save and read back."""
+    import transformers
+
+    base = dict(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    base.update(overrides)
+    return transformers.LlamaConfig(**base)
+
+
 def tiny_config(**overrides) -> models.Config:
     base = dict(d_model=32, n_layers=2, n_heads=4, d_head=8, d_mlp=64, d_vocab=50, n_ctx=32, name="tiny")
     base.update(overrides)

@@ -21,7 +21,7 @@ import transformers
 
 import models
 from models import hub
-from tests.factories import word_tokenizer
+from tests.factories import tiny_hf_llama_config, word_tokenizer
 
 NAME = "tiny-owner/tiny-llama"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -44,16 +44,7 @@ def _as_hub_cache(folder, cache, name: str, commit: str) -> None:
 @pytest.fixture(scope="module")
 def fake_cache(tmp_path_factory):
     """(cache folder, the Hugging Face model saved in it)."""
-    cfg = transformers.LlamaConfig(
-        vocab_size=97,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        tie_word_embeddings=False,
-    )
+    cfg = tiny_hf_llama_config(97, tie_word_embeddings=False)
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     hf = transformers.LlamaForCausalLM(cfg).eval()

@@ -21,7 +21,7 @@ import transformers
 import models
 from interp.hooks import HookReturnError
 from models.loading import UnsupportedModelError
-from tests.factories import planted_model, tiny_batch, tiny_model
+from tests.factories import planted_model, tiny_batch, tiny_hf_llama_config, tiny_model
 
 V = 97
 
@@ -182,16 +182,7 @@ def test_a_sentence_whose_every_word_is_lost_is_refused(minilm_tokenizer):
 
 
 def _tiny_llama_folder(tmp_path, name="llama", **overrides):
-    cfg = transformers.LlamaConfig(
-        vocab_size=V,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        **overrides,
-    )
+    cfg = tiny_hf_llama_config(V, **overrides)
     torch.manual_seed(0)
     hf = transformers.LlamaForCausalLM(cfg).eval()
     folder = tmp_path / name

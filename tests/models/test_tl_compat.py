@@ -694,7 +694,7 @@ def test_minilm_where_post_norm_differs(minilm, minilm_bridge):
 def _tiny_folder(kind: str, tmp_path):
     import transformers
 
-    from tests.factories import word_tokenizer
+    from tests.factories import tiny_hf_llama_config, word_tokenizer
 
     v = 97
     if kind == "gpt2":
@@ -703,16 +703,7 @@ def _tiny_folder(kind: str, tmp_path):
             transformers.GPT2LMHeadModel,
         )
     else:
-        cfg = transformers.LlamaConfig(
-            vocab_size=v,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=64,
-            tie_word_embeddings=False,
-        )
+        cfg = tiny_hf_llama_config(v, tie_word_embeddings=False)
         cls = transformers.LlamaForCausalLM
     torch.manual_seed(0)
     cfg._attn_implementation = "eager"
