@@ -150,8 +150,6 @@ def _decoder(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tupl
     theta, local_theta, rot = _rope(hf_cfg, d_head)
     layer_types, window = decoder_layer_types(hf_cfg, hf_cfg.num_hidden_layers)
     sd = _strip_prefix(sd, ("model.",)) | ({"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {})
-    src = f"{fam.name} checkpoint {name!r}"
-    g = lambda k: _get(sd, k, src)  # noqa: E731
     tied = bool(getattr(hf_cfg, "tie_word_embeddings", False)) or "lm_head.weight" not in sd
     gemma = {}
     if fam.gemma:
@@ -198,8 +196,14 @@ def _decoder(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tupl
         name=name,
         **gemma,
     )
+    return cfg, _decoder_weights(cfg, fam, sd, f"{fam.name} checkpoint {name!r}")
+
+
+def _decoder_weights(cfg: Config, fam: Family, sd: dict[str, Tensor], src: str) -> dict[str, Tensor]:
+    """The toolkit's state dict from a decoder family's (``model.`` prefix already stripped)."""
+    g = lambda k: _get(sd, k, src)  # noqa: E731
     out = {"W_E": g("embed_tokens.weight"), "ln_final.w": g("norm.weight")}
-    if not tied:
+    if not cfg.tie_embeddings:
         out["unembed_weight"] = g("lm_head.weight")
     norms = {
         "pre": (("ln1", "input_layernorm"), ("ln2", "post_attention_layernorm")),
@@ -235,7 +239,7 @@ def _decoder(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tupl
             out[f"{q}attn.k_norm_w"] = g(f"{p}self_attn.k_norm.weight")
         for ours, theirs in norms:
             out[f"{q}{ours}.w"] = g(f"{p}{theirs}.weight")
-    return cfg, out
+    return out
 
 
 def _split_fused(cfg: Config, sd: dict[str, Tensor], p: str, q: str, src: str) -> dict[str, Tensor]:

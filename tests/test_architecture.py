@@ -30,6 +30,7 @@ LAYERS = {
     "analyses.positional": 3,
     "analyses.validation": 4,
     "analyses.circuits": 5,  # circuits of heads per task; tasks from validation's prompts, labels from heads
+    "analyses.longctx": 5,  # heads at long context: real text from data, scores from heads, ablations from validation
     "analyses.report": 6,
     "analyses.explore": 7,  # the live app reads heads.csv and the examples through report/heads
     "analyses.cli": 8,
