@@ -11,11 +11,15 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
     || echo "scripts/test.sh: could not install chromium; the browser test will skip (or fail under CI=true)" >&2
 fi
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# OMP_WAIT_POLICY=PASSIVE: torch's idle OpenMP threads sleep rather than spin (two test processes
+# share two cores; spinning threads made forwards up to 20x slower)
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_WAIT_POLICY=PASSIVE
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 set +e
-.venv/bin/python -m pytest "$@"
+# two test processes (pytest-xdist), tests shared out one by one except that a module building a
+# module-scoped fixture stays in one process (tests/conftest.py); PYTEST_WORKERS=0: this process alone
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@"
 rc=$?
 set -e
 if [ $rc -eq 5 ]; then

@@ -12,10 +12,26 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# before torch loads OpenMP: idle threads sleep instead of spinning. With two test processes on two
+# cores a spinning thread steals its neighbour's core (forwards measured up to 20x slower).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import models  # noqa: E402
 from models.loading import _hf_load, from_hf, minilm_dir, smollm2_hf_dir  # noqa: E402
 from tests.factories import tiny_config  # noqa: E402
+
+
+def _share_the_cores() -> None:
+    """Under pytest-xdist (scripts/test.sh runs ``-n 2``) each worker takes its share of the cores
+    for torch's intra-op threads, so the workers do not oversubscribe the machine. A float32 matmul's
+    last bits may depend on the thread count; every comparison in the suite is made inside one process
+    (ours against Hugging Face's, one path against another), so both sides see the same count."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
+_share_the_cores()
 
 
 @pytest.fixture(scope="session")
@@ -136,3 +152,16 @@ def browser():
         b = p.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox", "--disable-gpu"])
         yield b
         b.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``--dist loadgroup``, scripts/test.sh) tests are shared out one by one,
+    except that the tests of a module that builds a module-scoped fixture (a loaded model, the
+    notebooks' kernel) stay together in one process, so the fixture is built once. The slow tests
+    start first, so the longest units do not end up alone at the end of the run."""
+    for item in items:
+        defs = getattr(item, "_fixtureinfo", None)
+        defs = defs.name2fixturedefs.values() if defs is not None else ()
+        if any(d[-1].scope == "module" and d[-1].argname != "one_thread" for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

