@@ -10,8 +10,9 @@ variant            what runs
 ``hf_sdpa``        the same Hugging Face model with SDPA attention, Hugging Face's default
 ``ours``           our forward, no hooks: the fused path (``scaled_dot_product_attention``)
 ``ours_exact``     our forward, no hooks, ``exact=True``: the eager path
-``ours_all``       ``run_with_cache`` with every hook point cached (``attn.hook_result`` is computed
-                   from the cached ``hook_z`` when first read: ``interp.hooks.LazyCacheDict``)
+``ours_all``       ``run_with_cache`` with every hook point cached (``attn.hook_result``, the reader
+                   inputs and the norms' ``hook_scale`` are computed from tensors the cache holds
+                   when first read: ``interp.hooks.LazyCacheDict``)
 ``ours_all_read``  ``ours_all``, then every ``attn.hook_result`` read (what a user who reads them
                    all pays)
 ``ours_pat``       ``run_with_cache(names_filter=...hook_pattern)``: attention patterns only
@@ -23,6 +24,10 @@ variant            what runs
 ``bridge_all``     the bridge's ``run_with_cache``, every hook point
 ``bridge_pat``     the bridge's ``run_with_cache``, patterns only
 =================  ===============================================================================
+
+After the rounds, the cache of one ``ours_all`` call is measured: the bytes its tensors hold right
+after the run (each storage once) and once every entry has been read (what a cache that computed
+everything in the forward pass holds).
 
 Every round runs each variant once, in an order rotated from round to round, and each time is
 divided by the ``hf`` time (and the ``hf_sdpa`` time) of the same round; the table reports the
@@ -166,6 +171,24 @@ def variants(name: str, hf_model, hf_sdpa, ours, bridge, ids: torch.Tensor) -> d
     }
 
 
+def cache_megabytes(cache) -> tuple[float, float, int]:
+    """(MB the cache's tensors hold now, MB once every entry is read, entries not computed yet) for
+    a ``run_with_cache`` cache; each storage counted once (cached views share their base's)."""
+    from interp.hooks import _Pending
+
+    def held(values) -> float:
+        storages = {}
+        for v in values:
+            if isinstance(v, torch.Tensor):
+                storages[v.untyped_storage().data_ptr()] = v.untyped_storage().nbytes()
+        return sum(storages.values()) / 2**20
+
+    raw = cache.cache_dict
+    pending = sum(isinstance(v, _Pending) for v in dict.values(raw))
+    now = held(dict.values(raw))
+    return now, held(raw.values()), pending  # values() computes the pending entries
+
+
 # --------------------------------------------------------------------------------------------------
 # Timing
 
@@ -274,17 +297,26 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
-    results = {}
+    results, memory = {}, {}
     for name in args.models:
         hf_model, hf_sdpa, ours, bridge = load_all(name, with_bridge=any(v.startswith("bridge") for v in args.variants))
         ids = make_batch(ours.cfg.d_vocab, args.batch, args.seq)
         fns = variants(name, hf_model, hf_sdpa, ours, bridge, ids)
         fns = {n: f for n, f in fns.items() if n == "hf" or n in args.variants}
         results[name] = summarise(time_rounds(fns, args.rounds, desc=name))
+        if "ours_all" in args.variants:
+            with torch.no_grad():
+                memory[name] = cache_megabytes(ours.run_with_cache(ids)[1])
         del hf_model, hf_sdpa, ours, bridge, fns
         gc.collect()
 
-    table = markdown(results, args) + "\n\nMachine: " + machine_line(args.threads) + "\n"
+    table = markdown(results, args)
+    if memory:
+        table += "\n\n| model | full cache held after the run (MB) | after every entry is read (MB) | "
+        table += "entries computed on read |\n|---|---:|---:|---:|"
+        for name, (now, read, pending) in memory.items():
+            table += f"\n| {name} | {now:.0f} | {read:.0f} | {pending} |"
+    table += "\n\nMachine: " + machine_line(args.threads) + "\n"
     print(table)
     if args.out is not None:
         atomic_write(args.out, table)

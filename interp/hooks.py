@@ -25,6 +25,9 @@ from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint as _TLHookPoint
 
 NamesFilter = None | str | Sequence[str] | Callable[[str], bool]
+# a lazy cache entry (``HookedModule.lazy_cache_entries``): its source hook name, or a tuple of them,
+# and the function of their values that gives the entry's value
+LazyEntry = tuple[str | tuple[str, ...], Callable[..., Tensor]]
 
 __all__ = [
     "ActivationCache",
@@ -141,11 +144,12 @@ class HookedModule(HookedRootModule):
         as in TransformerLens.
 
         Derived entries (``lazy_cache_entries``: e.g. ``attn.hook_result``, n_heads times the size of
-        the attention output, computed from ``hook_z``) are cached as their source and computed on
-        first read of the ``ActivationCache``, the same operation on the same tensors, so the same
-        bits; see ``LazyCacheDict`` (the plain dict of ``return_cache_object=False`` has them computed).
-        A hook point is cached the ordinary way whenever anything else watches it or its source (an
-        attached hook, ``incl_bwd``), or ``device``/``pos_slice`` are given."""
+        the attention output, computed from ``hook_z``; the per-head reader inputs, copies of the
+        residual) are cached as their sources and computed on first read of the ``ActivationCache``,
+        the same operation on the same tensors, so the same bits; see ``LazyCacheDict`` (the plain
+        dict of ``return_cache_object=False`` has them computed). A hook point is cached the ordinary
+        way whenever anything else watches it or one of its sources (an attached hook, ``incl_bwd``),
+        or ``device``/``pos_slice`` are given."""
         names_filter = kwargs.get("names_filter")
         if isinstance(names_filter, str):
             check_hook_names([names_filter], self.hook_dict)
@@ -163,7 +167,7 @@ class HookedModule(HookedRootModule):
             def record(tensor: Tensor, hook: _TLHookPoint) -> None:
                 seen[hook.name] = (tensor.detach(), len(cache_so_far))
 
-            sources = sorted({source for source, _ in lazy.values()})
+            sources = sorted({source for entry in lazy.values() for source in _sources(entry)})
             with self.hooks(fwd_hooks=[(name, record) for name in sources]):
                 out, cache_so_far = self._run_caching(cache_so_far, model_args, remove_batch_dim, kwargs)
             cache = LazyCacheDict.build(cache_so_far, lazy, seen, remove_batch_dim)
@@ -190,14 +194,18 @@ class HookedModule(HookedRootModule):
             out = self(*model_args, **kwargs)
         return out, cache
 
-    def lazy_cache_entries(self, wanted: Callable[[str], bool]) -> dict[str, tuple[str, Callable[[Tensor], Tensor]]]:
-        """``{name: (source name, compute)}`` for the ``wanted`` hook points whose cached value
-        ``run_with_cache`` may compute on read as ``compute(value of source)``. ``compute`` must be the
-        very operation the forward pass applies, on the weights as they are now. None by default; the
-        toolkit's transformer declares ``attn.hook_result``."""
+    def lazy_cache_entries(self, wanted: Callable[[str], bool]) -> dict[str, LazyEntry]:
+        """``{name: (sources, compute)}`` for the ``wanted`` hook points whose cached value
+        ``run_with_cache`` may compute on read as ``compute(*values of sources)``; ``sources`` is one
+        hook name or a tuple of them, in the order ``compute`` takes their values. ``compute`` must be
+        the very operation the forward pass applies, on the weights as they are now, and an entry is
+        declared only where its value is that function of its sources under the hooks attached now
+        (``run_with_cache`` checks that neither the entry nor its sources have a hook). None by
+        default; the toolkit's transformer declares ``attn.hook_result``, the reader inputs and
+        ``hook_scale``."""
         return {}
 
-    def _lazy_plan(self, kwargs: dict[str, Any]) -> dict[str, tuple[str, Callable[[Tensor], Tensor]]]:
+    def _lazy_plan(self, kwargs: dict[str, Any]) -> dict[str, LazyEntry]:
         """The derived entries this ``run_with_cache`` call may compute on read (see there)."""
         if kwargs.get("incl_bwd") or kwargs.get("device") is not None or kwargs.get("pos_slice") is not None:
             return {}
@@ -211,7 +219,7 @@ class HookedModule(HookedRootModule):
             hp = hooks[name]
             return not (hp._forward_hooks or hp._backward_hooks)
 
-        return {n: e for n, e in entries.items() if quiet(n) and quiet(e[0])}
+        return {n: e for n, e in entries.items() if quiet(n) and all(quiet(s) for s in _sources(e))}
 
     def get_caching_hooks(self, names_filter: NamesFilter = None, *args: Any, **kwargs: Any) -> Any:
         if isinstance(names_filter, str):
@@ -220,6 +228,12 @@ class HookedModule(HookedRootModule):
             check_hook_names(names_filter, self.hook_dict)
             names_filter = list(names_filter)
         return super().get_caching_hooks(names_filter, *args, **kwargs)
+
+
+def _sources(entry: LazyEntry) -> tuple[str, ...]:
+    """The source hook names of a lazy entry, as a tuple."""
+    source = entry[0]
+    return (source,) if isinstance(source, str) else tuple(source)
 
 
 def _as_predicate(names_filter: NamesFilter) -> Callable[[str], bool]:
@@ -251,33 +265,37 @@ class LazyCacheDict(dict):
     first read (and kept): ``attn.hook_result`` is n_heads times the size of the attention output
     (1.3 GB over SmolLM2 at 32 x 64 tokens), and it is ``hook_z @ W_O`` per head, so the cache keeps
     ``hook_z`` and computes the result when asked, with the operation and the tensors the forward
-    pass uses (the same bits). Every way of reading a value (``[]``, ``get``, ``values``, ``items``,
-    ``pop``, ``copy``, ``dict(...)``) gives the computed tensor; keys and their order are those of
-    an ordinary cache."""
+    pass uses (the same bits); ``hook_q_input`` is n_heads copies of ``hook_resid_pre``, and a norm's
+    ``hook_scale`` a function of tensors the cache holds anyway. Every way of reading a value
+    (``[]``, ``get``, ``values``, ``items``, ``pop``, ``copy``, ``dict(...)``) gives the computed
+    tensor; keys and their order are those of an ordinary cache."""
 
     @classmethod
     def build(
         cls,
         cache: dict[str, Tensor],
-        lazy: dict[str, tuple[str, Callable[[Tensor], Tensor]]],
+        lazy: dict[str, LazyEntry],
         seen: dict[str, tuple[Tensor, int]],
         remove_batch_dim: bool,
     ) -> LazyCacheDict:
-        """Insert each derived entry where the ordinary cache would have it: right after its source
-        if the source is cached, else where the source fired."""
+        """Insert each derived entry where the ordinary cache would have it: right after its last
+        source if that is cached, else where it fired (``lazy`` lists entries in forward order, which
+        orders the entries that land at one place)."""
         from transformer_lens.utilities import remove_batch_dim as drop_batch_dim
 
         after: dict[int, list[tuple[str, _Pending]]] = {}
         names = list(cache)
-        for name, (source, compute) in lazy.items():
-            if source not in seen:  # the source never fired (e.g. a stop_at_layer run)
+        where = {name: i + 1 for i, name in enumerate(names)}
+        for name, entry in lazy.items():
+            sources, compute = _sources(entry), entry[1]
+            if any(source not in seen for source in sources):  # a source never fired (e.g. a stop_at_layer run)
                 continue
-            value, fired_at = seen[source]
-            at = names.index(source) + 1 if source in cache else fired_at
+            values = tuple(seen[source][0] for source in sources)
+            at = max(where.get(source, seen[source][1]) for source in sources)
 
-            def thunk(value: Tensor = value, compute: Callable[[Tensor], Tensor] = compute) -> Tensor:
+            def thunk(values: tuple[Tensor, ...] = values, compute: Callable[..., Tensor] = compute) -> Tensor:
                 with torch.no_grad():
-                    out = compute(value)
+                    out = compute(*values)
                 return drop_batch_dim(out) if remove_batch_dim else out
 
             after.setdefault(at, []).append((name, _Pending(thunk)))

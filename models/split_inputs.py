@@ -31,11 +31,20 @@ normalised by the layer's ``ln1`` (its weights; its ``hook_scale``/``hook_normal
 there) and projected by its own head's ``W_Q``/``W_K``/``W_V``. That is the same function by other
 kernels: logits agree to float rounding (fp32: about 1e-6 relative on the tiny models; tested),
 not bitwise.
+
+Caching. ``run_with_cache`` attaches no hook to a reader input that no other hook watches: it caches
+``hook_resid_pre`` / ``hook_resid_mid`` (which it holds anyway) and makes the copies on first read
+of the cache (``lazy_attention_inputs``, ``lazy_mlp_input``; ``interp.hooks.LazyCacheDict``), with
+the functions below that make them in the forward pass, so the same bits. The block then runs its
+usual path: caching every hook point costs no per-head copies (n_heads x the residual, per layer)
+and no trip through the split path. A hook attached to a reader input (or to ``hook_attn_in``, for
+the q/k/v inputs) makes it fire for real, as above, and its edit takes effect.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -48,9 +57,20 @@ from models.hook_state import _snapshot, _untouched, _watched
 from models.norms import rms_norm
 
 if TYPE_CHECKING:
-    from interp.hooks import HookPoint
+    from interp.hooks import HookPoint, LazyEntry
 
-__all__ = ["READER_HOOKS", "reads_inputs", "split_block_forward", "split_inputs", "use_split_inputs"]
+__all__ = [
+    "READER_HOOKS",
+    "attention_reads_residual",
+    "lazy_attention_inputs",
+    "lazy_mlp_input",
+    "per_head_copies",
+    "reader_copy",
+    "reads_inputs",
+    "split_block_forward",
+    "split_inputs",
+    "use_split_inputs",
+]
 
 READER_HOOKS = ("hook_attn_in", "hook_q_input", "hook_k_input", "hook_v_input", "hook_mlp_in")
 _QKV = ("hook_q_input", "hook_k_input", "hook_v_input")
@@ -84,9 +104,51 @@ def reads_inputs(block: nn.Module) -> bool:
     return block.__dict__.get(_FLAG, False) or any(_watched(getattr(block, name)) for name in READER_HOOKS)
 
 
+def reader_copy(x: Tensor) -> Tensor:
+    """``hook_attn_in``'s / ``hook_mlp_in``'s value: a copy of the residual ``x`` [batch, pos, d_model]."""
+    return x.clone()
+
+
+def per_head_copies(x: Tensor, n: int) -> Tensor:
+    """``hook_q_input``'s (n = head) / ``hook_k_input``'s, ``hook_v_input``'s (n = kv_head) value:
+    ``n`` copies of ``x`` [batch, pos, d_model] -> [batch, pos, n, d_model], contiguous."""
+    b, p, m = x.shape
+    return x[:, :, None].expand(b, p, n, m).clone()
+
+
 def _copy_for(hook: HookPoint, x: Tensor) -> Tensor:
     """The reader's own copy of ``x`` through its hook (``x`` itself when nothing watches it)."""
-    return hook(x.clone()) if _watched(hook) else x
+    return hook(reader_copy(x)) if _watched(hook) else x
+
+
+def attention_reads_residual(block: nn.Module) -> bool:
+    """Whether, under the hooks attached now, the attention of ``block`` reads ``hook_resid_pre``'s
+    value as it is (through ``ln1`` and its hooks, where there is one): no hook on ``hook_attn_in``
+    or the q/k/v inputs (a hook there may edit them) and split inputs off (the split path applies
+    ``ln1``'s function without its hooks)."""
+    return not block.__dict__.get(_FLAG, False) and not any(_watched(getattr(block, n)) for n in READER_HOOKS[:4])
+
+
+def lazy_attention_inputs(block: nn.Module, prefix: str, wanted: Callable[[str], bool]) -> dict[str, LazyEntry]:
+    """The ``wanted`` attention reader inputs of ``block`` (hook names starting ``prefix``) as lazy
+    cache entries (``interp.hooks.HookedModule.lazy_cache_entries``): copies of ``hook_resid_pre``,
+    made on read by the functions the split path makes them with (the same bits). The q/k/v inputs
+    copy ``hook_attn_in``'s value, so they qualify only while no hook watches ``hook_attn_in``."""
+    cfg, source = block.cfg, f"{prefix}hook_resid_pre"
+    entries: dict[str, LazyEntry] = {}
+    if wanted(f"{prefix}hook_attn_in"):
+        entries[f"{prefix}hook_attn_in"] = (source, reader_copy)
+    if not _watched(block.hook_attn_in):
+        for name, n in zip(_QKV, (cfg.n_heads, cfg.kv_heads, cfg.kv_heads)):
+            if wanted(prefix + name):
+                entries[prefix + name] = (source, functools.partial(per_head_copies, n=n))
+    return entries
+
+
+def lazy_mlp_input(block: nn.Module, prefix: str, wanted: Callable[[str], bool]) -> dict[str, LazyEntry]:
+    """``hook_mlp_in`` of ``block`` as a lazy cache entry where ``wanted``: a copy of ``hook_resid_mid``."""
+    name = f"{prefix}hook_mlp_in"
+    return {name: (f"{prefix}hook_resid_mid", reader_copy)} if wanted(name) else {}
 
 
 def _normalise(norm: nn.Module | None, x: Tensor) -> Tensor:
@@ -113,8 +175,7 @@ def _attention(block: nn.Module, attn_in: Tensor, positions: Tensor, masks: Any,
     forced = block.__dict__.get(_FLAG, False)
     if not forced and not any(_watched(h) for h in hooks):
         return attn(norm(attn_in) if norm is not None else attn_in, positions, masks, rope, kv, exact)
-    b, p, m = attn_in.shape
-    computed = [attn_in[:, :, None].expand(b, p, n, m).clone() for n in (cfg.n_heads, cfg.kv_heads, cfg.kv_heads)]
+    computed = [per_head_copies(attn_in, n) for n in (cfg.n_heads, cfg.kv_heads, cfg.kv_heads)]
     before = [_snapshot(c) for c in computed]
     given = [hook(c) for hook, c in zip(hooks, computed)]
     backward = any(h._backward_hooks for h in hooks)

@@ -49,6 +49,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -64,11 +65,18 @@ from models.inputs import InputPreparation
 from models.masks import Masks
 from models.norms import rms_norm
 from models.positions import alibi_slopes, apply_rope, rope_cos_sin, rope_inv_freq, sinusoidal
-from models.split_inputs import reads_inputs, split_block_forward
+from models.split_inputs import (
+    attention_reads_residual,
+    lazy_attention_inputs,
+    lazy_mlp_input,
+    reads_inputs,
+    split_block_forward,
+)
 from models.tl_api import KVCache, TransformerLensAPI, _LayerKV
 from models.weights import _view_param, _weight_view
 
 if TYPE_CHECKING:
+    from interp.hooks import LazyEntry
     from models.tl_api import TokenIds
     from models.tokenizer import Batch, Text, Tokenizer
 
@@ -96,10 +104,21 @@ class Norm(nn.Module):
         self.hook_scale = HookPoint()  # [batch, pos, 1]
         self.hook_normalized = HookPoint()  # [batch, pos, d_model]
 
+    def _centred(self, x: Tensor) -> Tensor:
+        return x - x.mean(-1, keepdim=True) if self.kind == "layernorm" else x
+
+    def _divisor(self, centred: Tensor) -> Tensor:
+        return (centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt()
+
+    def scale_of(self, x: Tensor) -> Tensor:
+        """``hook_scale``'s value [batch, pos, 1] for input ``x`` [batch, pos, d_model], by the ops
+        ``forward`` computes it with (``run_with_cache`` computes a cached scale on read with it)."""
+        return self._divisor(self._centred(x))
+
     def forward(self, x: Tensor) -> Tensor:
         if _hooked(self.hook_scale):
-            centred = x - x.mean(-1, keepdim=True) if self.kind == "layernorm" else x
-            computed = (centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt()
+            centred = self._centred(x)
+            computed = self._divisor(centred)
             before = _snapshot(computed)
             scale = self.hook_scale(computed)
             if not _untouched(scale, computed, before):  # a hook edited the scale: use it
@@ -805,17 +824,60 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
 
     # -- conveniences ------------------------------------------------------------------------------
 
-    def lazy_cache_entries(self, wanted: Callable[[str], bool]) -> dict[str, tuple[str, Callable[[Tensor], Tensor]]]:
-        """``run_with_cache`` keeps ``hook_z`` and computes each ``wanted`` ``attn.hook_result`` (n_heads
-        times the attention output) on read: ``Attention.result_from_z`` on W_O as it is now (a copy
-        with the same strides, taken only for the layers asked for, so a later weight edit changes
-        neither the cached values nor their bits)."""
-        entries = {}
+    def lazy_cache_entries(self, wanted: Callable[[str], bool]) -> dict[str, LazyEntry]:
+        """The ``wanted`` hook points ``run_with_cache`` computes on first read of the cache, from
+        values it caches anyway, with the forward pass's own functions (the same bits), in forward
+        order (see ``interp.hooks.HookedModule.lazy_cache_entries``):
+
+        * ``attn.hook_result`` (n_heads times the attention output) from ``hook_z``:
+          ``Attention.result_from_z`` on W_O as it is now (a copy with the same strides, taken only
+          for the layers asked for, so a later weight edit changes neither the values nor their bits);
+        * the reader inputs (``hook_attn_in``, ``hook_q/k/v_input``, ``hook_mlp_in``) from
+          ``hook_resid_pre`` / ``hook_resid_mid`` (``models/split_inputs.py``): caching them then
+          sends no block down the split path;
+        * a norm's ``hook_scale`` (``Norm.scale_of``) from the cached tensors its input is made of:
+          ``hook_resid_pre`` / ``hook_resid_mid`` (pre-norm ``ln1`` / ``ln2``, while no reader-input
+          hook could change what the norm reads), ``hook_attn_out + hook_resid_pre`` and ``hook_mlp_out
+          + hook_resid_mid`` (post-norm), the embeddings' sum (``ln_embed``), the last
+          ``hook_resid_post`` (``ln_final``); only where those are cached by the same call, so the
+          cache holds no residual only for a [batch, pos, 1] scale. The sandwich norms after a
+          sublayer (``ln1_post``, ``ln2_post``) read an output no hook caches: they compute as before.
+
+        Reads the hooks attached now: an entry a hook could change is not declared."""
+        entries: dict[str, LazyEntry] = {}
+
+        def scale(norm: Norm | None, name: str, sources: tuple[str, ...], combine: Callable[..., Tensor]) -> None:
+            if norm is not None and wanted(name) and all(wanted(s) for s in sources):
+                entries[name] = (sources, lambda *values: norm.scale_of(combine(*values)))
+
+        def same(x: Tensor) -> Tensor:
+            return x
+
+        def add(*parts: Tensor) -> Tensor:  # left to right, as the forward pass adds them
+            return functools.reduce(operator.add, parts)
+
+        if self.ln_embed is not None:
+            embeds = ("hook_embed", "hook_token_type_embed", "hook_pos_embed")
+            scale(self.ln_embed, "ln_embed.hook_scale", embeds if self.W_token_type is not None else embeds[::2], add)
+        post = self.cfg.norm_placement == "post"
         for layer, block in enumerate(self.blocks):
-            name = f"blocks.{layer}.attn.hook_result"
+            at = f"blocks.{layer}."
+            entries.update(lazy_attention_inputs(block, at, wanted))
+            if not post and attention_reads_residual(block):
+                scale(block.ln1, at + "ln1.hook_scale", (at + "hook_resid_pre",), same)
+            name = at + "attn.hook_result"
             if wanted(name):
                 W_O = block.attn._view_W_O().detach().clone()
-                entries[name] = (f"blocks.{layer}.attn.hook_z", functools.partial(block.attn.result_from_z, W_O=W_O))
+                entries[name] = (at + "attn.hook_z", functools.partial(block.attn.result_from_z, W_O=W_O))
+            if post:
+                scale(block.ln1, at + "ln1.hook_scale", (at + "hook_attn_out", at + "hook_resid_pre"), add)
+            entries.update(lazy_mlp_input(block, at, wanted))
+            if not post and not _watched(block.hook_mlp_in):
+                scale(block.ln2, at + "ln2.hook_scale", (at + "hook_resid_mid",), same)
+            if post:
+                scale(block.ln2, at + "ln2.hook_scale", (at + "hook_mlp_out", at + "hook_resid_mid"), add)
+        last = f"blocks.{self.cfg.n_layers - 1}.hook_resid_post"
+        scale(self.ln_final, "ln_final.hook_scale", (last,), same)
         return entries
 
     def hook_table(self) -> list[tuple[str, str]]:
