@@ -180,12 +180,12 @@ def branch(cache):
 def decode(
     model, trial: Trial, cache, n_new: int | None = None, watch: bool = False, masked: Iterable[tuple[int, int]] = ()
 ) -> Decoded:
-    """Greedy decoding of ``n_new`` tokens (default: the code's length + 1) from ``trial``'s last
+    """Greedy decoding of ``n_new`` tokens (default: the code's length) from ``trial``'s last
     prompt token on, with ``cache`` holding the rest of the prompt (``prefill``; it is extended in
     place: pass ``branch(cache)`` to keep it). ``watch``: ``hook_pattern`` hooks on the decode steps
     keep each head's argmax key position. ``masked``: heads whose output is zeroed on these steps."""
     cfg = model.cfg
-    n_new = len(trial.code) + 1 if n_new is None else n_new
+    n_new = len(trial.code) if n_new is None else n_new
     if n_new < 1:
         raise ValueError(f"n_new={n_new}: decode at least one token")
     if cache.length != len(trial.tokens) - 1:
@@ -341,7 +341,7 @@ def _trial_row(d: Decoded, tokenizer, **extra) -> dict:
 def run_study(
     model,
     lengths: Sequence[int] = (512, 1024, 2048, 4096),
-    n: int = 4,
+    n: int | Sequence[int] = 4,
     mask_lengths: Sequence[int] = (1024, 2048),
     mask_n: int = 20,
     k: int = 10,
@@ -353,8 +353,8 @@ def run_study(
 ) -> Study:
     """The whole measurement on one causal LM with a chat-capable tokenizer.
 
-    1. Accuracy: ``n`` haystacks per length, each at every depth of ``niah.DEPTHS``, decoded with
-       pattern watchers (the scores come from the same decodes), one prefill per trial.
+    1. Accuracy: ``n`` haystacks per length (or one count per length), each at every depth of
+       ``niah.DEPTHS``, decoded with pattern watchers (the scores come from the same decodes), one prefill per trial.
     2. Scores: pooled over the lengths whose accuracy is >= ``threshold`` (none: no masking).
     3. Masking, at each of ``mask_lengths`` that is solved: ``mask_n`` other haystacks of that
        length (windows after the first ``n``: no passage shared with the scoring ones), haystack i
@@ -379,11 +379,14 @@ def run_study(
     room = max([*lengths, *mask_lengths]) + 200
     if room > cfg.n_ctx:
         raise ValueError(f"a haystack of {room - 200} tokens and its prompt do not fit the model's {cfg.n_ctx} tokens")
+    counts = [n] * len(lengths) if isinstance(n, int) else list(n)
+    if len(counts) != len(lengths) or min(counts) < 1:
+        raise ValueError(f"n={n}: give one haystack count >= 1, or one per length ({len(lengths)})")
     name = getattr(cfg, "name", "")
     info: dict = {
         "model": name,
         "lengths": list(lengths),
-        "n_haystacks": n,
+        "n_haystacks": counts,
         "depths": list(DEPTHS),
         "mask_lengths": list(mask_lengths),
         "mask_n": mask_n,
@@ -393,8 +396,9 @@ def run_study(
         "threshold": threshold,
         "seed": seed,
         "masking": "zero-ablation of the head's output (hook_z = 0)",
+        "threads": torch.get_num_threads(),
     }
-    all_trials = {length: make_trials(tok, length, n, seed=seed) for length in lengths}
+    all_trials = {length: make_trials(tok, length, c, seed=seed) for length, c in zip(lengths, counts)}
     total = sum(map(len, all_trials.values()))
     rows, scores = [], {length: RetrievalScores(cfg.n_layers, cfg.n_heads) for length in lengths}
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -424,7 +428,8 @@ def run_study(
     to_mask = [length for length in mask_lengths if length in solved]
     info["masked_lengths"] = to_mask
     if to_mask and pooled.copy_steps:
-        masking, mask_trials = _masking(model, heads, to_mask, mask_n, n, k, draws, scope, seed, progress, info)
+        skip = dict(zip(lengths, counts))
+        masking, mask_trials = _masking(model, heads, to_mask, mask_n, skip, k, draws, scope, seed, progress, info)
     return Study(trials_df, accuracy, heads, scores, masking, mask_trials, info)
 
 
@@ -442,7 +447,11 @@ def _masking(model, heads, lengths, mask_n, skip, k, draws, scope, seed, progres
     conditions = [("none", 0, []), ("top", 0, top)] + [("random", i + 1, r) for i, r in enumerate(randoms)]
     info["top_heads"] = [list(h) for h in top]
     info["random_heads"] = [[list(h) for h in r] for r in randoms]
-    sets = {length: make_trials(tok, length, mask_n, seed=seed, skip=skip, per_depth=False) for length in lengths}
+    # haystacks after the scoring ones of the same length (or from 0 where that length was not scored)
+    sets = {
+        length: make_trials(tok, length, mask_n, seed=seed, skip=skip.get(length, 0), per_depth=False)
+        for length in lengths
+    }
     rows = []
     cpu0, wall0 = time.process_time(), time.perf_counter()
     total = sum(map(len, sets.values())) * len(conditions)
@@ -494,3 +503,183 @@ def masking_table(per: pd.DataFrame, k: int, seed: int = 0) -> pd.DataFrame:
                 row[f"{metric}_drop"], row[f"{metric}_drop_low"], row[f"{metric}_drop_high"] = drop, lo, hi
             out.append(row)
     return pd.DataFrame(out)
+
+
+# --------------------------------------------------------------------------------------------------
+# Writing the output set
+
+OUTPUTS = (
+    "retrieval.csv",
+    "accuracy.csv",
+    "masking.csv",
+    "trials.csv",
+    "mask_trials.csv",
+    "retrieval.md",
+    "retrieval.png",
+    "retrieval.json",
+)
+
+
+def figure(study: Study) -> bytes:
+    """Three panels: accuracy by length and depth, the retrieval score per head, the masking drops."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from interp.io import png_bytes
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), gridspec_kw={"width_ratios": [1, 1.3, 1]})
+    acc = study.accuracy[study.accuracy["depth"].notna()]
+    grid = acc.pivot(index="length", columns="depth", values="exact")
+    ax = axes[0]
+    im = ax.imshow(grid.to_numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(grid.columns)), [f"{d:g}" for d in grid.columns])
+    ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
+    for (i, j), v in np.ndenumerate(grid.to_numpy()):
+        ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="w" if v < 0.6 else "k", fontsize=8)
+    ax.set_xlabel("needle depth")
+    ax.set_ylabel("haystack tokens")
+    ax.set_title("exact-match retrieval accuracy")
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    h = study.heads
+    s = np.full((int(h["layer"].max()) + 1, int(h["head"].max()) + 1), np.nan)
+    s[h["layer"].to_numpy(), h["head"].to_numpy()] = h["retrieval"].to_numpy()
+    ax = axes[1]
+    im = ax.imshow(s.T, vmin=0, vmax=max(1e-9, float(np.nanmax(s))) if np.isfinite(s).any() else 1, cmap="magma")
+    ax.set_xlabel("layer")
+    ax.set_ylabel("head")
+    lengths = ", ".join(map(str, study.info.get("solved_lengths", []))) or "none"
+    ax.set_title(f"retrieval score (lengths {lengths})")
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    ax = axes[2]
+    m = study.masking
+    if len(m):
+        shown = m[m["condition"].isin(["top", "random (mean)"])]
+        labels = [f"{r.length}\n{r.condition}" for r in shown.itertuples()]
+        drop = shown["exact_drop"].to_numpy()
+        err = np.stack([drop - shown["exact_drop_low"].to_numpy(), shown["exact_drop_high"].to_numpy() - drop])
+        colors = ["tab:red" if c == "top" else "tab:grey" for c in shown["condition"]]
+        ax.bar(range(len(drop)), drop, yerr=err, color=colors, capsize=4)
+        ax.set_xticks(range(len(drop)), labels, fontsize=8)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_ylabel("drop in exact-match accuracy (95% CI)")
+        ax.set_title(f"masking k={int(shown['k'].max())} heads ({study.info['scope']})")
+    else:
+        ax.text(0.5, 0.5, "no masking run\n(no solved length to mask at)", ha="center", va="center")
+        ax.set_axis_off()
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+NEEDLE_TEXT = '"The secret code is NNNNNNN."'
+PREFIX_TEXT = '"The secret code is "'
+
+
+def report_markdown(study: Study) -> str:
+    """The report section: the task, the accuracy table, the top heads, the masking table, the times."""
+    from interp.io import fmt, md_table
+
+    info, h = study.info, study.heads
+    acc = study.accuracy.copy()
+    acc["depth"] = acc["depth"].map(lambda d: "all" if pd.isna(d) else f"{d:g}")
+    top = h.sort_values("rank").head(max(info["k"], 10))
+    top_cols = ["rank", "layer", "head", "retrieval", "hits", "copy_steps"] + [
+        c for c in h.columns if c.startswith("retrieval_")
+    ]
+    solved = ", ".join(map(str, info["solved_lengths"])) or "none"
+    lengths, counts = ", ".join(map(str, info["lengths"])), "/".join(map(str, info["n_haystacks"]))
+    lines = [
+        f"## Retrieval heads: {info['model']}",
+        "",
+        f"Needle-in-a-haystack on BoolQ passages: a needle {NEEDLE_TEXT} (7 distinct digits, one token each) at "
+        f"depths {', '.join(f'{d:g}' for d in info['depths'])} of haystacks of {lengths} tokens ({counts} haystacks "
+        f"per length, each at every depth), in the model's chat template, the answer opened with {PREFIX_TEXT}; "
+        "greedy decoding with the KV cache, the prompt prefilled on the fused path, pattern hooks on the decode "
+        "steps only.",
+        "",
+        "### Retrieval accuracy (exact match of the code; Wilson 95% interval; token share: code tokens "
+        "generated at their place)",
+        "",
+        md_table(acc, ["length", "depth", "n", "exact", "exact_low", "exact_high", "token_share"]),
+        f"Lengths with exact-match accuracy >= {info['threshold']:g}: **{solved}**. The scores below pool the "
+        "decode steps of those lengths.",
+        "",
+        "### Retrieval score (Wu et al. 2024), top heads",
+        "",
+        "Over decode steps whose generated token is a code token, the share on which the head's largest "
+        f"attention lands on that code token in the needle. {int(h['copy_steps'].iloc[0]) if len(h) else 0} copying "
+        f"steps. Heads with score > 0.1: {int((h['retrieval'] > 0.1).sum())} of {len(h)}.",
+        "",
+        md_table(top, top_cols),
+    ]
+    m = study.masking
+    if len(m):
+        lines += [
+            f"### Masking the top-{info['k']} retrieval heads vs {info['k']} random heads of the same layers",
+            "",
+            f"{info['masking']}, scope **{info['scope']}** ("
+            + (
+                "decode steps only: one prefill, the KV cache branched per condition"
+                if info["scope"] == "decode"
+                else "the prefill and the decode steps"
+            )
+            + f"); {info['mask_n']} haystacks per length not used for scoring, haystack i at depth i mod 5; "
+            f"{info['draws']} random draws. Drops are paired (same haystacks), 95% bootstrap intervals over "
+            "haystacks.",
+            "",
+            "Top heads: "
+            + ", ".join(f"L{a}H{b}" for a, b in info["top_heads"])
+            + ". Random draws: "
+            + "; ".join(", ".join(f"L{a}H{b}" for a, b in r) for r in info["random_heads"])
+            + ".",
+            "",
+            md_table(
+                m,
+                [
+                    "length",
+                    "condition",
+                    "draw",
+                    "k",
+                    "n",
+                    "exact",
+                    "exact_drop",
+                    "exact_drop_low",
+                    "exact_drop_high",
+                    "token_share",
+                    "token_share_drop",
+                    "token_share_drop_low",
+                    "token_share_drop_high",
+                ],
+            ),
+        ]
+    else:
+        lines += ["No masking run: no length in " + ", ".join(map(str, info["mask_lengths"])) + " is solved.", ""]
+    times = [f"accuracy and scores {fmt(info['accuracy_cpu_s'])} s CPU ({fmt(info['accuracy_wall_s'])} s wall)"]
+    if "masking_cpu_s" in info:
+        times.append(f"masking {fmt(info['masking_cpu_s'])} s CPU ({fmt(info['masking_wall_s'])} s wall)")
+    lines += ["", "Time: " + "; ".join(times) + f"; torch threads: {info.get('threads', '?')}.", ""]
+    return "\n".join(lines)
+
+
+def write_outputs(study: Study, out_dir) -> dict:
+    """The output set into ``out_dir`` (each file atomically; ``interp retrieval`` commits them as
+    a set): the per-head scores (retrieval.csv), the accuracy table, the masking table, the per-trial
+    rows of both runs, the report section, the figure and the settings (retrieval.json)."""
+    import json
+    from pathlib import Path
+
+    from interp.io import atomic_write
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / name for name in OUTPUTS}
+    atomic_write(paths["retrieval.csv"], study.heads.to_csv(index=False))
+    atomic_write(paths["accuracy.csv"], study.accuracy.to_csv(index=False))
+    atomic_write(paths["masking.csv"], study.masking.to_csv(index=False))
+    atomic_write(paths["trials.csv"], study.trials.to_csv(index=False))
+    atomic_write(paths["mask_trials.csv"], study.mask_trials.to_csv(index=False))
+    atomic_write(paths["retrieval.md"], report_markdown(study))
+    atomic_write(paths["retrieval.png"], figure(study))
+    atomic_write(paths["retrieval.json"], json.dumps(study.info, indent=2, default=str) + "\n")
+    return paths
