@@ -28,6 +28,10 @@ OWNS = (
 )
 
 
+def _mask_lengths(text: str) -> list[int]:
+    return [] if text.strip().lower() == "none" else _lengths(text)
+
+
 def _lengths(text: str) -> list[int]:
     try:
         out = [int(x) for x in text.split(",") if x.strip()]
@@ -68,7 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="haystacks per length, each at 5 depths: one count, or one per length (default 4)",
     )
     parser.add_argument(
-        "--mask-lengths", type=_lengths, default=[1024, 2048], help="lengths for the masking check (default 1024,2048)"
+        "--mask-lengths",
+        type=_mask_lengths,
+        default=[1024, 2048],
+        help="lengths for the masking check, or 'none' (default 1024,2048)",
     )
     parser.add_argument("--mask-n", type=_positive, default=20, help="haystacks per masking length (default 20)")
     parser.add_argument("--k", type=_positive, default=10, help="heads masked (default 10)")

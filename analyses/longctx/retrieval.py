@@ -598,6 +598,8 @@ def report_markdown(study: Study) -> str:
         "greedy decoding with the KV cache, the prompt prefilled on the fused path, pattern hooks on the decode "
         "steps only.",
         "",
+        "![retrieval: accuracy, scores, masking](retrieval.png)",
+        "",
         "### Retrieval accuracy (exact match of the code; Wilson 95% interval; token share: code tokens "
         "generated at their place)",
         "",

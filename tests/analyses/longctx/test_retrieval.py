@@ -258,3 +258,81 @@ def test_random_codes_have_distinct_digits():
         assert len(code) == niah.CODE_LENGTH == len(set(code)) and code.isdigit()
     with pytest.raises(ValueError, match="11 distinct digits"):
         niah.random_code(rng, 11)
+
+
+# -- retrieval in the head report, the map and the page --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def probed_planted(tmp_path_factory):
+    """The planted encoder of tests.factories probed (small), with a retrieval table in which only
+    head 1 is a retrieval head, written where ``interp retrieval --out <folder>/retrieval`` puts it."""
+    from analyses import heads
+    from analyses.heads import report
+    from tests.factories import planted_items, planted_model
+
+    m = planted_model("bidirectional", values=True)
+    df = heads.probe_items(m, planted_items(24, seed=5), n_repeat=4, n_boot=10, null_model=False)
+    df["model"] = df.attrs["model"] = "planted"
+    out = tmp_path_factory.mktemp("planted")
+    report.write_report(df, out)
+    (out / "retrieval").mkdir()
+    (out / "retrieval" / "retrieval.csv").write_text(
+        "model,layer,head,retrieval,hits,copy_steps,rank\n"
+        "planted,0,0,0.0,0,10,2\nplanted,0,1,0.8,8,10,1\nplanted,0,2,0.05,0,10,3\nplanted,0,3,,0,0,4\n"
+    )
+    (out / "retrieval" / "retrieval.md").write_text("## Retrieval heads: planted\n\nMASKING-TABLE-MARKER\n")
+    return df, out
+
+
+def test_report_and_map_show_the_retrieval_heads(probed_planted):
+    from analyses.heads import report
+    from analyses.heads.probe import role_map
+
+    df, out = probed_planted
+    table = report.read_retrieval(out / "retrieval" / "retrieval.csv")
+    assert np.isnan(table.loc[3, "retrieval"])
+    hm = report.with_retrieval(role_map(df), table)
+    assert hm.loc[hm["retrieval_head"], ["layer", "head"]].values.tolist() == [[0, 1]]
+    assert report.map_table(hm)["retrieval"].tolist() == ["0.000", "0.800", "0.050", ""]
+    sections = {s.id: s for s in report.report_sections(df, retrieval=table)}
+    assert "retrieval" in sections and "| 0 | 1 | 0.800 |" in sections["retrieval"].markdown
+    header = next(line for line in sections["map-detail"].markdown.splitlines() if line.startswith("| layer"))
+    assert header.endswith("| retrieval |")
+    assert "retrieval" not in {s.id for s in report.report_sections(df)}  # nothing without a table
+    assert "retrieval" not in report.map_table(role_map(df))
+
+
+def test_page_embeds_the_retrieval_scores_and_report(probed_planted):
+    from analyses.report import page
+
+    _, out = probed_planted
+    html = page.page_from_folder(out)
+    data = page.read_page_data(html)
+    assert data["role_scores"]["retrieval"][0] == [0.0, 0.8, 0.05, None]
+    assert [h["retrieval"] for h in data["heads"]] == [0.0, 0.8, 0.05, None]
+    assert "Retrieval heads (long context)" in html and "MASKING-TABLE-MARKER" in html
+    plain_dir = out.parent / (out.name + "-without")
+    plain_dir.mkdir()
+    for f in out.iterdir():
+        if f.is_file():
+            (plain_dir / f.name).write_bytes(f.read_bytes())
+    plain = page.read_page_data(page.page_from_folder(plain_dir))
+    assert "retrieval" not in plain["role_scores"] and "retrieval" not in plain["heads"][0]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("layer,head,score\n0,1,0.5\n", r"lacks the columns \['retrieval'\]"),
+        ("layer,head,retrieval\n0,1,1.5\n", "line 2: retrieval=1.5 is not a share"),
+        ("layer,head,retrieval\n0,x,0.5\n", "line 2: layer and head must be whole numbers"),
+    ],
+)
+def test_read_retrieval_refuses_bad_tables_in_one_line(tmp_path, text, message):
+    from analyses.heads import report
+
+    path = tmp_path / "retrieval.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        report.read_retrieval(path)
