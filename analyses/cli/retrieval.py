@@ -86,6 +86,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="decode",
         help="mask on the decode steps only (one prefill per haystack; default) or in the prefill too",
     )
+    parser.add_argument(
+        "--ranking",
+        default=None,
+        help="mask the top-k heads of this retrieval.csv (an earlier run's) instead of this run's scores",
+    )
     parser.add_argument("--seed", type=int, default=0)
     add_dtype_argument(parser)
     add_force_argument(parser)
@@ -94,6 +99,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from interp.io import output_dir
 
+    ranking = None
+    if args.ranking:  # read and checked before the model is loaded
+        from analyses.heads.report import read_retrieval
+
+        ranking = read_retrieval(args.ranking)
     with output_dir(args.out, OWNS, command="interp retrieval", what="--out", force=args.force) as tmp:
         import models
         from analyses.longctx.retrieval import run_study, write_outputs
@@ -111,6 +121,7 @@ def run(args) -> int:
             draws=args.draws,
             scope=args.scope,
             seed=args.seed,
+            ranking=ranking,
         )
         write_outputs(study, tmp)
     return 0

@@ -350,6 +350,7 @@ def run_study(
     threshold: float = 0.5,
     seed: int = 0,
     progress: bool = True,
+    ranking: pd.DataFrame | None = None,
 ) -> Study:
     """The whole measurement on one causal LM with a chat-capable tokenizer.
 
@@ -361,7 +362,9 @@ def run_study(
        at depth i mod 5; conditions: none, the top-``k`` heads, ``draws`` draws of k random heads
        of the same layers (none of them a top-k head). ``scope``: "decode" masks the heads on the
        decode steps only, so one prefill serves every condition (the KV cache is branched);
-       "all" masks them in the prefill too (a prefill per condition)."""
+       "all" masks them in the prefill too (a prefill per condition). ``ranking``: a per-head table
+       with ``layer, head, retrieval`` (an earlier run's retrieval.csv) whose top-k are masked
+       instead of this run's (so a second run can mask the same heads another way)."""
     import time
 
     from tqdm.auto import tqdm
@@ -427,9 +430,11 @@ def run_study(
     masking, mask_trials = pd.DataFrame(), pd.DataFrame()
     to_mask = [length for length in mask_lengths if length in solved]
     info["masked_lengths"] = to_mask
-    if to_mask and pooled.copy_steps:
+    info["ranking"] = "given" if ranking is not None else "this run"
+    rank_by = ranking if ranking is not None else heads
+    if to_mask and (pooled.copy_steps or ranking is not None):
         skip = dict(zip(lengths, counts))
-        masking, mask_trials = _masking(model, heads, to_mask, mask_n, skip, k, draws, scope, seed, progress, info)
+        masking, mask_trials = _masking(model, rank_by, to_mask, mask_n, skip, k, draws, scope, seed, progress, info)
     return Study(trials_df, accuracy, heads, scores, masking, mask_trials, info)
 
 
@@ -630,7 +635,7 @@ def report_markdown(study: Study) -> str:
             f"{info['draws']} random draws. Drops are paired (same haystacks), 95% bootstrap intervals over "
             "haystacks.",
             "",
-            "Top heads: "
+            f"Top heads (ranking: {info.get('ranking', 'this run')}): "
             + ", ".join(f"L{a}H{b}" for a, b in info["top_heads"])
             + ". Random draws: "
             + "; ".join(", ".join(f"L{a}H{b}" for a, b in r) for r in info["random_heads"])
