@@ -336,3 +336,18 @@ def test_read_retrieval_refuses_bad_tables_in_one_line(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(ValueError, match=message):
         report.read_retrieval(path)
+
+
+def test_cli_refuses_bad_arguments_before_loading_a_model(tmp_path, capsys):
+    from analyses.cli import main
+
+    bad = tmp_path / "ranking.csv"
+    bad.write_text("layer,head\n0,1\n")
+    out = tmp_path / "out"
+    assert main(["retrieval", "--out", str(out), "--ranking", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("interp retrieval:") and "lacks the columns ['retrieval']" in err and "\n" not in err
+    assert not out.exists()
+    with pytest.raises(SystemExit) as e:
+        main(["retrieval", "--out", str(out), "--lengths", "512,x"])
+    assert e.value.code == 2 and "comma-separated list of lengths" in capsys.readouterr().err
