@@ -4,10 +4,11 @@ task over real text (``analyses.longctx.retrieval``; docs/long_context.md).
 Measures the model's own retrieval accuracy by haystack length and needle depth, scores every head
 (the share of copied needle tokens on which its largest attention lands on that token), and masks
 the top-k heads against k random heads of the same layers at the lengths the model solves. Writes
-``DIR/retrieval.csv`` (one row per head: ``layer, head, retrieval``, what ``interp probe --retrieval``
-reads), ``accuracy.csv``, ``masking.csv``, ``trials.csv``, ``mask_trials.csv``, ``retrieval.md``,
-``retrieval.png`` and ``retrieval.json``, committed as a set when the run ends. Long: see the README
-for its measured time.
+``DIR/retrieval.csv`` (one row per head: ``layer, head, retrieval``), ``accuracy.csv``,
+``masking.csv``, ``trials.csv``, ``mask_trials.csv``, ``retrieval.md``, ``retrieval.png`` and
+``retrieval.json``, committed as a set when the run ends. With ``--out out/<model>/retrieval``,
+``interp summary`` puts the scores on the model's page (``analyses.report.page.page_from_folder``).
+Long: see the README for its measured time.
 """
 
 from __future__ import annotations
