@@ -57,11 +57,6 @@ def _counts(text: str) -> list[int]:
     return [_positive(x) for x in text.split(",") if x.strip()] or [_positive(text)]
 
 
-def _default_counts(lengths: list[int]) -> list[int]:
-    """Fewer haystacks where a prefill costs more (a 4,096-token prefill is ~11 s on 2 idle cores)."""
-    return [4 if n <= 1024 else 3 if n <= 2048 else 2 for n in lengths]
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="smollm2", help="a causal LM with a chat template (default: smollm2)")
     parser.add_argument("--out", required=True, help="output folder")
@@ -121,7 +116,7 @@ def run(args) -> int:
         study = run_study(
             model,
             lengths=args.lengths,
-            n=_default_counts(args.lengths) if args.n is None else args.n[0] if len(args.n) == 1 else args.n,
+            n=None if args.n is None else args.n[0] if len(args.n) == 1 else args.n,
             mask_lengths=args.mask_lengths,
             mask_n=args.mask_n,
             k=args.k,
