@@ -35,6 +35,7 @@ SUBCOMMANDS = {
     "train": ("analyses.cli.train", "train the toolkit's transformer from a config file"),
     "summary": ("analyses.cli.summary", "one page over the main job's outputs: comparison, invariances, validation"),
     "explore": ("analyses.cli.explore", "a local web page that runs the model on the text you type"),
+    "retrieval": ("analyses.cli.retrieval", "retrieval heads at long context: needle-in-a-haystack, scores, masking"),
 }
 
 

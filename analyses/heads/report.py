@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analyses.heads.probe import detectable_effect, headline, labelled_roles, role_map
-from analyses.heads.roles import COLUMNS, LINGUISTIC_ROLES, MAP_ROLES, ROLES
+from analyses.heads.roles import COLUMNS, LINGUISTIC_ROLES, MAP_ROLES, RETRIEVAL_THRESHOLD, ROLES
 from interp.display import figure_label
 from interp.io import atomic_write, fmt, md_table, png_bytes
 
@@ -30,6 +30,8 @@ __all__ = [
     "heatmap_figure",
     "pattern_figure",
     "role_layers",
+    "read_retrieval",
+    "with_retrieval",
 ]
 
 STATS_TEXT = (
@@ -139,6 +141,66 @@ def write_csv(df: pd.DataFrame, path: str | Path) -> Path:
         raise ValueError(f"heads table lacks columns {missing}; it must have {COLUMNS}")
     cols = COLUMNS + [c for c in df.columns if c not in COLUMNS]
     return atomic_write(path, df[cols].to_csv(index=False, float_format="%.6g"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Retrieval heads (a long-context score from ``interp retrieval``, beside the probe's roles)
+
+
+def read_retrieval(path: str | Path) -> pd.DataFrame:
+    """The per-head scores ``interp retrieval`` writes (``retrieval.csv``): columns layer, head,
+    retrieval (a share in [0, 1], empty where no decode step copied), read strictly."""
+    from interp.io import read_csv_rows
+
+    header, rows = read_csv_rows(path)
+    missing = [c for c in ("layer", "head", "retrieval") if c not in header]
+    if missing:
+        raise ValueError(f"{path} lacks the columns {missing}; give the retrieval.csv that `interp retrieval` writes")
+    col = {c: header.index(c) for c in ("layer", "head", "retrieval")}
+    out = []
+    for line, cells in rows:
+        try:
+            layer, head = int(cells[col["layer"]]), int(cells[col["head"]])
+            score = float(cells[col["retrieval"]]) if cells[col["retrieval"]].strip() else float("nan")
+        except ValueError:
+            raise ValueError(
+                f"{path}, line {line}: layer and head must be whole numbers and retrieval a number"
+            ) from None
+        if not (np.isnan(score) or 0.0 <= score <= 1.0):
+            raise ValueError(f"{path}, line {line}: retrieval={score} is not a share in [0, 1]")
+        out.append({"layer": layer, "head": head, "retrieval": score})
+    return pd.DataFrame(out, columns=["layer", "head", "retrieval"])
+
+
+def with_retrieval(heads_map: pd.DataFrame, retrieval: pd.DataFrame | None) -> pd.DataFrame:
+    """The role map (``probe.role_map``) with each head's ``retrieval`` score (NaN where the table
+    has none) and ``retrieval_head`` (score > ``RETRIEVAL_THRESHOLD``); unchanged without a table."""
+    if retrieval is None:
+        return heads_map
+    scores = retrieval.set_index(["layer", "head"])["retrieval"]
+    out = heads_map.copy()
+    out["retrieval"] = [float(scores.get((int(r.layer), int(r.head)), np.nan)) for r in out.itertuples()]
+    out["retrieval_head"] = out["retrieval"] > RETRIEVAL_THRESHOLD
+    return out
+
+
+def retrieval_markdown(heads_map: pd.DataFrame) -> str:
+    """The report's retrieval section: the retrieval heads with their primary role."""
+    rh = heads_map[heads_map["retrieval_head"]].sort_values("retrieval", ascending=False)
+    table = pd.DataFrame(
+        {
+            "layer": rh["layer"],
+            "head": rh["head"],
+            "retrieval": rh["retrieval"].map(fmt3),
+            "primary": rh["primary"].astype(str),
+        }
+    )
+    return (
+        f"Heads whose retrieval score (Wu et al. 2024: the share of needle tokens copied during "
+        f"needle-in-a-haystack decoding on which the head's largest attention lands on that token; "
+        f"`interp retrieval`, docs/long_context.md) exceeds {RETRIEVAL_THRESHOLD:g}: {len(rh)} of "
+        f"{len(heads_map)}. The map marks them with a corner triangle.\n\n" + md_table(table)
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -271,6 +333,12 @@ def role_map_figure(heads_map: pd.DataFrame, title: str = "") -> bytes:
     )
     for l, h in framed:
         ax.add_patch(Rectangle((h + 0.06, l + 0.06), 0.88, 0.88, fill=False, edgecolor="#333", lw=1.0))
+    if "retrieval_head" in heads_map:  # retrieval heads: a dark triangle in the cell's top-right corner
+        from matplotlib.patches import Polygon
+
+        for r in heads_map[heads_map["retrieval_head"]].itertuples():
+            h, l = r.head, r.layer
+            ax.add_patch(Polygon([(h + 0.6, l), (h + 1, l), (h + 1, l + 0.4)], closed=True, color="#111"))
     sns.heatmap(
         sink_w,
         ax=ax2,
@@ -284,7 +352,10 @@ def role_map_figure(heads_map: pd.DataFrame, title: str = "") -> bytes:
         linewidths=0.3,
         linecolor="white",
     )
-    for a_, t in ((ax, "primary role (number: % of baseline-to-ceiling)"), (ax2, "sink: weight (grey), norm (%)")):
+    left = "primary role (number: % of baseline-to-ceiling)"
+    if "retrieval_head" in heads_map:
+        left += f"; corner: retrieval > {RETRIEVAL_THRESHOLD:g}"
+    for a_, t in ((ax, left), (ax2, "sink: weight (grey), norm (%)")):
         a_.set_xlabel("head")
         a_.set_ylabel("layer")
         a_.tick_params(labelsize=7)
@@ -358,7 +429,7 @@ def lens_table(df: pd.DataFrame, role: str = "delimiter") -> pd.DataFrame:
 def map_table(heads_map: pd.DataFrame) -> pd.DataFrame:
     """The role map as a table: one row per head, primary role, effect, ceiling-normalised effect,
     the other roles, and the sink layer (its sink label, sink mass by weight and by norm)."""
-    return pd.DataFrame(
+    table = pd.DataFrame(
         {
             "layer": heads_map["layer"],
             "head": heads_map["head"],
@@ -371,6 +442,9 @@ def map_table(heads_map: pd.DataFrame) -> pd.DataFrame:
             "sink norm": heads_map["sink_norm"].map(fmt3),
         }
     )
+    if "retrieval" in heads_map:  # a long-context score (``with_retrieval``), when one was given
+        table["retrieval"] = heads_map["retrieval"].map(fmt3)
+    return table
 
 
 def source_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -685,13 +759,19 @@ def _example_markdown(examples) -> str:
 
 
 def report_sections(
-    df: pd.DataFrame, examples: Sequence[dict] = (), title: str | None = None, command: str | None = None
+    df: pd.DataFrame,
+    examples: Sequence[dict] = (),
+    title: str | None = None,
+    command: str | None = None,
+    retrieval: pd.DataFrame | None = None,
 ) -> list[Section]:
     """report.md as data: the sections ``write_report`` writes and the report page places by id
-    (``intro``, ``map``, ``map-detail``, ``labelled``; the rest are data and method)."""
+    (``intro``, ``map``, ``map-detail``, ``labelled``; the rest are data and method). ``retrieval``:
+    ``read_retrieval``'s table, which adds a map column and a ``retrieval`` section."""
     attrs = dict(df.attrs)
     model = attrs.get("model", str(df["model"].iloc[0]) if len(df) else "model")
-    the_map = map_table(role_map(df))
+    heads_map = with_retrieval(role_map(df), retrieval)
+    the_map = map_table(heads_map)
     L, H = attrs.get("n_layers", df["layer"].max() + 1), attrs.get("n_heads", df["head"].max() + 1)
     kind = "causal (a token sees only earlier tokens)" if attrs.get("causal") else "bidirectional"
     intro = f"Model `{model}`: {L} layers x {H} heads, {kind}. Seed {attrs.get('seed', '?')}." + (
@@ -715,6 +795,8 @@ def report_sections(
             + f"\n{n_unclassified} of {len(the_map)} heads earned no label.",
         ),
     ]
+    if retrieval is not None:
+        out.append(Section("retrieval", "Retrieval heads (long context)", retrieval_markdown(heads_map)))
     if attrs.get("layer_types"):
         text = _layer_type_text(role_map(df), attrs["layer_types"])
         out.append(Section("layer-types", "Sliding-window and full layers", text))
@@ -759,16 +841,18 @@ def write_report(
     examples: Sequence[dict] = (),
     title: str | None = None,
     command: str | None = None,
+    retrieval: pd.DataFrame | None = None,
 ) -> dict:
     """Write ``heads.csv``, ``report.md`` (``report_sections``) and PNG figures into ``out_dir``
     (``analyses.report.page`` renders ``report.html`` from them). ``examples``: the figure examples
-    of ``analyses.heads.example_patterns``. Returns {name: path}."""
+    of ``analyses.heads.example_patterns``; ``retrieval``: per-head retrieval scores
+    (``read_retrieval``), marked on the map. Returns {name: path}."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = df.attrs.get("model", str(df["model"].iloc[0]) if len(df) else "model")
     paths = {"csv": write_csv(df, out / "heads.csv")}
-    paths.update(_write_figures(df, role_map(df), out, model, examples))
-    text = sections_markdown(report_sections(df, examples, title=title, command=command))
+    paths.update(_write_figures(df, with_retrieval(role_map(df), retrieval), out, model, examples))
+    text = sections_markdown(report_sections(df, examples, title=title, command=command, retrieval=retrieval))
     paths["report.md"] = atomic_write(out / "report.md", text)
     return paths
 

@@ -20,6 +20,7 @@ __all__ = [
     "MAP_PRIMARY",
     "CEILINGS",
     "SINK_EXCLUDED_ROLES",
+    "RETRIEVAL_THRESHOLD",
 ]
 
 ROLES = (
@@ -97,3 +98,7 @@ BROAD_REFERENCE = "random row (Dirichlet 1)"
 # effect (score - baseline) / (ceiling - baseline): TransformerLens's "mul" detection score divides by
 # every row, and on a random sequence repeated once only the second half's rows have a target
 CEILINGS = {"induction": 0.5, "duplicate_token": 0.5}  # every other role: 1.0
+# retrieval heads (Wu et al. 2024; ``analyses.longctx.retrieval``, ``interp retrieval``): not a probe
+# role but a long-context score; a head is a retrieval head when its score exceeds this, Wu et al.'s
+# threshold. The map marks such heads; the score is a column of the map and a colour of the page.
+RETRIEVAL_THRESHOLD = 0.1

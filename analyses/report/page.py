@@ -16,7 +16,8 @@ not by heading text), the example patterns (``analyses.heads.example_patterns``:
 model), the tables. Markdown is rendered with markdown-it-py, never shown as source.
 
 ``page_from_folder(dir)`` reads ``heads.csv``, ``report.md`` and its figures, ``examples.json``,
-``invariance/invariance.csv`` and ``validation/validation.md`` + ``.csv`` where present, so
+``invariance/invariance.csv``, ``validation/validation.md`` + ``.csv`` and ``retrieval/retrieval.csv``
++ ``.md`` + ``.png`` (``interp retrieval``) where present, so
 ``interp probe`` (which has the first three) and ``interp summary`` (which runs after invariance
 and validation) render the same page.
 
@@ -37,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses.heads.report import ROLE_TEXT, Section, read_sections
+from analyses.heads.report import ROLE_TEXT, Section, read_retrieval, read_sections
 from analyses.heads.roles import COLUMNS
 from analyses.html import inline_images, render, render_markdown
 
@@ -181,11 +182,14 @@ def page_data(
     validation: pd.DataFrame | None = None,
     model: str | None = None,
     circuits: dict | None = None,
+    retrieval: pd.DataFrame | None = None,
 ) -> dict:
     """What the explorer embeds (JSON-ready): the model's shape, the role colours and what each role
     means, one record per head (primary role, standardised effect, secondary roles, its scores:
     ``_score_rows``), the per-role score grids, the validation verdicts per head, and the example
-    patterns (``ExamplePatterns.page()``, or the ``examples.json`` the probe wrote)."""
+    patterns (``ExamplePatterns.page()``, or the ``examples.json`` the probe wrote). ``retrieval``
+    (``analyses.heads.report.read_retrieval``): each head's retrieval score in its record and a
+    ``retrieval`` grid among the score grids (the explorer's colour choice offers it)."""
     from analyses.heads.probe import role_map
     from analyses.heads.roles import MAP_PRIMARY
 
@@ -218,6 +222,14 @@ def page_data(
     ]
     roles = [r for r in MAP_PRIMARY if r in set(rmap["primary"].astype(str)) and r != "unclassified"]
     grids = _role_grids(df, L, H)
+    if retrieval is not None:  # a long-context score beside the probe's (interp retrieval)
+        from analyses.heads.report import with_retrieval
+
+        rmap = with_retrieval(rmap, retrieval)
+        grid = [[None] * H for _ in range(L)]
+        for r, rec in zip(rmap.itertuples(), records):
+            grid[int(r.layer)][int(r.head)] = rec["retrieval"] = _num(r.retrieval, 3)
+        grids["retrieval"] = grid
     if rmap["sink_norm"].notna().any():  # the sink layer by norm, beside attention_sink's weight grid
         norm = [[None] * H for _ in range(L)]
         for r in rmap.itertuples():
@@ -433,14 +445,30 @@ def render_page(
     validation_warning: str | None = None,
     model: str | None = None,
     circuits: dict | None = None,
+    retrieval: pd.DataFrame | None = None,
+    retrieval_md: str | None = None,
 ) -> str:
     """One model's page as a string (see the module docstring). ``sections``: the probe's report
     (``analyses.heads.report.report_sections`` or ``read_sections`` of its report.md), whose
-    figures (``![..](x.png)``) are inlined from ``figures`` (name -> PNG bytes)."""
+    figures (``![..](x.png)``) are inlined from ``figures`` (name -> PNG bytes). ``retrieval``
+    (per-head scores, ``read_retrieval``) and ``retrieval_md`` (``interp retrieval``'s report):
+    the map is redrawn with the retrieval heads marked, the explorer gets a retrieval score grid,
+    and the retrieval report leads "Data and method"."""
     from analyses.invariance.report import invariance_section
 
-    figures = figures or {}
-    data = page_data(df, examples=examples, validation=validation, model=model, circuits=circuits)
+    figures = dict(figures or {})
+    data = page_data(df, examples=examples, validation=validation, model=model, circuits=circuits, retrieval=retrieval)
+    retrieval_html = []
+    if retrieval is not None:
+        from analyses.heads.probe import role_map
+        from analyses.heads.report import retrieval_markdown, role_map_figure, with_retrieval
+
+        heads_map = with_retrieval(role_map(df), retrieval)
+        figures["role_map.png"] = role_map_figure(heads_map)
+        body = retrieval_markdown(heads_map)
+        if retrieval_md:  # interp retrieval's own report: its "##" title gives way to the page's
+            body += "\n\n" + re.sub(r"(?m)\A## .*\n", "", retrieval_md)
+        retrieval_html = [inline_images(render_markdown("### Retrieval heads (long context)\n\n" + body), figures)]
     by_id = {s.id: s for s in sections}
     intro = by_id.get("intro")
     title = intro.title if intro and intro.title else f"Head roles of {data['model']}"
@@ -469,7 +497,7 @@ def render_page(
         invariance_html=inv,
         warning_html=render_markdown(validation_warning) if validation_warning else "",
         validation_html=_validation_html(validation, validation_md),
-        method_html=_method_html(sections, figures),
+        method_html=retrieval_html + _method_html(sections, figures),
     )
 
 
@@ -514,10 +542,14 @@ def page_from_folder(model_dir: str | Path, provenance: str | None = None) -> st
 
     ex = text(d / "examples.json")
     val = table(d / "validation" / "validation.csv")
+    ret = d / "retrieval"  # interp retrieval --out <this folder>/retrieval
+    figures = {p.name: p.read_bytes() for p in d.glob("*.png")}
+    if (ret / "retrieval.png").is_file():
+        figures["retrieval.png"] = (ret / "retrieval.png").read_bytes()
     return render_page(
         df,
         sections=read_sections(text(d / "report.md") or ""),
-        figures={p.name: p.read_bytes() for p in d.glob("*.png")},
+        figures=figures,
         examples=json.loads(ex) if ex is not None else None,
         invariance=table(d / "invariance" / "invariance.csv"),
         validation=val,
@@ -525,6 +557,8 @@ def page_from_folder(model_dir: str | Path, provenance: str | None = None) -> st
         validation_warning=provenance if val is not None else None,
         model=name,
         circuits=page_circuits(d),
+        retrieval=read_retrieval(ret / "retrieval.csv") if (ret / "retrieval.csv").is_file() else None,
+        retrieval_md=text(ret / "retrieval.md"),
     )
 
 
