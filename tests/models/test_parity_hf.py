@@ -9,8 +9,9 @@
 
 On a right-padded batch of real sentences, compared on real positions only, in fp32. Modes:
 ``eager`` (plain forward, ``exact=True``), ``patterns`` (a cache of the patterns only: every layer
-eager), ``full`` (a cache of every hook, which also attaches hooks to ``hook_result`` and
-``hook_scale``; left unedited, they must not change the computation), ``fused`` (plain forward) and
+eager), ``full`` (a cache of every hook: ``hook_result``, the reader inputs and ``hook_scale`` are then
+computed on read from cached values; tests/models/test_lazy_inputs.py covers the path where read-only
+hooks attached to them fire in the forward pass), ``fused`` (plain forward) and
 ``fused_cache`` (a cache of every hook but the scores and the pattern: still fused).
 
 Measured on this machine (torch 2.13 CPU, transformers 5.24): max abs diff 0.0 in every mode on both
