@@ -17,17 +17,6 @@ import argparse
 
 from analyses.cli.common import add_dtype_argument, add_force_argument
 
-OWNS = (
-    "retrieval.csv",
-    "accuracy.csv",
-    "masking.csv",
-    "trials.csv",
-    "mask_trials.csv",
-    "retrieval.md",
-    "retrieval.png",
-    "retrieval.json",
-)
-
 
 def _mask_lengths(text: str) -> list[int]:
     return [] if text.strip().lower() == "none" else _lengths(text)
@@ -106,9 +95,10 @@ def run(args) -> int:
         from analyses.heads.report import read_retrieval
 
         ranking = read_retrieval(args.ranking)
-    with output_dir(args.out, OWNS, command="interp retrieval", what="--out", force=args.force) as tmp:
+    from analyses.longctx.retrieval import OUTPUTS, run_study, write_outputs
+
+    with output_dir(args.out, OUTPUTS, command="interp retrieval", what="--out", force=args.force) as tmp:
         import models
-        from analyses.longctx.retrieval import run_study, write_outputs
 
         model = models.load(args.model, dtype=args.dtype).eval()
         if not (model.cfg.is_causal and model.cfg.lm_head):
