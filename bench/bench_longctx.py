@@ -125,6 +125,8 @@ def _need_mb(n: int, block: int | None, n_heads: int = 9) -> float:
 def run_child(model: str, n: int, block: int | None, seed: int) -> dict:
     cmd = [sys.executable, __file__, "--child", model, str(n), str(block or 0), str(seed)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode == -9:  # SIGKILL: the kernel's out-of-memory killer, on a machine short of memory
+        return {"n": n, "block": block, "skipped": "killed by SIGKILL (out of memory?) during the forward"}
     if out.returncode != 0:
         raise RuntimeError(f"child {n} tokens, block {block} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
