@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -35,6 +35,7 @@ __all__ = [
     "HookReturnError",
     "HookedModule",
     "LazyCacheDict",
+    "QueryRows",
     "UnknownHookError",
     "near_names",
     "check_hook_names",
@@ -67,11 +68,34 @@ def _check_return(returned: object, given: Tensor, name: str | None) -> None:
         )
 
 
+class QueryRows(NamedTuple):
+    """Which query rows a hook on ``hook_attn_scores`` / ``hook_pattern`` was handed when the eager
+    attention runs in query blocks (``models.blockwise.pattern_blocks``): rows ``start:stop`` of the
+    ``n`` query rows, i.e. the value is ``full[:, :, start:stop]``."""
+
+    start: int
+    stop: int
+    n: int
+
+    @property
+    def rows(self) -> slice:
+        return slice(self.start, self.stop)
+
+    @property
+    def last(self) -> bool:
+        """The block that completes the layer's rows (blocks arrive in order)."""
+        return self.stop == self.n
+
+
 class HookPoint(_TLHookPoint):
     """TransformerLens's ``HookPoint``, whose forward hooks' returns are checked (``HookReturnError``).
 
     The check wraps each forward hook when it is added, so an unhooked forward pass costs nothing
-    more, and a hook that returns None (caching, reading) or its own input pays one identity test."""
+    more, and a hook that returns None (caching, reading) or its own input pays one identity test.
+    ``query_rows``: None when the hook gets every query row (always, except under query blocks),
+    else the ``QueryRows`` of the block it is being handed."""
+
+    query_rows: QueryRows | None = None
 
     def add_hook(self, hook: Callable, dir: str = "fwd", *args: Any, **kwargs: Any) -> Any:
         if dir != "fwd":

@@ -19,6 +19,13 @@ and bootstrap weight sums bitwise (integers in fp64), means equal to 1e-12 relat
 (in practice bitwise). Bootstrap weights are drawn per unit (``PoissonBootstrap.weights_for``: seeded
 by the unit's index, not by the worker or the batch), so a sharded run draws the same weights.
 
+Query blocks (``RowBlocks``): at long context a layer's pattern arrives in blocks of query rows
+(``models.blockwise.pattern_blocks``; ``hook.query_rows`` says which). A per-unit score that is a
+sum over query rows is then the sum of the blocks' partial sums: ``RowBlocks`` adds them up per
+layer and hands back the totals once the last block is in, so a hook reduces each block as it comes
+and the reducers above see one per-unit score per layer, as without blocks. Memory: the partial
+sums (per unit, like the scores), never a [query_pos, key_pos] pattern.
+
 Nothing here knows about models or roles: cells are just a tensor shape.
 """
 
@@ -32,8 +39,9 @@ import torch
 from torch import Tensor
 
 from interp.distributed import World
+from interp.hooks import QueryRows
 
-__all__ = ["PoissonBootstrap", "PairedReducer", "PairedSummary"]
+__all__ = ["PoissonBootstrap", "PairedReducer", "PairedSummary", "RowBlocks"]
 
 
 class PoissonBootstrap:
@@ -201,6 +209,49 @@ class PairedReducer:
     def nbytes(self) -> int:
         tensors = [self.n, self.boot_w, *self._compensated().values(), *self._lo.values()]
         return sum(t.numel() * t.element_size() for t in tensors)
+
+
+class RowBlocks:
+    """Partial per-unit sums over query blocks, added up per key (e.g. a layer) until the block that
+    completes the rows arrives. ``add(key, rows, parts)``: ``parts`` name -> tensor (each the sum
+    over this block's query rows; the same names and shapes every block), ``rows`` the block's
+    ``interp.hooks.QueryRows`` (None: the whole set of rows at once). Returns the totals when the
+    rows are complete, else None. Blocks of one key must come in order, without gaps or overlaps
+    (as ``pattern_blocks`` hands them): anything else is an error, since a missing block would
+    silently bias every score."""
+
+    def __init__(self) -> None:
+        self._open: dict = {}  # key -> (next start, n, sums)
+
+    def add(self, key: object, rows: QueryRows | None, parts: dict[str, Tensor]) -> dict[str, Tensor] | None:
+        if rows is None:
+            if key in self._open:
+                raise RuntimeError(f"{key}: a whole set of rows arrived while blocks of it were still open")
+            return dict(parts)
+        start, n, sums = self._open.pop(key, (0, rows.n, None))
+        if rows.start != start or rows.n != n or not start < rows.stop <= n:
+            raise RuntimeError(
+                f"{key}: query rows {rows.start}:{rows.stop} of {rows.n} arrived; expected rows from {start} of {n}"
+            )
+        if sums is None:
+            sums = {name: t.clone() for name, t in parts.items()}
+        else:
+            if parts.keys() != sums.keys():
+                raise RuntimeError(f"{key}: the blocks' parts differ ({sorted(parts)} vs {sorted(sums)})")
+            for name, t in parts.items():
+                sums[name] += t
+        if rows.stop == n:
+            return sums
+        self._open[key] = (rows.stop, n, sums)
+        return None
+
+    @property
+    def pending(self) -> list:
+        """The keys with blocks still open (a forward that ended here lost rows)."""
+        return sorted(self._open)
+
+    def clear(self) -> None:
+        self._open.clear()
 
 
 def _two_sum(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:

@@ -58,7 +58,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from interp.hooks import HookedModule, HookPoint
+from interp.hooks import HookedModule, HookPoint, QueryRows
 from models.config import Config
 from models.hook_state import _HOOK_SHAPES, _hooked, _snapshot, _untouched, _watched
 from models.inputs import InputPreparation
@@ -293,29 +293,61 @@ class Attention(nn.Module):
         grouped = t[:, :, None].expand(b, cfg.kv_heads, cfg.group_size, n_keys, cfg.d_head)
         return grouped.reshape(b, cfg.n_heads, n_keys, cfg.d_head)
 
-    def _alibi_bias(self, positions: Tensor, dtype: torch.dtype) -> Tensor:
+    def _alibi_bias(self, positions: Tensor, dtype: torch.dtype, rows: slice | None = None) -> Tensor:
         """ALiBi's penalty slope * |query - key| [batch, head, query_pos, key_pos], subtracted from
-        the scores; from positions, so padding is exact."""
-        distance = (positions[:, :, None] - positions[:, None, :]).abs().to(dtype)
+        the scores; from positions, so padding is exact. ``rows``: only those query rows (a query
+        block; elementwise, so each entry has the bits of the full bias)."""
+        queries = positions if rows is None else positions[:, rows]
+        distance = (queries[:, :, None] - positions[:, None, :]).abs().to(dtype)
         return self.alibi_slopes[None, :, None, None].to(dtype) * distance[:, None]
 
+    # Query rows per block of the eager path (``models.blockwise.pattern_blocks``); None: all rows at
+    # once. Blocks bound the scores and the pattern in memory by block x key_pos instead of query_pos x
+    # key_pos; each block is handed to the hooks with ``hook.query_rows`` saying which rows it holds.
+    query_block: int | None = None
+
     def _eager(self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor, masks: Masks) -> Tensor:
-        """Scores and pattern materialised, the hooks on both fire: z [batch, head, query_pos, d_head]."""
-        cfg = self.cfg
+        """Scores and pattern materialised, the hooks on both fire: z [batch, head, query_pos, d_head].
+        Under ``query_block`` the rows are computed block by block (softmax rows are independent)."""
         k, v = self._repeat_kv(k), self._repeat_kv(v)
+        n, step = q.shape[2], self.query_block
+        if step is None or step >= n:
+            return self._eager_rows(q, k, v, positions, masks, None)
+        blocks = []
+        try:
+            for start in range(0, n, step):
+                rows = QueryRows(start, min(start + step, n), n)
+                self.hook_attn_scores.query_rows = self.hook_pattern.query_rows = rows
+                blocks.append(self._eager_rows(q, k, v, positions, masks, rows.rows))
+        finally:
+            self.hook_attn_scores.query_rows = self.hook_pattern.query_rows = None
+        return torch.cat(blocks, dim=2)
+
+    def _eager_rows(
+        self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor, masks: Masks, rows: slice | None
+    ) -> Tensor:
+        """z of the query rows ``rows`` (None: all, with exactly Hugging Face eager's ops), from k and
+        v already repeated to every head: [batch, head, rows, d_head]."""
+        cfg = self.cfg
+        if rows is not None:
+            q = q[:, :, rows]
         scores = torch.matmul(q, k.transpose(2, 3)) * cfg.scale  # [batch, head, query_pos, key_pos]
         if cfg.attn_softcap is not None:  # Gemma 2, before the mask as in HF
             scores = torch.tanh(scores / cfg.attn_softcap) * cfg.attn_softcap
         if cfg.positional == "alibi":
-            scores = scores - self._alibi_bias(positions, scores.dtype)
-        if masks.allowed is not None:
-            scores = scores.masked_fill(~masks.allowed, float("-inf"))
+            scores = scores - self._alibi_bias(positions, scores.dtype, rows)
+        allowed, empty_rows = masks.allowed, masks.empty_rows
+        if rows is not None:  # the masks' query axis is 1 where every query sees the same keys
+            allowed = allowed if allowed is None or allowed.shape[2] == 1 else allowed[:, :, rows]
+            empty_rows = empty_rows if empty_rows is None else empty_rows[:, :, rows]
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, float("-inf"))
         scores = self.hook_attn_scores(scores)
 
         # softmax in fp32 at least (Hugging Face Llama's eager attention upcasts bf16/fp16; a no-op in fp32)
         pattern = F.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(q.dtype)
-        if masks.empty_rows is not None:  # padded query rows that may see no key: zero, not NaN
-            pattern = pattern.masked_fill(masks.empty_rows, 0.0)
+        if empty_rows is not None:  # padded query rows that may see no key: zero, not NaN
+            pattern = pattern.masked_fill(empty_rows, 0.0)
         pattern = self.hook_pattern(pattern)
         return torch.matmul(pattern, v)
 

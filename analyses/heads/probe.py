@@ -59,6 +59,7 @@ and on a ``transformer_lens.TransformerBridge`` alike (see ``adapt``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -89,7 +90,8 @@ from analyses.heads.scoring import (
     TokenPlan,
     duplicate_detection,
     norm_weighted,
-    relation_scores,
+    relation_columns,
+    relation_finish,
     special_columns,
     token_plan,
     token_role_scores,
@@ -99,7 +101,7 @@ from analyses.heads.scoring import (
 from interp import stats
 from interp.distributed import World, current
 from interp.names import act_name, layer_of
-from interp.reducers import PairedReducer, PoissonBootstrap
+from interp.reducers import PairedReducer, PoissonBootstrap, RowBlocks
 from interp.view import ModelView, view
 
 __all__ = [
@@ -761,6 +763,7 @@ class _Pass:
     seed: int
     batch_size: int
     clusters: Sequence[int] | None = None  # the sentences' cluster numbers (``cluster_order``)
+    query_block: int | None = None  # query rows per pattern block (``models.blockwise``); None: whole
 
     @property
     def n_units(self) -> int:
@@ -803,10 +806,12 @@ class _LayerScores:
             self.hooks += [(act_name(l, "attn.hook_v"), self._capture("v")) for l in range(L)]
         self.adapter = adapter
         self.pending: dict[int, dict] = {}
+        self.blocks = RowBlocks()  # per-layer sums over query blocks (models.blockwise)
 
     def begin(self, st: _Batch, scores: Tensor, mass: Tensor, special_mass: Tensor) -> None:
         self.st, self.scores, self.mass, self.smass = _plan_to(st, self.adapter), scores, mass, special_mass
         self.pending = {}
+        self.blocks.clear()
         self.rel_plans = {}
         if st.kind == "sentences" and self.rel_tests:
             plan = _to(st.relation, self.adapter.device)
@@ -820,33 +825,58 @@ class _LayerScores:
         def hook(x, hook):
             layer = layer_of(hook.name)
             got = self.pending.setdefault(layer, {})
+            rows = getattr(hook, "query_rows", None) if what == "pattern" else None
+            if rows is not None:  # one query block (models.blockwise): reduce it now, add it up per layer
+                if "v" in self.needs and "v" not in got:
+                    raise RuntimeError(f"layer {layer}: pattern blocks arrived before the layer's values (hook_v)")
+                totals = self.blocks.add(layer, rows, self._partial(layer, x.detach(), got.get("v"), rows.rows))
+                if totals is not None:
+                    del self.pending[layer]
+                    self._write(layer, totals)
+                return None
             got[what] = x.detach()
             if all(n in got for n in self.needs):
-                self._reduce(layer, self.pending.pop(layer))
+                got = self.pending.pop(layer)
+                self._write(layer, self._partial(layer, got["pattern"], got.get("v"), None))
             return None
 
         return hook
 
-    def _reduce(self, layer: int, got: dict) -> None:
+    def _partial(self, layer: int, pattern: Tensor, v: Tensor | None, rows: slice | None) -> dict:
+        """What each score sums over the query rows of ``pattern`` (all of them, or the block
+        ``rows``): the token roles' scores and the relation tests' columns, per weighting."""
+        st, tests = self.st, self.tests
+        out = {}
+        for w in self.weightings:
+            p = pattern
+            if w == "norm":  # what each key moves: a_ij ||v_j W_O||, renormalised per row
+                p = norm_weighted(p, value_norms(v, self.w_o[layer].to(p.device)))
+            idx = self.token_idx[w] if st.kind == "sentences" else self.repeat_idx[w]
+            res = token_role_scores(p, st.token, [tests[k].role for k in idx], rows)
+            out.update({f"{w}|{name}": value for name, value in res.items()})
+            if st.kind == "sentences" and self.rel_by_weighting[w]:
+                out[f"{w}|relations"] = relation_columns(p, self.rel_plans[w][1], rows)
+        return out
+
+    def _write(self, layer: int, totals: dict) -> None:
+        """One layer's per-sentence scores into the batch's tables, from ``_partial``'s totals."""
         st, tests = self.st, self.tests
         for w in self.weightings:
-            p = got["pattern"]
-            if w == "norm":  # what each key moves: a_ij ||v_j W_O||, renormalised per row
-                p = norm_weighted(p, value_norms(got["v"], self.w_o[layer].to(p.device)))
             idx = self.token_idx[w] if st.kind == "sentences" else self.repeat_idx[w]
-            res = token_role_scores(p, st.token, [tests[k].role for k in idx])
             for k in idx:  # mass: the weight itself where the score is renormalised (delimiter)
-                self.scores[:, k, layer] = res[tests[k].role].cpu()
-                self.mass[:, k, layer] = res.get(f"{tests[k].role}:absolute", res[tests[k].role]).cpu()
+                role = tests[k].role
+                self.scores[:, k, layer] = totals[f"{w}|{role}"].cpu()
+                self.mass[:, k, layer] = totals.get(f"{w}|{role}:absolute", totals[f"{w}|{role}"]).cpu()
             if st.kind == "sentences" and self.rel_by_weighting[w]:
                 ks, plan = self.rel_plans[w]  # this weighting's tests only: each scored once
-                acc, gm, sm = relation_scores(p, plan, special_mass=True)
+                acc, gm, sm = relation_finish(totals[f"{w}|relations"], plan, special_mass=True)
                 self.scores[:, ks, layer], self.mass[:, ks, layer] = acc.cpu(), gm.cpu()
                 self.smass[:, ks, layer] = sm.cpu()
 
     def end(self) -> None:
-        if self.pending:
-            raise RuntimeError(f"layers {sorted(self.pending)} delivered only part of {self.needs} to the probe")
+        if self.pending or self.blocks.pending:
+            lost = sorted(set(self.pending) | set(self.blocks.pending))
+            raise RuntimeError(f"layers {lost} delivered only part of {self.needs} to the probe")
 
 
 def _batch_baselines(st: _Batch, tests: list) -> tuple[Tensor, Tensor]:
@@ -888,7 +918,7 @@ def _run(
             scores, mass = torch.zeros(b, len(tests), L, H), torch.zeros(b, len(tests), L, H)
             smass = torch.full((b, len(tests), L, H), float("nan"))
             layers.begin(st, scores, mass, smass)
-            with torch.inference_mode():
+            with torch.inference_mode(), _query_blocks(adapter, pass_.query_block):
                 adapter.forward(st.batch, layers.hooks)
             layers.end()
             if st.kind == "sentences":
@@ -916,6 +946,16 @@ def _run(
     summ = reducer.summary()
     summ.extra["clustered"] = clustered
     return summ, shards
+
+
+def _query_blocks(adapter: Adapter, rows: int | None):
+    """The forward's patterns in blocks of ``rows`` query rows (``models.blockwise.pattern_blocks``),
+    or whole (None)."""
+    if rows is None:
+        return contextlib.nullcontext()
+    from models.blockwise import pattern_blocks
+
+    return pattern_blocks(adapter.model, rows)
 
 
 def _score_pairs(tests: list, clusters: Sequence[int], scores: Tensor, base: Tensor, valid: Tensor) -> None:
@@ -1042,6 +1082,7 @@ def probe_items(
     specials: Sequence[str] = SPECIALS,
     weighting: Sequence[str] = ("attention",),
     world: World | None = None,
+    query_block: int | None = None,
 ) -> pd.DataFrame:
     """Classify every head on the given items (plus ``n_repeat`` random repeated token sequences for
     the duplicate / induction roles). Returns one row per (layer, head, role, direction); columns
@@ -1065,7 +1106,13 @@ def probe_items(
     process): every worker calls this with the same arguments, reduces the batches it owns (batch k:
     worker k % N) and the reducers are merged, so every worker returns the table one process would
     (counts bitwise, means to 1e-12, in practice bitwise: ``interp.reducers``). ``df.attrs["shards"]``
-    lists the unit spans each worker reduced."""
+    lists the unit spans each worker reduced.
+
+    ``query_block`` (the toolkit's own models): reduce each layer's pattern in blocks of that many
+    query rows (``models.blockwise.pattern_blocks``), so a forward never holds a whole
+    [query_pos, key_pos] pattern: what bounds memory at long context. The scores are sums over
+    query rows added up block by block (equal to the unblocked ones up to float32 summation order).
+    None (default): whole patterns."""
     adapter = adapt(model, tokenizer)
     items = list(items)
     specials, weighting = tuple(specials), tuple(weighting)
@@ -1076,11 +1123,12 @@ def probe_items(
     # with several workers, batch k goes to worker k % N: the batches themselves do not change
     ordered, clusters = cluster_order(items)
     world = world if world is not None else current()
-    main = _Pass(adapter, ordered, n_repeat, repeat_length, seed + 1, batch_size, clusters)
+    main = _Pass(adapter, ordered, n_repeat, repeat_length, seed + 1, batch_size, clusters, query_block)
     summ, shards = _run(main, tests, n_boot, seed, progress, f"probe {adapter.name}", world)
     null = None
     null_pass = _null_pass(adapter, items, null_n, n_repeat, repeat_length, seed, batch_size) if null_model else None
     if null_pass is not None:
+        null_pass.query_block = query_block
         null, _ = _run(null_pass, tests, 0, seed, progress, "null model", world)
     df = _table(adapter, tests, summ, null, alpha)
     df.attrs.update(

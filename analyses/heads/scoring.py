@@ -22,6 +22,8 @@ __all__ = [
     "duplicate_detection",
     "RelationPlan",
     "relation_scores",
+    "relation_columns",
+    "relation_finish",
     "word_columns",
     "special_columns",
     "value_norms",
@@ -135,25 +137,36 @@ def tl_detection_score(pattern: Tensor, detection: Tensor, mask: Tensor | None =
     return torch.einsum("bhqk,bqk->bh", p, detection.to(p)) / p.sum((-1, -2))
 
 
-def token_role_scores(pattern: Tensor, plan: TokenPlan, roles: Sequence[str]) -> dict:
+def token_role_scores(pattern: Tensor, plan: TokenPlan, roles: Sequence[str], rows: slice | None = None) -> dict:
     """Per-sentence, per-head scores [batch, head] of token-level roles from a pattern
-    [batch, head, query_pos, key_pos] (float32 or float64)."""
+    [batch, head, query_pos, key_pos] (float32 or float64). ``rows``: the pattern holds only those
+    query rows (a query block, ``models.blockwise``); every score is a sum over query rows, so the
+    scores of the blocks add up to the scores of the whole pattern."""
     p = pattern.float()
-    b, h, t, _ = p.shape
+    b, h, t, k = p.shape
+    q0 = 0 if rows is None else rows.start
+    sel = slice(None) if rows is None else rows  # the plan's query axis, cut to the block
     out = {}
     offs = {}
     for role, off in OFFSET_ROLES.items():
         if role in roles or "local" in roles:
-            diag = torch.diagonal(p, offset=off, dim1=-2, dim2=-1)  # [b, h, t - |off|]
-            w = plan.rows[:, : t - off] if off >= 0 else plan.rows[:, -off:]
-            offs[role] = (diag * w[:, None]).sum(-1)
+            if rows is None:
+                diag = torch.diagonal(p, offset=off, dim1=-2, dim2=-1)  # [b, h, t - |off|]
+                w = plan.rows[:, : t - off] if off >= 0 else plan.rows[:, -off:]
+                offs[role] = (diag * w[:, None]).sum(-1)
+            else:  # query q0 + i reads key q0 + i + off, where that key exists
+                keys = torch.arange(q0, q0 + t, device=p.device) + off
+                inside = (keys >= 0) & (keys < k)
+                got = p.gather(-1, keys.clamp(0, k - 1)[None, None, :, None].expand(b, h, t, 1))[..., 0]
+                offs[role] = (got * (plan.rows[:, sel] * inside)[:, None]).sum(-1)
     out.update({r: offs[r] for r in OFFSET_ROLES if r in roles})
     if "local" in roles:
         out["local"] = offs["previous_token"] + offs["self_token"] + offs["next_token"]
     wanted = [i for i, r in enumerate(SET_ROLES) if r in roles]
+    set_rows = plan.set_rows[:, sel]
     if wanted:
         mass = p @ plan.sets[:, None]  # [b, h, q, n_sets]
-        per = (mass * plan.set_rows[:, None]).sum(2)  # [b, h, n_sets]
+        per = (mass * set_rows[:, None]).sum(2)  # [b, h, n_sets]
         for i in wanted:
             out[SET_ROLES[i]] = per[..., i]
         if plan.sink is not None and any(SET_ROLES[i] in SINK_EXCLUDED_ROLES for i in wanted):
@@ -162,17 +175,17 @@ def token_role_scores(pattern: Tensor, plan: TokenPlan, roles: Sequence[str]) ->
                 if SET_ROLES[i] in SINK_EXCLUDED_ROLES:  # renormalised; the weight itself kept beside it
                     share = torch.where(rest > 0, mass[..., i] / rest.clamp(min=1e-30), torch.zeros_like(rest))
                     out[f"{SET_ROLES[i]}:absolute"] = per[..., i]
-                    out[SET_ROLES[i]] = (share * plan.set_rows[:, None, :, i]).sum(-1)
+                    out[SET_ROLES[i]] = (share * set_rows[:, None, :, i]).sum(-1)
     if "broad" in roles:
-        ent = -torch.special.xlogy(p, p).sum(-1) / plan.log_visible[:, None]  # [b, h, q]
-        out["broad"] = (ent * plan.entropy_rows[:, None]).sum(-1)
+        ent = -torch.special.xlogy(p, p).sum(-1) / plan.log_visible[:, None, sel]  # [b, h, q]
+        out["broad"] = (ent * plan.entropy_rows[:, None, sel]).sum(-1)
     for role in ("duplicate_token", "induction"):
         if role in roles:
             if plan.detect is None or role not in plan.detect:
                 raise ValueError(f"role {role!r} needs detection patterns in the plan (repeated token sequences)")
             # TL "mul": sum(pattern * detection) / sum(pattern); real rows sum to 1, padded ones count 0
             out[role] = (
-                torch.einsum("bhqk,bqk->bh", p, plan.detect[role].float() * plan.mask[:, :, None])
+                torch.einsum("bhqk,bqk->bh", p, plan.detect[role][:, sel].float() * plan.mask[:, sel, None])
                 / plan.mask.float().sum(-1)[:, None]
             )
     return out
@@ -230,12 +243,27 @@ def relation_scores(
     wrong; ``"exclude"`` (Clark et al., 2019, who take ``attn[1:-1, 1:-1]``) takes the largest
     weight among the sentence's other words only. ``None``: each test's own convention
     (``plan.exclude_specials``; include where the plan has none). ``special_mass=True`` adds a
-    third tensor: the row word's attention to special tokens, [batch, R, head]."""
+    third tensor: the row word's attention to special tokens, [batch, R, head]. In query blocks:
+    ``relation_columns`` per block, summed, then ``relation_finish``."""
+    return relation_finish(relation_columns(pattern, plan), plan, specials, special_mass)
+
+
+def relation_columns(pattern: Tensor, plan: RelationPlan, rows: slice | None = None) -> Tensor:
+    """The row words' attention to each column, [batch, head, R, n_cols]: the mean over the row
+    word's tokens of the weights, summed over each column's tokens. Linear in the pattern's rows, so
+    the columns of query blocks (``rows``: the rows the pattern holds) add up to the whole one's."""
+    p = pattern.float()
+    weights = plan.row_weights if rows is None else plan.row_weights[:, :, rows]
+    per_row = torch.matmul(weights.to(p)[:, None], p)  # [b, h, R, key_pos]: mean over row tokens
+    return torch.matmul(per_row, plan.columns.to(p)[:, None])  # [b, h, R, n_cols]: sum over word tokens
+
+
+def relation_finish(
+    cols: Tensor, plan: RelationPlan, specials: str | None = None, special_mass: bool = False
+) -> tuple[Tensor, ...]:
+    """``relation_scores`` from the columns ``relation_columns`` gives."""
     if specials not in (None, "include", "exclude"):
         raise ValueError(f"specials must be 'include' or 'exclude', got {specials!r}")
-    p = pattern.float()
-    rows = torch.matmul(plan.row_weights.to(p)[:, None], p)  # [b, h, R, key_pos]: mean over row tokens
-    cols = torch.matmul(rows, plan.columns.to(p)[:, None])  # [b, h, R, n_cols]: sum over word tokens
     gold = cols.gather(-1, plan.gold.clamp(min=0)[:, None, :, None].expand(-1, cols.shape[1], -1, 1))[..., 0]
     others = plan.others
     if plan.special_cols is not None and specials != "include":
@@ -252,7 +280,7 @@ def relation_scores(
     if special_mass:
         if plan.special_cols is None:
             raise ValueError("special_mass needs plan.special_cols (which columns are special tokens)")
-        sm = (cols * plan.special_cols.to(p)[:, None, None, :]).sum(-1)  # [b, h, R]
+        sm = (cols * plan.special_cols.to(cols)[:, None, None, :]).sum(-1)  # [b, h, R]
         out += (sm.transpose(1, 2),)
     return out
 
