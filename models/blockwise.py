@@ -22,7 +22,8 @@ positional scheme); z = pattern @ v sums over the same keys, within a stated bou
 changes the summation order with the number of rows (docs/long_context_memory.md).
 
 A hook that keeps what it is given (``run_with_cache``'s caching hook) sees only one block at a
-time: cache patterns without blocks, and use blocks with hooks that read ``hook.query_rows`` (the
+time, so ``run_with_cache`` refuses the scores and the pattern inside the context (an error naming the
+hook): cache patterns without blocks, and use blocks with hooks that read ``hook.query_rows`` (the
 streaming reducers of ``interp.reducers``, the head probe)."""
 
 from __future__ import annotations

@@ -856,6 +856,20 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
 
     # -- conveniences ------------------------------------------------------------------------------
 
+    def uncacheable(self, wanted: Callable[[str], bool]) -> str | None:
+        """Under ``models.blockwise.pattern_blocks`` a hook on the scores or the pattern is called once
+        per query block: a cache of them would hold the last block only, so it is refused."""
+        for layer, block in enumerate(self.blocks):
+            rows = block.attn.query_block
+            names = [f"blocks.{layer}.attn.{h}" for h in ("hook_attn_scores", "hook_pattern")]
+            if rows is not None and any(wanted(n) for n in names):
+                return (
+                    f"{names[1]} is computed in blocks of {rows} query rows (models.blockwise.pattern_blocks), "
+                    "so a cache would hold only the last block; cache the patterns outside pattern_blocks, "
+                    "or leave them out of names_filter and read the blocks with a hook (hook.query_rows)"
+                )
+        return None
+
     def lazy_cache_entries(self, wanted: Callable[[str], bool]) -> dict[str, LazyEntry]:
         """The ``wanted`` hook points ``run_with_cache`` computes on first read of the cache, from
         values it caches anyway, with the forward pass's own functions (the same bits), in forward

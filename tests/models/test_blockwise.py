@@ -295,6 +295,27 @@ def test_query_rows_only_inside_blocks_and_settings_restored():
     assert model.blocks[1].attn.hook_pattern.query_rows is None
 
 
+def test_caching_patterns_in_blocks_is_refused_and_the_rest_still_caches():
+    """A caching hook keeps what it is handed: under blocks that is the last block only, so
+    run_with_cache refuses the scores and the pattern, names the hook and says what to do."""
+    model = _family("gpt2_like")
+    tokens, _ = tiny_batch(model.cfg)
+    _, full = model.run_with_cache(tokens)
+    rest = lambda n: "hook_pattern" not in n and "scores" not in n  # noqa: E731
+    _, unblocked_rest = model.run_with_cache(tokens, names_filter=rest)
+    _, one = model.run_with_cache(tokens, names_filter="blocks.1.attn.hook_pattern")
+    with pattern_blocks(model, 4):
+        for names in (None, "blocks.1.attn.hook_pattern", lambda n: n.endswith("hook_attn_scores")):
+            with pytest.raises(ValueError, match=r"blocks\.0\.attn\.hook_pattern|blocks\.1\.attn\.hook_pattern"):
+                model.run_with_cache(tokens, names_filter=names)
+        _, part = model.run_with_cache(tokens, names_filter=rest)
+    assert list(part.keys()) == [k for k in full.keys() if rest(k)]
+    assert all(torch.equal(part[k], unblocked_rest[k]) for k in part.keys())
+    _, again = model.run_with_cache(tokens, names_filter="blocks.1.attn.hook_pattern")  # outside: allowed
+    assert torch.equal(again["blocks.1.attn.hook_pattern"], one["blocks.1.attn.hook_pattern"])
+    assert again["blocks.1.attn.hook_pattern"].shape[-2:] == (tokens.shape[1], tokens.shape[1])  # every row
+
+
 @pytest.mark.parametrize("rows", [0, -3, 2.5, True, "8"])
 def test_bad_block_size_is_an_error(rows):
     with pytest.raises(ValueError, match="rows must be a positive int"):
