@@ -507,13 +507,17 @@ def figure(run: SinkRun, heads: pd.DataFrame):
         m = main[main["role"] == role].groupby(["length", "window"])["score"].mean().reset_index()
         sns.lineplot(data=m, x="length", y="score", color="C0", lw=2.2, marker="o", errorbar=("ci", 95), ax=ax)
         ax.set(xscale="log", title=ROLE_TITLES[role], xlabel="context length (tokens)", ylabel="score")
-        ax.set_xticks(sorted(heads["length"].unique()), [str(x) for x in sorted(heads["length"].unique())])
+        _log_ticks(ax, sorted(heads["length"].unique()))
     pos = position_table(run)
     sns.lineplot(data=pos, x="pos_lo", y="sink", hue="length", marker="o", palette="viridis", ax=axes[3])
+    uni = pos.drop_duplicates("pos_lo")
+    axes[3].plot(uni["pos_lo"], uni["uniform"], "k--", lw=1, label="uniform head")
+    axes[3].legend(fontsize=8, title="length", title_fontsize=8)
     axes[3].set(
         xscale="log", title="sink share by query position", xlabel="query position (bin start)",
         ylabel="mean sink share over heads",
     )  # fmt: skip
+    _log_ticks(axes[3], sorted(uni["pos_lo"].unique())[::2])
     fig.suptitle(
         f"{run.model}: blue = mean over heads (95% CI over windows), orange = heads labelled at {shortest} "
         f"tokens (effect > {MASS_MARGIN:g}), grey = every head",
@@ -521,6 +525,13 @@ def figure(run: SinkRun, heads: pd.DataFrame):
     )
     fig.tight_layout()
     return fig
+
+
+def _log_ticks(ax, ticks) -> None:
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xticks(list(ticks), [str(int(x)) for x in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def report(run: SinkRun, heads: pd.DataFrame, summary: pd.DataFrame, persist: pd.DataFrame) -> str:

@@ -151,7 +151,7 @@ def _sink_model():
     return m, tok
 
 
-def test_measure_on_a_planted_model():
+def test_measure_on_a_planted_model(tmp_path):
     m, tok = _sink_model()
     run = S.measure(m, lengths=(8, 16), n_windows=(2, 3), progress=False, tokenizer=tok)
     w = run.windows
@@ -172,6 +172,11 @@ def test_measure_on_a_planted_model():
     pos = S.position_table(run)
     p16 = pos[pos.length == 16]
     assert list(p16["pos_lo"]) == [1, 2, 4, 8] and list(p16["pos_hi"]) == [2, 4, 8, 16]
+    tables = S.write(run, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(S.OUTPUTS)
+    back = pd.read_csv(tmp_path / "sinks_summary.csv")
+    np.testing.assert_allclose(back["mean_score"], tables["summary"]["mean_score"], rtol=1e-12)
+    assert (tmp_path / "sinks.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_measure_refuses_bad_arguments():
