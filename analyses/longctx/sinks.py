@@ -60,6 +60,7 @@ __all__ = [
     "repeated_window",
     "SinkRun",
     "measure",
+    "combine",
     "head_table",
     "layer_table",
     "length_summary",
@@ -227,6 +228,8 @@ def measure(
     seed: int = 0,
     progress: bool = True,
     tokenizer=None,
+    inputs: Sequence[str] = INPUTS,
+    checkpoint=None,
 ) -> SinkRun:
     """Score every head on ``n_windows[i]`` windows of ``lengths[i]`` tokens (the sink included),
     on the text input and the repeated one (module docstring). Eager attention (the pattern hooks
@@ -234,7 +237,9 @@ def measure(
     ``heads.adapt`` takes it). With one seed every length draws its windows from the passages in
     the same shuffled order, so the lengths share text (window 0 of a shorter length is a prefix of
     window 0 of a longer one): they are not independent samples of each other, which the
-    comparison between lengths does not need."""
+    comparison between lengths does not need. ``inputs``: a subset of ``INPUTS`` (a long run split
+    over processes); ``checkpoint``: called with the ``SinkRun`` so far after every forward (to save
+    partial results of a long run)."""
     from tqdm.auto import tqdm
 
     lengths, n_windows = [int(x) for x in lengths], [int(x) for x in n_windows]
@@ -242,6 +247,8 @@ def measure(
         raise ValueError(f"give one window count per length: {len(lengths)} lengths, {len(n_windows)} window counts")
     if len(set(lengths)) != len(lengths) or any(n < 4 for n in lengths):
         raise ValueError(f"lengths must be distinct and at least 4 tokens, got {lengths}")
+    if not inputs or any(i not in INPUTS for i in inputs):
+        raise ValueError(f"inputs must be a non-empty subset of {list(INPUTS)}, got {list(inputs)}")
     if any(k < 2 for k in n_windows):
         raise ValueError(f"need at least 2 windows per length for an interval over windows, got {n_windows}")
     adapter = adapt(model, tokenizer)
@@ -255,13 +262,24 @@ def measure(
         raise ValueError(f"{adapter.name}'s tokenizer puts no sink token first (heads.sink_tokenizer found none)")
     L, H = adapter.n_layers, adapter.n_heads
     frames, profiles, cost = [], [], []
-    bar = tqdm(total=2 * sum(n_windows), desc="sink windows", unit="window", disable=not progress)
+    bar = tqdm(total=len(inputs) * sum(n_windows), desc="sink windows", unit="window", disable=not progress)
+    attrs = dict(sink=adapter.sink, seed=seed, mass_margin=MASS_MARGIN, n_layers=L, n_heads=H)
+
+    def so_far() -> SinkRun:
+        return SinkRun(
+            model=adapter.name,
+            windows=pd.concat(frames, ignore_index=True),
+            positions=pd.concat(profiles, ignore_index=True) if profiles else pd.DataFrame(),
+            cost=pd.DataFrame(cost),
+            attrs=attrs,
+        )
+
     for n, k in zip(lengths, n_windows):
         text = [[sink_id, *w] for w in long_windows(tok.hf, n - 1, k, seed)]
-        inputs = {"text": text, "repeated": [repeated_window(w) for w in text]}
-        for name in INPUTS:
+        seqs = {"text": text, "repeated": [repeated_window(w) for w in text]}
+        for name in inputs:
             for rng in _batches(n, k):
-                ids = torch.tensor([inputs[name][i] for i in rng], dtype=torch.long)
+                ids = torch.tensor([seqs[name][i] for i in rng], dtype=torch.long)
                 red = PatternReducer(sequence_plan(ids), L, H)
                 c0, w0 = time.process_time(), time.perf_counter()
                 with torch.inference_mode():
@@ -284,13 +302,26 @@ def measure(
                 if name == "text":
                     profiles.append(_profile_frame(red, n, list(rng)))
                 bar.update(len(rng))
+                if checkpoint is not None:
+                    checkpoint(so_far())
     bar.close()
+    return so_far()
+
+
+def combine(runs: Sequence[SinkRun]) -> SinkRun:
+    """One run from runs of the same model and seed over other lengths or inputs (``measure``'s
+    ``inputs`` split a long run over processes)."""
+    if len({(r.model, r.attrs.get("seed")) for r in runs}) != 1:
+        raise ValueError("combine needs runs of one model and one seed")
+    w = pd.concat([r.windows for r in runs], ignore_index=True)
+    if w.duplicated(["input", "length", "window", "layer", "head", "role"]).any():
+        raise ValueError("the runs overlap: a window was measured twice")
     return SinkRun(
-        model=adapter.name,
-        windows=pd.concat(frames, ignore_index=True),
-        positions=pd.concat(profiles, ignore_index=True),
-        cost=pd.DataFrame(cost),
-        attrs=dict(sink=adapter.sink, seed=seed, mass_margin=MASS_MARGIN, n_layers=L, n_heads=H),
+        model=runs[0].model,
+        windows=w,
+        positions=pd.concat([r.positions for r in runs], ignore_index=True),
+        cost=pd.concat([r.cost for r in runs], ignore_index=True),
+        attrs=runs[0].attrs,
     )
 
 

@@ -179,6 +179,26 @@ def test_measure_on_a_planted_model(tmp_path):
     assert (tmp_path / "sinks.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_runs_split_over_inputs_and_lengths_combine_to_the_whole_run():
+    m, tok = _sink_model()
+    whole = S.measure(m, (8, 16), (2, 3), progress=False, tokenizer=tok)
+    saved = []
+    parts = [
+        S.measure(m, (8,), (2,), progress=False, tokenizer=tok),
+        S.measure(m, (16,), (3,), progress=False, tokenizer=tok, inputs=("text",), checkpoint=saved.append),
+        S.measure(m, (16,), (3,), progress=False, tokenizer=tok, inputs=("repeated",)),
+    ]
+    assert len(saved) == 1 and saved[0].windows.equals(parts[1].windows)  # 3 windows of 16: one forward
+    both = S.combine(parts)
+    key = ["input", "length", "window", "role", "layer", "head"]
+    a, b = whole.windows.sort_values(key, ignore_index=True), both.windows.sort_values(key, ignore_index=True)
+    pd.testing.assert_frame_equal(a, b)
+    with pytest.raises(ValueError, match="measured twice"):
+        S.combine([parts[0], parts[0]])
+    with pytest.raises(ValueError, match="subset of"):
+        S.measure(m, (8,), (2,), progress=False, tokenizer=tok, inputs=("noise",))
+
+
 def test_measure_refuses_bad_arguments():
     m, tok = _sink_model()
     with pytest.raises(ValueError, match="one window count per length"):
