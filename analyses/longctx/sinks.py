@@ -392,7 +392,8 @@ def _t_interval(mean: np.ndarray, sd: np.ndarray, n: np.ndarray, level: float = 
 
 def head_table(run: SinkRun) -> pd.DataFrame:
     """One row per role, length and head: the mean score over windows with a 95% t interval over
-    windows, the uniform baseline, effect = score - baseline and ``label`` (effect > MASS_MARGIN)."""
+    windows (none from one window), the uniform baseline, effect = score - baseline and ``label``
+    (effect > MASS_MARGIN)."""
     g = _main_rows(run.windows).groupby(["role", "length", "layer", "head"], sort=True)
     t = g.agg(
         input=("input", "first"),
@@ -401,9 +402,7 @@ def head_table(run: SinkRun) -> pd.DataFrame:
         n_windows=("score", "size"),
         baseline=("baseline", "mean"),
     ).reset_index()
-    t["ci_low"], t["ci_high"] = _t_interval(
-        t["score"].to_numpy(), t["sd"].fillna(0).to_numpy(), t["n_windows"].to_numpy()
-    )
+    t["ci_low"], t["ci_high"] = _t_interval(t["score"].to_numpy(), t["sd"].to_numpy(), t["n_windows"].to_numpy())
     t["effect"] = t["score"] - t["baseline"]
     t["label"] = t["effect"] > MASS_MARGIN
     t.insert(0, "model", run.model)
@@ -431,7 +430,8 @@ def length_summary(run: SinkRun, n_boot: int = 1000, seed: int = 0) -> pd.DataFr
         head_means = per.mean(1)
         lo, hi = _t_interval(np.array([head_means.mean()]), np.array([head_means.std(ddof=1)]), np.array([k]))
         boot = rng.integers(0, k, size=(n_boot, k))
-        counts = (effw[boot].mean(1) > MASS_MARGIN).sum(-1)
+        # one window: no interval (a resample of one window is that window)
+        counts = (effw[boot].mean(1) > MASS_MARGIN).sum(-1) if k > 1 else np.full(n_boot, np.nan)
         c = run.cost[(run.cost["length"] == n) & (run.cost["input"] == ROLE_INPUT[role])]
         rows.append(
             dict(

@@ -274,6 +274,16 @@ def test_length_tables_bookkeeping():
     assert layers.loc[("attention_sink", 512, 0), "n_label"] == 2
 
 
+def test_one_window_gives_no_interval():
+    run = _run({("attention_sink", 64): [[0.9, 0.1]], ("attention_sink", 512): [[0.8, 0.1], [0.6, 0.1]]})
+    heads = S.head_table(run).set_index(["length", "head"])
+    assert heads.loc[(64, 0), ["ci_low", "ci_high"]].isna().all()
+    assert heads.loc[(512, 0), ["ci_low", "ci_high"]].notna().all()
+    summary = S.length_summary(run).set_index("length")
+    assert summary.loc[64, ["ci_low", "ci_high", "n_label_low", "n_label_high"]].isna().all()
+    assert summary.loc[64, "n_label"] == 1
+
+
 def test_position_table_uniform_share():
     rows = [
         dict(length=8, window=w, layer=0, head=h, pos_lo=lo, pos_hi=hi, sink=s)
