@@ -428,7 +428,9 @@ def length_summary(run: SinkRun, n_boot: int = 1000, seed: int = 0) -> pd.DataFr
         e = g.assign(e=g["score"] - g["baseline"])
         effw = e.pivot_table(index="window", columns=["layer", "head"], values="e").to_numpy()
         head_means = per.mean(1)
-        lo, hi = _t_interval(np.array([head_means.mean()]), np.array([head_means.std(ddof=1)]), np.array([k]))
+        lo, hi = _t_interval(
+            np.array([head_means.mean()]), np.array([head_means.std(ddof=1) if k > 1 else np.nan]), np.array([k])
+        )
         boot = rng.integers(0, k, size=(n_boot, k))
         # one window: no interval (a resample of one window is that window)
         counts = (effw[boot].mean(1) > MASS_MARGIN).sum(-1) if k > 1 else np.full(n_boot, np.nan)
