@@ -34,6 +34,7 @@ SUBCOMMANDS = {
     "circuit": ("analyses.cli.circuit", "which heads and edges carry a task: EAP / EAP-IG, faithfulness (CPR, CMD)"),
     "train": ("analyses.cli.train", "train the toolkit's transformer from a config file"),
     "summary": ("analyses.cli.summary", "one page over the main job's outputs: comparison, invariances, validation"),
+    "sinks": ("analyses.cli.sinks", "the attention sink and previous-token / induction heads at 64 to 4,096 tokens"),
     "explore": ("analyses.cli.explore", "a local web page that runs the model on the text you type"),
     "retrieval": ("analyses.cli.retrieval", "retrieval heads at long context: needle-in-a-haystack, scores, masking"),
 }

@@ -1,0 +1,79 @@
+"""``interp sinks --model smollm2 --out DIR``: the attention sink and the previous-token / induction
+scores of every head at 64, 512, 2,048 and 4,096 tokens of real text (``analyses.longctx.sinks``).
+
+Writes the files in ``OWNS`` (per-window scores, per-head and per-layer tables, the summary by
+length, the persistence of roles across lengths, the sink by query position, sinks.md and sinks.png),
+committed as a set when the run ends. Long: eager attention at 4,096 tokens (its own command, not
+part of the main job; README has its time)."""
+
+from __future__ import annotations
+
+import argparse
+
+from analyses.cli.common import add_dtype_argument, add_force_argument
+
+OWNS = (
+    "sinks_windows.csv",
+    "sinks_heads.csv",
+    "sinks_layers.csv",
+    "sinks_summary.csv",
+    "sinks_persistence.csv",
+    "sinks_positions.csv",
+    "sinks.md",
+    "sinks.png",
+)
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 64,512, got {text!r}") from None
+    if not out:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 64,512, got {text!r}")
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="smollm2", help="a causal LM: smollm2 or a model folder (default: smollm2)")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--lengths", type=_ints, default=None, help="context lengths (default: 64,512,2048,4096)")
+    parser.add_argument("--windows", type=_ints, default=None, help="windows per length (default: 8,8,4,3)")
+    parser.add_argument("--seed", type=int, default=0, help="shuffles the passages the windows are built from")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    add_dtype_argument(parser)
+    add_force_argument(parser)
+
+
+def run(args) -> int:
+    import sys
+
+    from analyses.longctx import sinks as S
+    from interp.io import output_dir
+
+    lengths = args.lengths or list(S.LENGTHS)
+    windows = args.windows or (list(S.N_WINDOWS) if args.lengths is None else None)
+    if windows is None:
+        raise ValueError("--lengths given without --windows: give one window count per length (e.g. --windows 8,4)")
+    if len(windows) != len(lengths):
+        raise ValueError(f"--windows has {len(windows)} counts for {len(lengths)} --lengths; give one per length")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be a positive number of torch CPU threads, got {args.threads}")
+    with output_dir(args.out, OWNS, command="interp sinks", what="--out", force=args.force) as tmp:
+        import torch
+
+        import models
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        model = models.load(args.model, dtype=args.dtype).eval()
+        run_ = S.measure(model, lengths, windows, seed=args.seed)
+        tables = S.write(run_, tmp)
+    s = tables["summary"]
+    for r in s.itertuples():
+        sys.stdout.write(
+            f"{r.role:15s} {r.length:5d} tokens: mean {r.mean_score:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}], "
+            f"{r.n_label} heads [{r.n_label_low:g}, {r.n_label_high:g}]\n"
+        )
+    sys.stdout.write(f"report: {args.out}/sinks.md\n")
+    return 0
