@@ -40,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lengths", type=_ints, default=None, help="context lengths (default: 64,512,2048,4096)")
     parser.add_argument("--windows", type=_ints, default=None, help="windows per length (default: 8,8,4,3)")
     parser.add_argument("--seed", type=int, default=0, help="shuffles the passages the windows are built from")
+    parser.add_argument(
+        "--query-block",
+        type=int,
+        default=None,
+        help="compute each layer's pattern this many query rows at a time (memory block x n, not n^2; e.g. 256)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     add_dtype_argument(parser)
     add_force_argument(parser)
@@ -67,7 +73,7 @@ def run(args) -> int:
         if args.threads:
             torch.set_num_threads(args.threads)
         model = models.load(args.model, dtype=args.dtype).eval()
-        run_ = S.measure(model, lengths, windows, seed=args.seed)
+        run_ = S.measure(model, lengths, windows, seed=args.seed, query_block=args.query_block)
         tables = S.write(run_, tmp)
     s = tables["summary"]
     for r in s.itertuples():

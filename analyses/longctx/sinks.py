@@ -33,6 +33,7 @@ whole-pattern ones (tested).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 from collections.abc import Sequence
@@ -128,7 +129,8 @@ class PatternReducer:
 
     def hook(self, layer: int):
         def fn(pattern, hook=None):
-            self.update(layer, pattern.detach(), 0)
+            rows = getattr(hook, "query_rows", None)  # a block of rows under models.blockwise.pattern_blocks
+            self.update(layer, pattern.detach(), 0 if rows is None else rows.start)
 
         return fn
 
@@ -230,6 +232,7 @@ def measure(
     tokenizer=None,
     inputs: Sequence[str] = INPUTS,
     checkpoint=None,
+    query_block: int | None = None,
 ) -> SinkRun:
     """Score every head on ``n_windows[i]`` windows of ``lengths[i]`` tokens (the sink included),
     on the text input and the repeated one (module docstring). Eager attention (the pattern hooks
@@ -239,7 +242,10 @@ def measure(
     window 0 of a longer one): they are not independent samples of each other, which the
     comparison between lengths does not need. ``inputs``: a subset of ``INPUTS`` (a long run split
     over processes); ``checkpoint``: called with the ``SinkRun`` so far after every forward (to save
-    partial results of a long run)."""
+    partial results of a long run); ``query_block``: the eager attention computes the pattern that
+    many query rows at a time (``models.blockwise.pattern_blocks``; the toolkit's own transformer
+    only), so a layer's pattern costs block x n memory instead of n^2 (the scores are the same sums,
+    tested)."""
     from tqdm.auto import tqdm
 
     lengths, n_windows = [int(x) for x in lengths], [int(x) for x in n_windows]
@@ -282,7 +288,7 @@ def measure(
                 ids = torch.tensor([seqs[name][i] for i in rng], dtype=torch.long)
                 red = PatternReducer(sequence_plan(ids), L, H)
                 c0, w0 = time.process_time(), time.perf_counter()
-                with torch.inference_mode():
+                with torch.inference_mode(), _blocks(model, query_block):
                     adapter.view.run_with_hooks(
                         ids.to(adapter.device),
                         fwd_hooks=[(adapter.hook_name(l), red.hook(l)) for l in range(L)],
@@ -306,6 +312,15 @@ def measure(
                     checkpoint(so_far())
     bar.close()
     return so_far()
+
+
+def _blocks(model, query_block: int | None):
+    """``pattern_blocks(model, query_block)``, or nothing when no block size is asked for."""
+    if query_block is None:
+        return contextlib.nullcontext()
+    from models.blockwise import pattern_blocks
+
+    return pattern_blocks(model, query_block)
 
 
 def combine(runs: Sequence[SinkRun]) -> SinkRun:

@@ -179,6 +179,22 @@ def test_measure_on_a_planted_model(tmp_path):
     assert (tmp_path / "sinks.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("rows", [1, 3, 5])
+def test_measure_in_query_blocks_equals_the_whole_pattern_run(rows):
+    """With the eager attention in query blocks (models.blockwise.pattern_blocks) the hook gets
+    rows q0..q1 (hook.query_rows) and the reducer's block sums give the whole-pattern scores."""
+    m, tok = _sink_model()
+    whole = S.measure(m, (8, 16), (2, 3), progress=False, tokenizer=tok)
+    blocked = S.measure(m, (8, 16), (2, 3), progress=False, tokenizer=tok, query_block=rows)
+    assert all(a.attn.query_block is None for a in (b for b in m.blocks))  # restored
+    a, b = whole.windows, blocked.windows
+    assert a[["input", "length", "window", "role", "layer", "head"]].equals(
+        b[["input", "length", "window", "role", "layer", "head"]]
+    )
+    np.testing.assert_allclose(b["score"], a["score"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(blocked.positions["sink"], whole.positions["sink"], rtol=1e-5, atol=1e-6)
+
+
 def test_runs_split_over_inputs_and_lengths_combine_to_the_whole_run():
     m, tok = _sink_model()
     whole = S.measure(m, (8, 16), (2, 3), progress=False, tokenizer=tok)
