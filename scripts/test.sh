@@ -17,9 +17,9 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 set +e
-# two test processes (pytest-xdist), tests shared out one by one except that a module building a
-# module-scoped fixture stays in one process (tests/conftest.py); PYTEST_WORKERS=0: this process alone
-.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@"
+# two test processes (pytest-xdist), a file's tests kept in one process so its module fixtures (a
+# loaded model, the notebooks' kernel) are built once; PYTEST_WORKERS=0: this process alone
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 set -e
 if [ $rc -eq 5 ]; then

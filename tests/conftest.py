@@ -155,13 +155,9 @@ def browser():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``--dist loadgroup``, scripts/test.sh) tests are shared out one by one,
-    except that the tests of a module that builds a module-scoped fixture (a loaded model, the
-    notebooks' kernel) stay together in one process, so the fixture is built once. The slow tests
-    start first, so the longest units do not end up alone at the end of the run."""
-    for item in items:
-        defs = getattr(item, "_fixtureinfo", None)
-        defs = defs.name2fixturedefs.values() if defs is not None else ()
-        if any(d[-1].scope == "module" and d[-1].argname != "one_thread" for d in defs):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    """The slow tests first: under pytest-xdist (``-n 2 --dist loadfile``, scripts/test.sh) files are
+    handed to the workers in collection order, so the longest files start early instead of running
+    alone at the end. (``--dist loadfile`` rather than ``loadgroup``: pytest-xdist 3.8 marks a group
+    by editing ``item._nodeid``, which pytest 9 no longer reads, so groups were silently ignored and
+    a module's fixtures built in both workers.)"""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
