@@ -1,7 +1,7 @@
 """``interp sinks --model smollm2 --out DIR``: the attention sink and the previous-token / induction
 scores of every head at 64, 512, 2,048 and 4,096 tokens of real text (``analyses.longctx.sinks``).
 
-Writes the files in ``OWNS`` (per-window scores, per-head and per-layer tables, the summary by
+Writes the files in ``analyses.longctx.sinks.OUTPUTS`` (per-window scores, per-head and per-layer tables, the summary by
 length, the persistence of roles across lengths, the sink by query position, sinks.md and sinks.png),
 committed as a set when the run ends. Long: eager attention at 4,096 tokens (its own command, not
 part of the main job; README has its time)."""
@@ -11,17 +11,6 @@ from __future__ import annotations
 import argparse
 
 from analyses.cli.common import add_dtype_argument, add_force_argument
-
-OWNS = (
-    "sinks_windows.csv",
-    "sinks_heads.csv",
-    "sinks_layers.csv",
-    "sinks_summary.csv",
-    "sinks_persistence.csv",
-    "sinks_positions.csv",
-    "sinks.md",
-    "sinks.png",
-)
 
 
 def _ints(text: str) -> list[int]:
@@ -65,7 +54,7 @@ def run(args) -> int:
         raise ValueError(f"--windows has {len(windows)} counts for {len(lengths)} --lengths; give one per length")
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be a positive number of torch CPU threads, got {args.threads}")
-    with output_dir(args.out, OWNS, command="interp sinks", what="--out", force=args.force) as tmp:
+    with output_dir(args.out, S.OUTPUTS, command="interp sinks", what="--out", force=args.force) as tmp:
         import torch
 
         import models
