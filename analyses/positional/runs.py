@@ -31,12 +31,14 @@ from analyses.positional.tasks import CopyBackTask, InductionTask, OrderTask
 from interp.io import atomic_write
 from models.training import TrainConfig
 
-KINDS = ("text", "order", "copy_back", "induction")
+KINDS = ("text", "text_large", "order", "copy_back", "induction")
 
 
 @dataclass(frozen=True)
 class StudyBudget:
-    """Everything the study trains: the natural-text budget and one ``TaskSpec`` per task."""
+    """Everything the study trains: the natural-text budgets (two model sizes) and one ``TaskSpec``
+    per task, with the seeds of each kind (``seeds`` unless ``kind_seeds`` names the kind) and the
+    schemes the larger text model is trained for."""
 
     name: str
     text: Budget
@@ -44,10 +46,23 @@ class StudyBudget:
     copy_back: S.TaskSpec
     induction: S.TaskSpec
     seeds: tuple[int, ...] = (0, 1, 2)
+    text_large: Budget | None = None  # the second natural-text size (None: not part of this budget)
+    large_schemes: tuple[str, ...] = ("rope", "none")
+    kind_seeds: tuple[tuple[str, tuple[int, ...]], ...] = ()  # e.g. (("induction", (0, 1, 2, 3, 4)),)
+
+    def seeds_for(self, kind: str) -> tuple[int, ...]:
+        self.spec(kind)
+        return dict(self.kind_seeds).get(kind, self.seeds)
+
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds this budget trains (``text_large`` only when it has a budget)."""
+        return tuple(k for k in KINDS if k != "text_large" or self.text_large is not None)
 
     def spec(self, kind: str) -> S.TaskSpec | Budget:
         if kind not in KINDS:
             raise ValueError(f"unknown run kind {kind!r}; choose from {KINDS}")
+        if kind == "text_large" and self.text_large is None:
+            raise ValueError(f"budget {self.name!r} has no larger text model (text_large=None)")
         return getattr(self, kind)
 
     def signature(self, kind: str) -> str:
@@ -77,6 +92,7 @@ STUDY_BUDGETS = {
         copy_back=S.TaskSpec(CopyBackTask(length=32, k=2), _tc(800, 32, 3e-3, 200, 40), extrapolate=(2, 4, 8)),
         induction=S.TaskSpec(InductionTask(length=32, segment=8, d_vocab=64), _tc(1500, 64, 3e-3, 50, 50), d_mlp=0),
         seeds=(0, 1, 2),
+        kind_seeds=(("induction", (0, 1, 2, 3, 4)),),
     ),
     # seconds: tests and notebook 05
     "quick": StudyBudget(
@@ -88,6 +104,7 @@ STUDY_BUDGETS = {
             InductionTask(length=16, segment=4, d_vocab=16), _tc(60, 32, 3e-3, 20, 6), d_model=32, d_mlp=0
         ),
         seeds=(0, 1),
+        kind_seeds=(("text", (0,)),),
     ),
 }
 
@@ -121,11 +138,13 @@ def plan(budget: StudyBudget, kinds: Sequence[str] = KINDS, schemes: Sequence[st
         if s not in SCHEMES:
             raise ValueError(f"unknown positional scheme {s!r}; choose from {SCHEMES}")
     runs = []
-    for kind in ("text", "induction", "copy_back", "order"):
-        if kind not in kinds:
+    for kind in ("text_large", "text", "induction", "copy_back", "order"):
+        if kind not in kinds or kind not in budget.kinds():
             continue
-        for seed in (0,) if kind == "text" else budget.seeds:
+        for seed in budget.seeds_for(kind):
             for scheme in schemes:
+                if kind == "text_large" and scheme not in budget.large_schemes:
+                    continue
                 for attention in ("causal", "bidirectional") if kind == "order" else ("causal",):
                     runs.append(Run(kind, scheme, attention, seed))
     return runs
