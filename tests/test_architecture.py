@@ -27,7 +27,7 @@ LAYERS = {
     "analyses.data": 2,
     "analyses.heads": 3,
     "analyses.invariance": 3,
-    "analyses.positional": 3,
+    "analyses.positional": 4,  # the study's distance claim is measured by invariance's shift check
     "analyses.validation": 4,
     "analyses.circuits": 5,  # circuits of heads per task; tasks from validation's prompts, labels from heads
     "analyses.longctx": 5,  # heads at long context: real text from data, scores from heads, ablations from validation

@@ -89,7 +89,9 @@ STUDY_BUDGETS = {
         name="full",
         text=BUDGETS["full"],
         order=S.TaskSpec(OrderTask(length=16), _tc(400, 64, 3e-3, 100, 40)),
-        copy_back=S.TaskSpec(CopyBackTask(length=32, k=2), _tc(800, 32, 3e-3, 200, 40), extrapolate=(2, 4, 8)),
+        copy_back=S.TaskSpec(
+            CopyBackTask(length=32, k=2), _tc(800, 32, 3e-3, 200, 40), extrapolate=(2, 4, 8), table_factor=8
+        ),
         induction=S.TaskSpec(InductionTask(length=32, segment=8, d_vocab=64), _tc(1500, 64, 3e-3, 50, 50), d_mlp=0),
         seeds=(0, 1, 2),
         kind_seeds=(("induction", (0, 1, 2, 3, 4)),),
@@ -99,7 +101,9 @@ STUDY_BUDGETS = {
         name="quick",
         text=BUDGETS["quick"],
         order=S.TaskSpec(OrderTask(length=8, n_fill=4), _tc(60, 32, 3e-3, 30, 6), d_model=32, d_mlp=64),
-        copy_back=S.TaskSpec(CopyBackTask(length=8, k=1, n_symbols=8), _tc(60, 32, 3e-3, 30, 6), d_model=32, d_mlp=64),
+        copy_back=S.TaskSpec(
+            CopyBackTask(length=8, k=1, n_symbols=8), _tc(60, 32, 3e-3, 30, 6), d_model=32, d_mlp=64, table_factor=8
+        ),
         induction=S.TaskSpec(
             InductionTask(length=16, segment=4, d_vocab=16), _tc(60, 32, 3e-3, 20, 6), d_model=32, d_mlp=0
         ),
@@ -251,7 +255,9 @@ def _synthetic(run: Run, spec: S.TaskSpec, state_path: Path) -> dict:
         out.update(S.order_measure(spec.task, model))
     elif run.kind == "copy_back":
         row, curve = S.copy_measure(spec, model)
-        out.update(row, curve=curve)
+        out.update(row, curve=curve, untrained_rows_change=S.untrained_rows_change(spec, model, run.seed))
+        out.update(table_rows=model.cfg.n_ctx, train_length=spec.task.length, n_symbols=spec.task.n_symbols)
+        out.update(S.shift_check(spec, model))
     else:
         out.update(S.induction_measure(spec, model), **S.induction_formation(trained.history, spec.task.d_vocab))
     state_path.unlink(missing_ok=True)  # the result holds what the report needs; the state was for resuming

@@ -47,8 +47,22 @@ class TaskSpec:
     d_mlp: int = 256  # 0: attention-only
     eval_batch: int = 512
     extrapolate: tuple[int, ...] = (2, 4, 8)  # copy_back: test lengths as multiples of the training length
+    # learned positions: a table of table_factor x length rows, trained on sequences of length rows only, so
+    # rows length.. never get a gradient (the seeds' claim: an untrained position vector fails). With
+    # table_factor > 1, W_pos is excluded from weight decay: AdamW's decoupled decay would otherwise move the
+    # untrained rows (by a factor 1 - lr * weight_decay per step) although their gradient is exactly zero.
+    table_factor: int = 1
+
+    def n_ctx(self, scheme: str) -> int:
+        return self.task.length * (self.table_factor if scheme == "learned" else 1)
+
+    def no_decay(self, scheme: str) -> tuple[str, ...]:
+        """Parameters kept out of weight decay besides the vectors (see ``table_factor``)."""
+        return ("W_pos",) if scheme == "learned" and self.table_factor > 1 else ()
 
     def model(self, scheme: str, attention: str, seed: int) -> models.Transformer:
+        if self.table_factor < 1:
+            raise ValueError(f"table_factor={self.table_factor}; expected a positive integer (table rows / length)")
         cfg = models.Config(
             d_model=self.d_model,
             n_layers=self.n_layers,
@@ -56,7 +70,7 @@ class TaskSpec:
             d_head=self.d_model // self.n_heads,
             d_mlp=max(self.d_mlp, 1),
             d_vocab=self.task.d_vocab,
-            n_ctx=self.task.length,
+            n_ctx=self.n_ctx(scheme),
             attention=attention,
             positional=scheme,
             norm="layernorm",
@@ -91,13 +105,21 @@ def _loss(model: models.Transformer, tokens: torch.Tensor, targets: torch.Tensor
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
 
 
-def _optimizer(model: models.Transformer, tc: TrainConfig) -> tuple[list, torch.optim.Optimizer, object]:
-    """(trainable parameters, AdamW with weight decay on matrices only, warm-up + decay schedule)."""
-    params = [p for p in model.parameters() if p.requires_grad]
+def _optimizer(
+    model: models.Transformer, tc: TrainConfig, no_decay: tuple[str, ...] = ()
+) -> tuple[list, torch.optim.Optimizer, object]:
+    """(trainable parameters, AdamW with weight decay on matrices only (and not on the parameters named
+    in ``no_decay``), warm-up + decay schedule)."""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    unknown = set(no_decay) - {n for n, _ in named}
+    if unknown:
+        raise ValueError(f"no_decay names {sorted(unknown)}, which the model has no trainable parameter called")
+    params = [p for _, p in named]
+    decay = [p for n, p in named if p.ndim >= 2 and n not in no_decay]
     optimizer = torch.optim.AdamW(
         [
-            {"params": [p for p in params if p.ndim >= 2], "weight_decay": tc.weight_decay},
-            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+            {"params": decay, "weight_decay": tc.weight_decay},
+            {"params": [p for n, p in named if p.ndim < 2 or n in no_decay], "weight_decay": 0.0},
         ],
         lr=tc.lr,
         betas=tc.betas,
@@ -155,7 +177,7 @@ def train_task(
 
     tc = spec.train
     model = spec.model(scheme, attention, seed)
-    params, optimizer, scheduler = _optimizer(model, tc)
+    params, optimizer, scheduler = _optimizer(model, tc, spec.no_decay(scheme))
     gen = torch.Generator().manual_seed(seed)
     run = TaskRun(model)
     step = 0
@@ -242,7 +264,7 @@ def copy_measure(spec: TaskSpec, model: models.Transformer, batch: int = 128) ->
     tokens, targets = task.sample(batch, gen, length=longest)
     # one pass over the longest sequences: a causal model's output at t depends on tokens 0..t only,
     # so the first m L positions of an 8 L sequence are a sequence of length m L
-    usable = L if model.cfg.positional == "learned" else longest  # no learned embedding past n_ctx
+    usable = min(model.cfg.n_ctx, longest) if model.cfg.positional == "learned" else longest  # no row past n_ctx
     curve = np.full(longest, np.nan)
     curve[:usable] = task.accuracy_by_position(model, tokens[:, :usable], targets[:, :usable]).numpy()
     row = {}
@@ -250,6 +272,38 @@ def copy_measure(spec: TaskSpec, model: models.Transformer, batch: int = 128) ->
     for m in spec.extrapolate:
         row[f"acc_{m}x"] = float(np.nanmean(curve[(m // 2) * L : m * L])) if not np.isnan(curve[m * L - 1]) else np.nan
     return row, curve
+
+
+def untrained_rows_change(spec: TaskSpec, model: models.Transformer, seed: int) -> float:
+    """max |W_pos - W_pos at initialisation| over the rows past the training length (learned positions
+    with ``table_factor`` > 1): exactly 0 when those rows never got a gradient and were not decayed."""
+    if model.cfg.positional != "learned" or model.cfg.n_ctx <= spec.task.length:
+        return float("nan")
+    init = spec.model("learned", model.cfg.attention, seed).W_pos.detach()
+    return float((model.W_pos.detach()[spec.task.length :] - init[spec.task.length :]).abs().max())
+
+
+def shift_check(spec: TaskSpec, model: models.Transformer, shifts: tuple[int, ...] = (1, 8, 32)) -> dict:
+    """The distance claim, measured: every layer's attention scores with all positions shifted by s
+    (``analyses.invariance.position.shift_errors``: each layer fed its own input, normalised change
+    against its float32 tolerance, and a guard that must change). Returns the worst ratio of change
+    to tolerance over shifts (<= 1: the scores depend on distance only) and the smallest guard ratio."""
+    from analyses.invariance.position import shift_errors
+
+    gen = torch.Generator().manual_seed(EVAL_SEED)
+    tokens, _ = spec.task.sample(1, gen)
+    room = model.cfg.n_ctx - tokens.shape[1] if model.cfg.positional == "learned" else max(shifts)
+    usable = tuple(s for s in shifts if s <= room)
+    if not usable:
+        return {"shift_ratio": float("nan"), "shift_guard_ratio": float("nan"), "shifts": []}
+    with torch.no_grad():
+        t = shift_errors(model.eval(), tokens, usable)
+    ratio = t.value / t.tolerance
+    return {
+        "shift_ratio": float(ratio.max()),
+        "shift_guard_ratio": float((t.baseline / t.tolerance).min()),
+        "shifts": list(usable),
+    }
 
 
 def induction_measure(spec: TaskSpec, model: models.Transformer, batch: int = 128) -> dict:
