@@ -531,37 +531,55 @@ def plot_text_bands(
 ) -> Path:
     """Held-out loss by position inside the context, bins of ``bin_width`` positions, one line per
     scheme with a 95% band from the hierarchical bootstrap (seeds, then windows; the same draws for
-    every scheme); one panel per model size. ``extra_curves``: {label: DataFrame with position and
-    loss (and optionally lo, hi)} drawn on every panel in black (e.g. SmolLM2's anchor curve)."""
+    every scheme); one column of panels per model size. Below, when there is a no-position model,
+    each scheme's paired difference to it (same seeds and windows: the shared jitter cancels).
+    ``extra_curves``: {label: DataFrame with position and loss (and optionally lo, hi)} drawn on
+    every top panel in black (e.g. SmolLM2's anchor curve, ``analyses.positional.anchor``)."""
     plt, sns = _plt()
     kinds = [k for k in TEXT_KINDS if window_arrays(results, k, windows)]
     if not kinds:
         raise ValueError(f"no natural-text result holds per-window losses on {windows!r} windows")
-    fig, axes = plt.subplots(1, len(kinds), figsize=(7.5 * len(kinds), 4.3), squeeze=False, sharey=True)
+    arrays = {k: window_arrays(results, k, windows) for k in kinds}
+    paired = any("none" in a and len(a) > 1 for a in arrays.values())
+    fig, axes = plt.subplots(
+        1 + paired, len(kinds), figsize=(7.5 * len(kinds), 4.3 * (1 + paired)), squeeze=False, sharey="row"
+    )
     colours = dict(zip(SCHEMES, sns.color_palette(n_colors=len(SCHEMES))))
-    for ax, kind in zip(axes[0], kinds):
-        arr = window_arrays(results, kind, windows)
+    for col, kind in enumerate(kinds):
+        arr = arrays[kind]
         k, n = next(iter(arr.values()))["pos_1_7"].shape
         d = T.draws(k, n, n_boot, seed=0)
+        top = axes[0, col]
         for scheme, v in arr.items():
-            b = binned_bands(v["curve"], d, bin_width)
-            ax.plot(b.position, b.loss, color=colours[scheme], label=scheme)
-            ax.fill_between(b.position, b.lo, b.hi, color=colours[scheme], alpha=0.25, lw=0)
+            _band(top, binned_bands(v["curve"], d, bin_width), colours[scheme], scheme)
+            if paired and "none" in arr and scheme != "none":
+                diff = binned_bands(v["curve"] - arr["none"]["curve"], d, bin_width)
+                _band(axes[1, col], diff, colours[scheme], f"{scheme} - none")
         for label, c in (extra_curves or {}).items():
-            ax.plot(c["position"], c["loss"], color="black", ls="--", label=label)
-            if {"lo", "hi"} <= set(c.columns):
-                ax.fill_between(c["position"], c["lo"], c["hi"], color="black", alpha=0.15, lw=0)
-        ax.set(
-            xlabel="position in the window (tokens)",
+            _band(top, c, "black", label, ls="--")
+        seeds = f"{k} seed{'s' if k > 1 else ''}"
+        top.set(
             ylabel=f"next-token loss (nats, bins of {bin_width})",
-            title=f"{_size(kind, results)}: {k} seeds x {n} {windows} windows",
+            title=f"{_size(kind, results)}: {seeds} x {n} {windows} windows",
         )
-        ax.legend(fontsize=8)
+        if paired:
+            axes[1, col].axhline(0, color="grey", lw=1)
+            axes[1, col].set(ylabel="paired difference to no positions (nats)")
+        for ax in axes[:, col]:
+            ax.set_xlabel("position in the window (tokens)")
+            ax.legend(fontsize=8)
     fig.suptitle("Held-out loss by position inside the context (bands: 95% bootstrap over seeds and windows)")
     fig.tight_layout()
     out = _save(fig, path)
     plt.close(fig)
     return out
+
+
+def _band(ax, b: pd.DataFrame, colour, label: str, ls: str = "-") -> None:
+    """A line (position, loss) with its band (lo, hi) when the table has one."""
+    ax.plot(b["position"], b["loss"], color=colour, ls=ls, label=label)
+    if {"lo", "hi"} <= set(b.columns):
+        ax.fill_between(b["position"], b["lo"], b["hi"], color=colour, alpha=0.2, lw=0)
 
 
 # --------------------------------------------------------------------------------------------------

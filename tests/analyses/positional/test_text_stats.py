@@ -156,3 +156,14 @@ def test_binned_bands_bracket_the_mean():
     assert list(b.position) == [3.5, 11.5, 19.5, 27.0]  # the last bin holds positions 24..30
     assert (b.lo < b.loss).all() and (b.loss < b.hi).all()
     np.testing.assert_allclose(b.loss.iloc[-1], curve[:, :, 24:].mean())
+
+
+def test_the_band_figure_takes_an_extra_curve_and_refuses_results_without_windows(tmp_path):
+    results = _results({"rope": 0.3, "none": 0.1}, {"rope": -0.1, "none": 0.0}, seeds=(0, 1))
+    anchor = pd.DataFrame({"position": np.arange(31), "loss": np.linspace(5, 4, 31)})
+    path = R.plot_text_bands(results, tmp_path / "bands.png", extra_curves={"SmolLM2 (anchor)": anchor}, n_boot=100)
+    assert path.exists() and path.stat().st_size > 0
+    with pytest.raises(ValueError, match="per-window losses on 'stream'"):
+        R.plot_text_bands([{"kind": "text", "scheme": "rope", "seed": 0}], tmp_path / "none.png")
+    with pytest.raises(ValueError, match="windows='tokens'"):
+        R.window_arrays(results, "text", "tokens")
