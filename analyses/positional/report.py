@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses.positional import text_stats as T
+import analyses.positional.text_stats as T
 from analyses.positional.study import SCHEMES, plot_heads, plot_loss_by_position
 from interp.io import atomic_save, atomic_write, md_table
 

@@ -5,11 +5,11 @@ A run is one trained model: (kind, scheme, attention, seed), with kind one of ``
 ``text_large`` (the BoolQ passages at two model sizes, ``analyses.positional.study``; the seed
 drives initial weights and batch order). Seed 0 of ``text`` saves its model to ``--checkpoints``
 (committed); the other text runs save theirs under ``work/checkpoints/``. A text run whose result
-is missing but whose checkpoint was trained under the same budget is only measured again.
-Each finished run leaves one JSON file of
-results in ``work/results/`` (written atomically); a run whose file exists for the same budget
-signature is skipped, an interrupted one resumes from its state in ``work/state/``. ``jobs``
-runs that many at once in separate processes, one torch thread each (the longest first).
+is missing but whose checkpoint was trained under the same budget is only measured again. Each
+finished run leaves one JSON file of results in ``work/results/`` (written atomically); a run whose
+file exists for the same budget signature is skipped, an interrupted one resumes from its state in
+``work/state/``. ``jobs`` runs that many at once in separate processes, one torch thread each (the
+longest first).
 
 >>> results = run_all(study_budget("quick"), work="out/positional", checkpoints=None, jobs=1)
 """
