@@ -182,6 +182,8 @@ def load_result(work: str | Path, run: Run, budget: StudyBudget) -> dict | None:
     if not path.exists():
         return None
     result = json.loads(path.read_text())
+    if run.kind in TEXT_KINDS and "per_window" not in result:
+        return None  # round two's text results lack the per-window losses: measured again (not retrained)
     return result if result.get("signature") == budget.signature(run.kind, run.seed) else None
 
 

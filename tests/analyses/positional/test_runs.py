@@ -316,6 +316,11 @@ def test_a_missing_text_result_with_its_checkpoint_is_measured_not_retrained(tmp
     assert again["train_seconds"] == first["train_seconds"] and again["history"] == first["history"]
     for key in ("heldout_loss", "loss_pos_1_7", "per_window", "curve"):
         assert again[key] == first[key], key
+    # a stored result from before the per-window losses (round two) is measured again, not reused
+    path = work / "results" / "text-causal-alibi-s0.json"
+    path.write_text(json.dumps({k: v for k, v in again.items() if k != "per_window"}))
+    (third,) = U.run_all(budget, work, ckpt, kinds=("text",), schemes=("alibi",), progress=False)
+    assert third["per_window"] == first["per_window"] and third["measured_only"] is True
     # a checkpoint of another budget is not reused: that run trains (and here, refuses to)
     other = dataclasses.replace(budget, text=_tiny_text(train=_tiny_text().train.replace(steps=7)))
     with pytest.raises(AssertionError, match="retrained"):
