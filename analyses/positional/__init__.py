@@ -5,6 +5,8 @@
 - ``study``: the natural-text models (BoolQ passages) and their measurements;
 - ``runs``: the whole study as independent, resumable runs (``--jobs`` processes); its budgets are
   the one registry of budgets by name (``study_budget``);
+- ``text_stats``: the hierarchical bootstrap (seeds, then windows; paired across schemes) behind the
+  natural-text intervals;
 - ``report``: one table and one figure per claim, the claims table.
 """
 
@@ -19,6 +21,8 @@ from analyses.positional.study import (
     load_scheme,
     loss_by_position,
     measure,
+    measure_text,
+    per_window,
     prepare_data,
     repeated_sequence_scores,
     repeated_tokens,
@@ -26,6 +30,7 @@ from analyses.positional.study import (
     shuffled_loss,
     text_run,
     train_scheme,
+    window_losses,
 )
 from analyses.positional.synthetic import TaskSpec, train_task
 from analyses.positional.tasks import CopyBackTask, InductionTask, OrderTask
@@ -49,6 +54,8 @@ __all__ = [
     "load_scheme",
     "loss_by_position",
     "measure",
+    "measure_text",
+    "per_window",
     "plan",
     "prepare_data",
     "repeated_sequence_scores",
@@ -60,5 +67,6 @@ __all__ = [
     "text_run",
     "train_scheme",
     "train_task",
+    "window_losses",
     "write_report",
 ]

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import analyses.positional.text_stats as T
 from analyses.positional.study import SCHEMES, plot_heads, plot_loss_by_position
 from interp.io import atomic_save, atomic_write, md_table
 
@@ -97,7 +98,10 @@ def induction_table(results: list[dict]) -> pd.DataFrame:
 
 
 TEXT_COLUMNS = [
+    "kind",
     "scheme",
+    "seed",
+    "n_layers",
     "heldout_loss",
     "loss_pos_1_7",
     "loss_last_quarter_ctx",
@@ -114,11 +118,18 @@ TEXT_COLUMNS = [
     "loss_repeated_half",
     "shift_deviation_L0",
     "train_seconds",
+    "measured_only",
 ]
+TEXT_KINDS = ("text", "text_large")
+WINDOWS = ("stream", "passage")
+THRESHOLD_GAIN = 0.3  # the issue's condition: last quarter >= 0.3 nats below positions 1-7
+THRESHOLD_NONE = 0.05  # best positional scheme this far below no positions over the last quarter
+THRESHOLD_SINUSOIDAL = 0.3  # sinusoidal within this of the best positional scheme
 
 
 def text_table(results: list[dict]) -> pd.DataFrame:
-    rs = [r for r in results if r["kind"] == "text"]
+    """One row per natural-text run (both sizes, every seed): its scalar measurements."""
+    rs = [r for r in results if r["kind"] in TEXT_KINDS]
     if not rs:
         return pd.DataFrame(columns=TEXT_COLUMNS)
     t = _scalars(rs)
@@ -126,51 +137,174 @@ def text_table(results: list[dict]) -> pd.DataFrame:
     return t[[c for c in TEXT_COLUMNS if c in t.columns]]
 
 
-def text_criteria(text: pd.DataFrame) -> pd.DataFrame:
-    """The issue's three conditions on the natural-text models, each with its numbers and a verdict,
-    on held-out stream windows (position 0 anywhere in a passage) and, when measured, on windows
-    that start at a passage's start (position t = t tokens of the same passage before it)."""
-    if text.empty:
-        return pd.DataFrame(columns=["windows", "condition", "measured", "met?"])
-    t = text.set_index("scheme")
-    positional = [s for s in t.index if s != "none"]
+def window_arrays(results: list[dict], kind: str, windows: str = "stream") -> dict:
+    """{scheme: {"seeds", "pos_1_7" [k, n], "last_quarter" [k, n], "curve" [k, n, n_ctx - 1]}} from the
+    runs of one natural-text ``kind`` that stored per-window losses, over the seeds every scheme has
+    (so that the bootstrap can pair schemes by seed and window)."""
+    if windows not in WINDOWS:
+        raise ValueError(f"windows={windows!r}; choose from {WINDOWS}")
+    rs = [r for r in results if r["kind"] == kind and windows in (r.get("per_window") or {})]
+    by_scheme: dict[str, dict[int, dict]] = {}
+    for r in rs:
+        by_scheme.setdefault(r["scheme"], {})[r["seed"]] = r["per_window"][windows]
+    if not by_scheme:
+        return {}
+    seeds = sorted(set.intersection(*(set(v) for v in by_scheme.values())))
+    out = {}
+    for scheme in [s for s in SCHEMES if s in by_scheme]:
+        per = [by_scheme[scheme][seed] for seed in seeds]
+        arrays = {k: np.array([[_nan(x) for x in p[k]] for p in per], dtype=float) for k in ("pos_1_7", "last_quarter")}
+        curve = np.array([[[_nan(x) for x in row] for row in p["curve"]] for p in per], dtype=float)
+        out[scheme] = {"seeds": seeds, **arrays, "curve": curve}
+    shapes = {s: v["pos_1_7"].shape for s, v in out.items()}
+    if len(set(shapes.values())) > 1:
+        raise ValueError(f"{kind} {windows} windows: schemes have different [seeds, windows] shapes {shapes}")
+    return out
+
+
+def text_estimates(results: list[dict], n_boot: int = T.N_BOOT, seed: int = 0) -> pd.DataFrame:
+    """Every interval the natural-text criteria need, from the hierarchical bootstrap
+    (``text_stats``; one set of draws per kind and windows, shared by all schemes: paired). One row
+    per (kind, windows, scheme, quantity) with mean, lo, hi. Quantities: loss_pos_1_7,
+    last_quarter, gain (= loss_pos_1_7 - last_quarter), and paired differences last_quarter_minus_none,
+    gain_minus_none, last_quarter_minus_best (the best positional scheme by mean last-quarter loss)."""
     rows = []
-    kinds = [("stream", "loss_pos_1_7", "loss_last_quarter_ctx")]
-    if "passage_loss_pos_1_7" in t.columns:
-        kinds.append(("passage start", "passage_loss_pos_1_7", "passage_loss_last_quarter"))
-    for windows, early, late in kinds:
-        gains = t.loc[positional, early] - t.loc[positional, late]
+    for kind in TEXT_KINDS:
+        for windows in WINDOWS:
+            arr = window_arrays(results, kind, windows)
+            if not arr:
+                continue
+            k, n = next(iter(arr.values()))["pos_1_7"].shape
+            d = T.draws(k, n, n_boot, seed)
+            q = {s: {"loss_pos_1_7": v["pos_1_7"], "last_quarter": v["last_quarter"]} for s, v in arr.items()}
+            for v in q.values():
+                v["gain"] = v["loss_pos_1_7"] - v["last_quarter"]
+            positional = [s for s in q if s != "none"]
+            best = min(positional, key=lambda s: q[s]["last_quarter"].mean()) if positional else None
+            for s, v in q.items():
+                if "none" in q and s != "none":
+                    v["last_quarter_minus_none"] = v["last_quarter"] - q["none"]["last_quarter"]
+                    v["gain_minus_none"] = v["gain"] - q["none"]["gain"]
+                if best is not None and s in positional:
+                    v["last_quarter_minus_best"] = v["last_quarter"] - q[best]["last_quarter"]
+                for name, x in v.items():
+                    e = T.estimate(x, d)
+                    rows.append(
+                        {
+                            "kind": kind,
+                            "windows": windows,
+                            "scheme": s,
+                            "seeds": k,
+                            "n_windows": n,
+                            "quantity": name,
+                            **e,
+                            "best": best,
+                        }
+                    )
+    return pd.DataFrame(
+        rows, columns=["kind", "windows", "scheme", "seeds", "n_windows", "quantity", "mean", "lo", "hi", "best"]
+    )
+
+
+def _pick(est: pd.DataFrame, kind: str, windows: str, scheme: str, quantity: str) -> dict | None:
+    hit = est[(est.kind == kind) & (est.windows == windows) & (est.scheme == scheme) & (est.quantity == quantity)]
+    return None if hit.empty else hit.iloc[0].to_dict()
+
+
+def _size(kind: str, results: list[dict]) -> str:
+    layers = {r.get("n_layers") for r in results if r["kind"] == kind} - {None}
+    return f"{kind} ({'/'.join(str(x) for x in sorted(layers))} layers)" if layers else kind
+
+
+def text_criteria(results: list[dict], est: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The issue's conditions on the natural-text models, each decided on a 95% interval of the
+    hierarchical bootstrap over seeds and windows (``text_estimates``): "met" when the whole interval
+    is on the right side of the threshold, "not met" when it is wholly on the wrong side, else
+    "undecided". On held-out stream windows (position 0 anywhere in a passage) and on windows that
+    start at a passage's start (position t = t tokens of the same passage before it)."""
+    if isinstance(results, pd.DataFrame):
+        raise TypeError("text_criteria takes the runs' results (a list of dicts with per_window losses), not a table")
+    est = text_estimates(results) if est is None else est
+    cols = ["windows", "model", "condition", "measured (mean [95% interval], seeds x windows)", "met?"]
+    rows = []
+    if est.empty:
+        return pd.DataFrame(columns=cols)
+
+    def row(kind, windows, condition, e, threshold, above):
         rows.append(
             {
                 "windows": windows,
-                "condition": "positional schemes: last quarter of the context >= 0.3 nats below positions 1-7",
-                "measured": ", ".join(f"{s} {g:.3f}" for s, g in gains.items()),
-                "met?": "yes" if bool((gains >= 0.3).all()) else f"no ({int((gains < 0.3).sum())} below)",
+                "model": _size(kind, results),
+                "condition": condition,
+                cols[3]: f"{T.fmt(e)} ({int(e['seeds'])} x {int(e['n_windows'])})",
+                "met?": T.verdict(e["lo"], e["hi"], threshold, above),
             }
         )
-        if "none" in t.index and positional:
-            best = t.loc[positional, late].idxmin()
-            margin = t.loc["none", late] - t.loc[best, late]
-            rows.append(
-                {
-                    "windows": windows,
-                    "condition": "best positional scheme >= 0.05 nats below no positions over the last quarter",
-                    "measured": f"{best} {t.loc[best, late]:.3f} vs none {t.loc['none', late]:.3f} "
-                    f"(margin {margin:.3f})",
-                    "met?": "yes" if margin >= 0.05 else "no",
-                }
-            )
-        if "sinusoidal" in t.index and positional:
-            gap = t.loc["sinusoidal", late] - t.loc[positional, late].min()
-            rows.append(
-                {
-                    "windows": windows,
-                    "condition": "sinusoidal within 0.3 nats of the best positional scheme (last quarter)",
-                    "measured": f"{gap:.3f} above the best",
-                    "met?": "yes" if gap <= 0.3 else "no",
-                }
-            )
+
+    for windows in WINDOWS:
+        for kind in TEXT_KINDS:
+            schemes = [s for s in SCHEMES if _pick(est, kind, windows, s, "gain") is not None]
+            for s in schemes:
+                cond = f"{s}: last quarter of the context >= {THRESHOLD_GAIN} nats below positions 1-7"
+                row(kind, windows, cond, _pick(est, kind, windows, s, "gain"), THRESHOLD_GAIN, True)
+            e = next((_pick(est, kind, windows, s, "gain") for s in schemes), None)
+            best = e["best"] if e is not None else None
+            paired = None if best is None else _pick(est, kind, windows, best, "last_quarter_minus_none")
+            if paired is not None:
+                cond = (
+                    f"best positional scheme ({best}) >= {THRESHOLD_NONE} nats below no positions, last quarter "
+                    "(paired: best - none)"
+                )
+                row(kind, windows, cond, paired, -THRESHOLD_NONE, False)
+            sin = _pick(est, kind, windows, "sinusoidal", "last_quarter_minus_best")
+            if sin is not None and best != "sinusoidal":
+                cond = f"sinusoidal within {THRESHOLD_SINUSOIDAL} nats of the best ({best}), last quarter (paired)"
+                row(kind, windows, cond, sin, THRESHOLD_SINUSOIDAL, False)
+    return pd.DataFrame(rows, columns=cols)
+
+
+def text_paired_table(est: pd.DataFrame) -> pd.DataFrame:
+    """Paired differences against the no-position model, per kind, windows and scheme."""
+    rows = []
+    for (kind, windows, scheme), g in est.groupby(["kind", "windows", "scheme"], sort=False):
+        by = {q: T.fmt(r) for q, r in zip(g.quantity, g.to_dict("records"))}
+        if "last_quarter_minus_none" not in by:
+            continue
+        rows.append(
+            {
+                "kind": kind,
+                "windows": windows,
+                "scheme": scheme,
+                "seeds": int(g.seeds.iloc[0]),
+                "gain": by["gain"],
+                "last quarter - none": by["last_quarter_minus_none"],
+                "gain - gain(none)": by["gain_minus_none"],
+            }
+        )
     return pd.DataFrame(rows)
+
+
+def gain_by_size_table(
+    results: list[dict], est: pd.DataFrame, schemes: Sequence[str] = ("rope", "none")
+) -> pd.DataFrame:
+    """The context gain (positions 1-7 minus the last quarter) of each scheme at both model sizes, and
+    the paired gain difference against no positions, with 95% intervals: one column per size."""
+    labels = {}
+    for kind in TEXT_KINDS:
+        params = {r.get("n_params") for r in results if r["kind"] == kind and r["scheme"] in schemes} - {None}
+        labels[kind] = _size(kind, results) + (f", {min(params):,} params" if params else "")
+    rows = []
+    for windows in WINDOWS:
+        wanted = [(s, "gain", s) for s in schemes]
+        wanted += [(s, "gain_minus_none", f"{s} - none (paired)") for s in schemes if s != "none"]
+        for scheme, quantity, name in wanted:
+            row = {"windows": windows, "scheme": name}
+            for kind in TEXT_KINDS:
+                e = _pick(est, kind, windows, scheme, quantity)
+                row[labels[kind]] = "n/a" if e is None else T.fmt(e)
+            rows.append(row)
+    t = pd.DataFrame(rows)
+    return t[[c for c in t.columns if not (t[c] == "n/a").all()]] if len(t) else t
 
 
 # --------------------------------------------------------------------------------------------------
@@ -479,6 +613,78 @@ def plot_induction(results: list[dict], path: Path) -> Path:
     return out
 
 
+def binned_bands(curve: np.ndarray, d: T.Draws, bin_width: int = 8) -> pd.DataFrame:
+    """Mean loss per bin of ``bin_width`` positions with its 95% interval, from per-window curves
+    [seeds, windows, positions] and shared bootstrap draws: columns position (bin centre), loss, lo, hi."""
+    k, n, length = curve.shape
+    edges = np.arange(0, length, bin_width)
+    binned = np.stack([np.nanmean(curve[:, :, b : b + bin_width], axis=2) for b in edges], axis=2)
+    lo, hi = T.interval(T.boot_means(binned, d))
+    centre = (edges + np.minimum(edges + bin_width, length) - 1) / 2  # the mean position in each bin
+    return pd.DataFrame({"position": centre, "loss": binned.mean(axis=(0, 1)), "lo": lo, "hi": hi})
+
+
+def plot_text_bands(
+    results: list[dict],
+    path: Path,
+    windows: str = "stream",
+    bin_width: int = 8,
+    extra_curves: dict[str, pd.DataFrame] | None = None,
+    n_boot: int = 1000,
+) -> Path:
+    """Held-out loss by position inside the context, bins of ``bin_width`` positions, one line per
+    scheme with a 95% band from the hierarchical bootstrap (seeds, then windows; the same draws for
+    every scheme); one column of panels per model size. Below, when there is a no-position model,
+    each scheme's paired difference to it (same seeds and windows: the shared jitter cancels).
+    ``extra_curves``: {label: DataFrame with position and loss (and optionally lo, hi)} drawn on
+    every top panel in black (e.g. SmolLM2's anchor curve, ``analyses.positional.anchor``)."""
+    plt, sns = _plt()
+    kinds = [k for k in TEXT_KINDS if window_arrays(results, k, windows)]
+    if not kinds:
+        raise ValueError(f"no natural-text result holds per-window losses on {windows!r} windows")
+    arrays = {k: window_arrays(results, k, windows) for k in kinds}
+    paired = any("none" in a and len(a) > 1 for a in arrays.values())
+    fig, axes = plt.subplots(
+        1 + paired, len(kinds), figsize=(7.5 * len(kinds), 4.3 * (1 + paired)), squeeze=False, sharey="row"
+    )
+    colours = dict(zip(SCHEMES, sns.color_palette(n_colors=len(SCHEMES))))
+    for col, kind in enumerate(kinds):
+        arr = arrays[kind]
+        k, n = next(iter(arr.values()))["pos_1_7"].shape
+        d = T.draws(k, n, n_boot, seed=0)
+        top = axes[0, col]
+        for scheme, v in arr.items():
+            _band(top, binned_bands(v["curve"], d, bin_width), colours[scheme], scheme)
+            if paired and "none" in arr and scheme != "none":
+                diff = binned_bands(v["curve"] - arr["none"]["curve"], d, bin_width)
+                _band(axes[1, col], diff, colours[scheme], f"{scheme} - none")
+        for label, c in (extra_curves or {}).items():
+            _band(top, c, "black", label, ls="--")
+        seeds = f"{k} seed{'s' if k > 1 else ''}"
+        top.set(
+            ylabel=f"next-token loss (nats, bins of {bin_width})",
+            title=f"{_size(kind, results)}: {seeds} x {n} {windows} windows",
+        )
+        if paired:
+            axes[1, col].axhline(0, color="grey", lw=1)
+            axes[1, col].set(ylabel="paired difference to no positions (nats)")
+        for ax in axes[:, col]:
+            ax.set_xlabel("position in the window (tokens)")
+            ax.legend(fontsize=8)
+    fig.suptitle("Held-out loss by position inside the context (bands: 95% bootstrap over seeds and windows)")
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
+def _band(ax, b: pd.DataFrame, colour, label: str, ls: str = "-") -> None:
+    """A line (position, loss) with its band (lo, hi) when the table has one."""
+    ax.plot(b["position"], b["loss"], color=colour, ls=ls, label=label)
+    if {"lo", "hi"} <= set(b.columns):
+        ax.fill_between(b["position"], b["lo"], b["hi"], color=colour, alpha=0.2, lw=0)
+
+
 # --------------------------------------------------------------------------------------------------
 # Everything
 
@@ -502,32 +708,66 @@ def write_report(results: list[dict], out_dir: str | Path, copy_train_len: int |
         tables["induction"] = induction_table(results)
         files["induction_figure"] = plot_induction(results, out / "induction.png")
     if "text" in kinds:
-        text = text_table(results)
-        tables["text"] = text
-        tables["text_criteria"] = text_criteria(text)
-        curves = pd.concat(
-            pd.DataFrame(
-                {"scheme": r["scheme"], "position": np.arange(len(r["curve"])), "loss": [_nan(x) for x in r["curve"]]}
-            )
-            for r in results
-            if r["kind"] == "text"
-        )
-        heads = pd.concat(pd.DataFrame(r["heads"]).assign(scheme=r["scheme"]) for r in results if r["kind"] == "text")
-        files["text_curves"] = atomic_save(out / "loss_by_position.csv", lambda t: curves.to_csv(t, index=False))
-        files["text_heads"] = atomic_save(out / "heads.csv", lambda t: heads.to_csv(t, index=False))
-        n_ctx = int(next(r["n_ctx"] for r in results if r["kind"] == "text" and "n_ctx" in r) or 0) or None
-        files["text_figure"] = plot_loss_by_position(curves, n_ctx or len(curves) // 4, out / "loss_by_position.png")
-        files["heads_figure"] = plot_heads(heads, out / "heads.png")
-    cpu = (
-        runs.groupby("kind", as_index=False).agg(
-            runs=("id", "count"), train_seconds=("train_seconds", "sum"), wall_seconds=("wall_seconds", "sum")
-        )
-        if len(runs)
-        else runs
-    )
+        files.update(_text_report(results, out, tables))
+    cpu = runs
+    if len(runs):
+        # a run that only measured a reused checkpoint records the checkpoint's training time: its cost
+        # here is its wall time; "measured only" counts those runs
+        measured = runs["measured_only"] if "measured_only" in runs else pd.Series(False, index=runs.index)
+        cpu = runs.assign(measured_only=measured.fillna(False).astype(bool)).groupby("kind", as_index=False)
+        cpu = cpu.agg(
+            runs=("id", "count"),
+            measured_only=("measured_only", "sum"),
+            train_seconds=("train_seconds", "sum"),
+            wall_seconds=("wall_seconds", "sum"),
+        ).rename(columns={"measured_only": "measured only"})
     tables["cpu"] = cpu
     for name, table in tables.items():
         files[name] = atomic_write(out / f"{name}.md", md_table(table, digits=3) + "\n")
+    return files
+
+
+def _text_report(results: list[dict], out: Path, tables: dict) -> dict:
+    """The natural-text tables (into ``tables``) and figures; returns name -> path of the files."""
+    files = {}
+    tables["text"] = text_table(results)
+    est = text_estimates(results)
+    tables["text_criteria"] = text_criteria(results, est)
+    if not est.empty:
+        tables["text_paired"] = text_paired_table(est)
+        tables["text_gain_by_size"] = gain_by_size_table(results, est)
+        files["text_estimates"] = atomic_save(out / "text_estimates.csv", lambda t: est.to_csv(t, index=False))
+        for windows in WINDOWS:
+            if any(window_arrays(results, k, windows) for k in TEXT_KINDS):
+                files[f"text_bands_{windows}"] = plot_text_bands(
+                    results, out / f"loss_in_context_{windows}.png", windows
+                )
+    text = [r for r in results if r["kind"] == "text"]
+    curves = pd.concat(
+        pd.DataFrame(
+            {
+                "scheme": r["scheme"],
+                "seed": r["seed"],
+                "position": np.arange(len(r["curve"])),
+                "loss": [_nan(x) for x in r["curve"]],
+            }
+        )
+        for r in text
+    )
+    # heads are not aligned across seeds: the heatmap shows seed 0's (the committed models), the CSV all
+    heads = pd.concat(
+        pd.DataFrame(r["heads"]).assign(kind=r["kind"], scheme=r["scheme"], seed=r["seed"])
+        for r in results
+        if r["kind"] in TEXT_KINDS
+    )
+    first = min(r["seed"] for r in text)
+    files["text_curves"] = atomic_save(out / "loss_by_position.csv", lambda t: curves.to_csv(t, index=False))
+    files["text_heads"] = atomic_save(out / "heads.csv", lambda t: heads.to_csv(t, index=False))
+    n_ctx = int(next((r["n_ctx"] for r in text if "n_ctx" in r), 0)) or None
+    mean_curves = curves.groupby(["scheme", "position"], as_index=False).loss.mean()
+    files["text_figure"] = plot_loss_by_position(mean_curves, n_ctx or len(curves) // 4, out / "loss_by_position.png")
+    seed_heads = heads[(heads.kind == "text") & (heads.seed == first)].drop(columns=["kind", "seed"])
+    files["heads_figure"] = plot_heads(seed_heads, out / "heads.png")
     return files
 
 

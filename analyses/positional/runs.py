@@ -1,11 +1,15 @@
 """The second-round positional study as a list of independent runs, resumable one by one.
 
 A run is one trained model: (kind, scheme, attention, seed), with kind one of ``order``,
-``copy_back``, ``induction`` (synthetic tasks, ``analyses.positional.synthetic``) or ``text``
-(the BoolQ passages, ``analyses.positional.study``). Each finished run leaves one JSON file of
-results in ``work/results/`` (written atomically); a run whose file exists for the same budget
-signature is skipped, an interrupted one resumes from its state in ``work/state/``. ``jobs``
-runs that many at once in separate processes, one torch thread each (the longest first).
+``copy_back``, ``induction`` (synthetic tasks, ``analyses.positional.synthetic``), ``text`` or
+``text_large`` (the BoolQ passages at two model sizes, ``analyses.positional.study``; the seed
+drives initial weights and batch order). Seed 0 of ``text`` saves its model to ``--checkpoints``
+(committed); the other text runs save theirs under ``work/checkpoints/``. A text run whose result
+is missing but whose checkpoint was trained under the same budget is only measured again. Each
+finished run leaves one JSON file of results in ``work/results/`` (written atomically); a run whose
+file exists for the same budget signature is skipped, an interrupted one resumes from its state in
+``work/state/``. ``jobs`` runs that many at once in separate processes, one torch thread each (the
+longest first).
 
 >>> results = run_all(study_budget("quick"), work="out/positional", checkpoints=None, jobs=1)
 """
@@ -32,6 +36,7 @@ from interp.io import atomic_write
 from models.training import TrainConfig
 
 KINDS = ("text", "text_large", "order", "copy_back", "induction")
+TEXT_KINDS = ("text", "text_large")  # natural text (``study.Budget``): two model sizes
 
 
 @dataclass(frozen=True)
@@ -65,11 +70,20 @@ class StudyBudget:
             raise ValueError(f"budget {self.name!r} has no larger text model (text_large=None)")
         return getattr(self, kind)
 
-    def signature(self, kind: str) -> str:
-        """A hash of what decides one kind of run: a stored result is reused only when it matches."""
+    def text_budget(self, kind: str, seed: int) -> Budget:
+        """The natural-text budget of one text run: the kind's budget trained from ``seed`` (seed 0:
+        the budget itself, so round two's committed seed-0 checkpoints keep their signature)."""
+        spec = self.spec(kind)
+        if not isinstance(spec, Budget):
+            raise ValueError(f"kind {kind!r} is a synthetic task, not natural text; text kinds: text, text_large")
+        return spec.with_seed(seed)
+
+    def signature(self, kind: str, seed: int = 0) -> str:
+        """A hash of what decides one run of ``kind``: a stored result is reused only when it matches.
+        Natural-text kinds hash the budget trained from ``seed``; the synthetic ones do not depend on it."""
         spec = self.spec(kind)
         if isinstance(spec, Budget):
-            return spec.signature()
+            return self.text_budget(kind, seed).signature()
         d = dataclasses.asdict(spec)
         d["train"] = spec.train.to_dict()
         d["task_kind"] = type(spec.task).__name__
@@ -94,6 +108,9 @@ STUDY_BUDGETS = {
         ),
         induction=S.TaskSpec(InductionTask(length=32, segment=8, d_vocab=64), _tc(1500, 64, 3e-3, 50, 50), d_mlp=0),
         seeds=(0, 1, 2),
+        # 4 layers, rope and none, 3 seeds: ~1.7 x the 2-layer model's time per step (147 vs 88 ms measured
+        # at 1 thread on the shared machine), ~6 x 380-440 s if a 2-layer model takes its 226-264 s
+        text_large=BUDGETS["full_large"],
         kind_seeds=(("induction", (0, 1, 2, 3, 4)),),
     ),
     # seconds: tests and notebook 05
@@ -108,7 +125,8 @@ STUDY_BUDGETS = {
             InductionTask(length=16, segment=4, d_vocab=16), _tc(60, 32, 3e-3, 20, 6), d_model=32, d_mlp=0
         ),
         seeds=(0, 1),
-        kind_seeds=(("text", (0,)),),
+        text_large=BUDGETS["quick_large"],  # ~2 s per run: the same machinery, 4 layers
+        kind_seeds=(("text", (0,)), ("text_large", (0,))),
     ),
 }
 
@@ -168,7 +186,9 @@ def load_result(work: str | Path, run: Run, budget: StudyBudget) -> dict | None:
     if not path.exists():
         return None
     result = json.loads(path.read_text())
-    return result if result.get("signature") == budget.signature(run.kind) else None
+    if run.kind in TEXT_KINDS and "per_window" not in result:
+        return None  # round two's text results lack the per-window losses: measured again (not retrained)
+    return result if result.get("signature") == budget.signature(run.kind, run.seed) else None
 
 
 def _clean(x):
@@ -205,11 +225,11 @@ def _execute(run: Run, budget: StudyBudget, work: Path, checkpoints: str | Path 
     start = time.perf_counter()
     state = work / "state" / run.id
     state.parent.mkdir(parents=True, exist_ok=True)
-    if run.kind == "text":
+    if run.kind in TEXT_KINDS:
         from analyses.positional.study import text_run
 
-        ckpt = None if checkpoints is None else Path(checkpoints) / run.scheme
-        metrics = text_run(run.scheme, budget.text, state, ckpt)
+        b = budget.text_budget(run.kind, run.seed)
+        metrics = text_run(run.scheme, b, state, text_checkpoint(run, work, checkpoints))
     else:
         metrics = _synthetic(run, budget.spec(run.kind), state.with_suffix(".pt"))
     result = _clean(
@@ -217,7 +237,7 @@ def _execute(run: Run, budget: StudyBudget, work: Path, checkpoints: str | Path 
             "id": run.id,
             **dataclasses.asdict(run),
             "budget": budget.name,
-            "signature": budget.signature(run.kind),
+            "signature": budget.signature(run.kind, run.seed),
             "wall_seconds": time.perf_counter() - start,
             "torch": torch.__version__,
             **metrics,
@@ -227,14 +247,26 @@ def _execute(run: Run, budget: StudyBudget, work: Path, checkpoints: str | Path 
     return result
 
 
+def text_checkpoint(run: Run, work: str | Path, checkpoints: str | Path | None) -> Path:
+    """Where a natural-text run's model is saved: seed 0 of kind ``text`` in ``checkpoints/<scheme>``
+    (the committed models the notebook and the model cards use) when ``checkpoints`` is given; every
+    other text run (other seeds, the larger size) in ``work/checkpoints/<run id>`` (never committed)."""
+    if run.kind not in TEXT_KINDS:
+        raise ValueError(f"run {run.id} is not a natural-text run (kinds {TEXT_KINDS})")
+    if run.kind == "text" and run.seed == 0 and checkpoints is not None:
+        return Path(checkpoints) / run.scheme
+    return Path(work) / "checkpoints" / run.id
+
+
 def _checkpoint_missing(run: Run, budget: StudyBudget, checkpoints: str | Path | None) -> bool:
-    """A natural-text run counts as done only if its checkpoint (what the notebook and the model
-    cards use) is there too, trained under this budget."""
-    if run.kind != "text" or checkpoints is None:
+    """Seed 0 of the natural-text run counts as done only if its committed checkpoint (what the
+    notebook and the model cards use) is there too, trained under this budget; the other text runs'
+    checkpoints live in the work folder, and their results alone count."""
+    if run.kind != "text" or run.seed != 0 or checkpoints is None:
         return False
     from analyses.positional.study import load_scheme
 
-    return load_scheme(Path(checkpoints) / run.scheme, budget.text) is None
+    return load_scheme(Path(checkpoints) / run.scheme, budget.text_budget(run.kind, run.seed)) is None
 
 
 def _synthetic(run: Run, spec: S.TaskSpec, state_path: Path) -> dict:

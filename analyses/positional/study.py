@@ -100,6 +100,13 @@ class Budget:
             embed_scale=SINUSOIDAL_EMBED_SCALE if scheme == "sinusoidal" else 1.0,
         )
 
+    def with_seed(self, seed: int) -> Budget:
+        """The same budget trained from ``seed`` (``TrainConfig.seed`` draws both the initial weights
+        and the batch order); the budget itself when its seed already is ``seed`` (same signature)."""
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise ValueError(f"seed={seed!r}; expected a non-negative integer")
+        return self if self.train.seed == seed else dataclasses.replace(self, train=self.train.replace(seed=seed))
+
     def signature(self) -> str:
         """A short hash of the budget: a checkpoint is reused only when it matches."""
         d = dataclasses.asdict(self)
@@ -149,6 +156,16 @@ BUDGETS = {
 }
 
 
+# The second natural-text size: everything as in "full" but 4 layers (measured at 1 thread on the shared
+# machine: 147 ms per step vs 88 ms for 2 layers, x 1.7)
+BUDGETS["full_large"] = dataclasses.replace(BUDGETS["full"], name="full_large", n_layers=4)
+BUDGETS["quick_large"] = dataclasses.replace(BUDGETS["quick"], name="quick_large", n_layers=4)
+
+# Held-out stream windows of n_ctx per natural-text model for the per-window losses (the first ones of
+# the stream: the same windows for every scheme, seed and size); ~1.1 s for 512 at 1 thread (2 layers)
+STREAM_WINDOWS = 512
+
+
 def _text_budget(budget: Budget) -> Budget:
     """The natural-text budget itself: names are looked up in one registry, ``runs.study_budget``."""
     if not isinstance(budget, Budget):
@@ -190,24 +207,52 @@ def heldout_data(tokenizer: models.Tokenizer, budget: Budget) -> Tensor:
 
 
 @torch.no_grad()
-def loss_by_position(model: models.Transformer, windows: Tensor, batch_size: int = 8) -> np.ndarray:
-    """Mean next-token loss at each position of ``windows`` [n, length]: entry t is the loss of
-    predicting token t+1 from tokens 0..t. Learned absolute positions cannot run past n_ctx: those
-    entries are NaN (there is no embedding to look up, so no loss to report)."""
+def window_losses(model: models.Transformer, windows: Tensor, batch_size: int = 8) -> np.ndarray:
+    """[n, length - 1]: the next-token loss of each window of ``windows`` [n, length] at each
+    position (entry [w, t]: predicting token t+1 of window w from its tokens 0..t). Learned absolute
+    positions cannot run past n_ctx: those entries are NaN."""
     model.eval()
     n, length = windows.shape
     usable = length if model.cfg.positional != "learned" else min(length, model.cfg.n_ctx)
-    total = torch.zeros(usable - 1, dtype=torch.float64)
+    out = np.full((n, length - 1), np.nan)
     for s in range(0, n, batch_size):
         chunk = windows[s : s + batch_size, :usable]
         logits = model(chunk, return_type="logits", allow_beyond_ctx=True)
         losses = torch.nn.functional.cross_entropy(
             logits[:, :-1].flatten(0, 1), chunk[:, 1:].flatten(), reduction="none"
         ).view(chunk.shape[0], -1)
-        total += losses.sum(0).double()
-    out = np.full(length - 1, np.nan)
-    out[: usable - 1] = (total / n).numpy()
+        out[s : s + chunk.shape[0], : usable - 1] = losses.double().numpy()
     return out
+
+
+def loss_by_position(model: models.Transformer, windows: Tensor, batch_size: int = 8) -> np.ndarray:
+    """Mean next-token loss at each position of ``windows`` [n, length]: entry t is the loss of
+    predicting token t+1 from tokens 0..t. Learned absolute positions cannot run past n_ctx: those
+    entries are NaN (there is no embedding to look up, so no loss to report)."""
+    return window_losses(model, windows, batch_size).mean(axis=0)
+
+
+def early_late(n_ctx: int) -> tuple[slice, slice]:
+    """The positions compared by the context-gain criterion, as slices of a loss-by-position row:
+    positions 1-7 and the last quarter of the context (3 n_ctx / 4 .. n_ctx - 2, the last one that
+    predicts a token inside the context)."""
+    if n_ctx < 16:
+        raise ValueError(f"n_ctx={n_ctx}; the criterion needs a context of at least 16 tokens")
+    return slice(1, 8), slice(3 * n_ctx // 4, n_ctx - 1)
+
+
+def per_window(losses: np.ndarray, n_ctx: int, digits: int = 4) -> dict:
+    """What the report's bootstrap needs from [n, >= n_ctx - 1] per-window losses: each window's mean
+    loss over positions 1-7 and over the last quarter of the context, and its loss at each in-context
+    position (rounded to ``digits``, for the figure)."""
+    early, late = early_late(n_ctx)
+    inside = np.asarray(losses)[:, : n_ctx - 1]
+    return {
+        "n": int(inside.shape[0]),
+        "pos_1_7": inside[:, early].mean(axis=1),
+        "last_quarter": inside[:, late].mean(axis=1),
+        "curve": np.round(inside, digits),
+    }
 
 
 @torch.no_grad()
@@ -326,14 +371,35 @@ def _card_extra(b: Budget, data, seconds: float) -> dict:
     }
 
 
-def text_run(scheme: str, budget: Budget, state: str | Path, checkpoint: str | Path | None = None) -> dict:
-    """One resumable natural-text run of the second-round study: train ``scheme`` (saving the whole
-    trainer state to ``state`` every ``checkpoint_every`` steps and resuming from it when present),
-    save the finished model without optimizer state to ``checkpoint`` (a few MB), measure it.
+def text_run(
+    scheme: str, budget: Budget, state: str | Path, checkpoint: str | Path | None = None, reuse: bool = True
+) -> dict:
+    """One resumable natural-text run: train ``scheme`` (saving the whole trainer state to ``state``
+    every ``checkpoint_every`` steps and resuming from it when present), save the finished model
+    without optimizer state to ``checkpoint`` (a few MB), measure it. With ``reuse``, a model already
+    in ``checkpoint`` trained under this exact budget (``load_scheme``) is only measured, not
+    retrained (``measured_only``: True; ``train_seconds`` and ``history`` are the checkpoint's).
     Returns a JSON-ready dict: the findings row, the loss-by-position curve, the head table, the
-    training history."""
+    per-window losses (``per_window``), the training history."""
     b = _text_budget(budget)
     state = Path(state)
+    if reuse and checkpoint is not None and not (state / "trainer_state.pt").exists():
+        found = load_scheme(checkpoint, b)
+        if found is not None:
+            model, extra = found
+            if model.cfg.positional != scheme:
+                raise ValueError(f"{checkpoint}: holds a {model.cfg.positional!r} model, not {scheme!r}")
+            start = time.perf_counter()
+            out = measure_text(model, heldout_data(model.tokenizer, b), b)
+            history = extra.get("history", [])
+            seconds = float(extra.get("train_seconds", 0.0))
+            return {
+                **out,
+                "train_seconds": seconds,
+                "history": history,
+                "measured_only": True,
+                "measure_seconds": time.perf_counter() - start,
+            }
     data = prepare_data(b)
     tc = b.train if b.train.checkpoint_every else b.train.replace(checkpoint_every=100)
     if (state / "trainer_state.pt").exists():
@@ -348,25 +414,47 @@ def text_run(scheme: str, budget: Budget, state: str | Path, checkpoint: str | P
     trainer.train(out_dir=state, progress=False, desc=scheme)
     seconds = time.perf_counter() - start
     model = trainer.model.eval()
-    _, heldout_texts = english_passages(max_passages=b.max_passages)
-    passages = passage_windows(data.tokenizer, heldout_texts, b.n_ctx, 4 * b.eval_windows)
-    row, curve, heads = measure(model, data.heldout_ids, b, passages)
+    start = time.perf_counter()
+    out = measure_text(model, data.heldout_ids, b)
+    measure_seconds = time.perf_counter() - start
     if checkpoint is not None:
         extra = _card_extra(b, data, seconds)
         trainer.save(checkpoint, optimizer_state=False, extra=extra)
-        n_params = sum(p.numel() for p in model.parameters())
-        card = model_card(scheme, b, row, extra, n_params)
+        card = model_card(scheme, b, out, extra, out["n_params"])
         atomic_save(Path(checkpoint) / "MODEL_CARD.md", lambda tmp: tmp.write_text(card))
     import shutil
 
     shutil.rmtree(state, ignore_errors=True)  # the finished run's result is what counts; the state was for resuming
     return {
-        **row,
+        **out,
         "train_seconds": seconds,
-        "n_ctx": b.n_ctx,
+        "history": trainer.history,
+        "measured_only": False,
+        "measure_seconds": measure_seconds,
+    }
+
+
+def measure_text(model: models.Transformer, heldout_ids: Tensor, budget: Budget) -> dict:
+    """Everything a natural-text run records about a trained model: ``measure``'s row, curve and
+    heads, and ``per_window`` losses on the first ``STREAM_WINDOWS`` held-out stream windows of
+    n_ctx ("stream") and on the passage-start windows ("passage"), for the report's bootstrap."""
+    b = _text_budget(budget)
+    n_ctx = model.cfg.n_ctx
+    _, heldout_texts = english_passages(max_passages=b.max_passages)
+    passages = passage_windows(model.tokenizer, heldout_texts, n_ctx, 4 * b.eval_windows)
+    row, curve, heads = measure(model, heldout_ids, b, passages)
+    stream = heldout_windows(heldout_ids, n_ctx, STREAM_WINDOWS)
+    return {
+        **row,
+        "n_ctx": n_ctx,
+        "n_layers": model.cfg.n_layers,
+        "n_params": sum(p.numel() for p in model.parameters()),
         "curve": curve.tolist(),
         "heads": heads.to_dict(orient="records"),
-        "history": trainer.history,
+        "per_window": {
+            "stream": per_window(window_losses(model, stream, batch_size=32), n_ctx),
+            "passage": per_window(window_losses(model, passages[:, :n_ctx], batch_size=32), n_ctx),
+        },
     }
 
 

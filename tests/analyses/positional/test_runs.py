@@ -194,22 +194,10 @@ def test_execute_runs_on_one_thread_and_restores_the_callers_count(tmp_path, mon
     assert torch.get_num_threads() == 2
 
 
-def test_spread_and_text_criteria():
+def test_spread():
     assert R.spread([0.5, 0.7, 0.6]) == "0.60 [0.50, 0.70]"
     assert R.spread([float("nan"), None]) == "n/a"
     assert R.spread([0.25]) == "0.25"
-    import pandas as pd
-
-    text = pd.DataFrame(
-        {
-            "scheme": ["learned", "sinusoidal", "rope", "none"],
-            "loss_pos_1_7": [5.0, 5.2, 5.0, 5.0],
-            "loss_last_quarter_ctx": [4.6, 4.95, 4.5, 4.6],
-        }
-    )
-    text["context_gain"] = text.loss_pos_1_7 - text.loss_last_quarter_ctx
-    c = R.text_criteria(text)["met?"].tolist()
-    assert c == ["no (1 below)", "yes", "no"]  # sinusoidal gains 0.25; rope beats none by 0.1; sinusoidal 0.45 behind
 
 
 def test_fill_doc_replaces_only_the_marked_blocks(tmp_path):
@@ -253,3 +241,87 @@ def test_a_text_run_counts_as_done_only_with_its_checkpoint(tmp_path):
     again = U.run_all(budget, tmp_path / "work", ckpt, kinds=("text",), schemes=("alibi",), progress=False)
     assert (ckpt / "alibi" / "model.safetensors").exists()
     assert again[0]["heldout_loss"] == first[0]["heldout_loss"]  # and it trains the same model again
+
+
+def _tiny_text(**kw):
+    from analyses.positional.study import Budget
+
+    args = dict(
+        name="test-text",
+        d_model=32,
+        n_layers=1,
+        n_heads=2,
+        d_mlp=64,
+        n_ctx=32,
+        vocab_size=300,
+        max_passages=150,
+        train=TrainConfig(steps=6, batch_size=4, lr=5e-3, warmup_steps=1, eval_windows=4, threads=1),
+        eval_windows=4,
+        head_batch=4,
+    )
+    return Budget(**{**args, **kw})
+
+
+def test_text_seeds_and_sizes_train_apart_and_report_with_intervals(tmp_path):
+    text = _tiny_text()
+    budget = dataclasses.replace(
+        TINY, text=text, text_large=_tiny_text(name="test-text-large", n_layers=2), large_schemes=("rope", "none")
+    )
+    assert budget.signature("text", 0) == text.signature()  # seed 0 is the budget itself
+    assert budget.signature("text", 1) != text.signature() and budget.signature("order", 1) == budget.signature("order")
+    ckpt, work = tmp_path / "ckpt", tmp_path / "work"
+    results = U.run_all(budget, work, ckpt, kinds=("text", "text_large"), schemes=("rope", "none"), progress=False)
+    by = {r["id"]: r for r in results}
+    assert len(by) == 2 * 2 * 2  # 2 sizes x 2 schemes x 2 seeds
+    # seed 0 of the small size goes to the committed folder, everything else under the work folder
+    assert sorted(p.name for p in ckpt.iterdir()) == ["none", "rope"]
+    assert sorted(p.name for p in (work / "checkpoints").iterdir()) == sorted(
+        i for i in by if not i.startswith("text-causal-") or i.endswith("s1")
+    )
+    # the seed drives initial weights and batch order: another model, another history
+    s0, s1 = by["text-causal-rope-s0"], by["text-causal-rope-s1"]
+    assert s0["history"][0]["train_loss"] != s1["history"][0]["train_loss"]
+    assert s0["n_layers"] == 1 and by["text_large-causal-rope-s0"]["n_layers"] == 2
+    # per-window losses: the same held-out windows for every run, consistent with the means
+    pw = s0["per_window"]["stream"]
+    assert pw["n"] == len(pw["pos_1_7"]) == len(pw["curve"]) and len(pw["curve"][0]) == 31
+    assert np.mean(pw["pos_1_7"]) == pytest.approx(np.mean(np.array(pw["curve"])[:, 1:8]), abs=1e-4)
+    assert {r["per_window"]["passage"]["n"] for r in results} == {s0["per_window"]["passage"]["n"]}
+
+    files = R.write_report(results, tmp_path / "report")
+    for name in ("text_criteria", "text_paired", "text_gain_by_size", "text_bands_stream", "text_bands_passage"):
+        assert files[name].exists() and files[name].stat().st_size > 0, name
+    gain = files["text_gain_by_size"].read_text()
+    assert "text (1 layers)" in gain and "text_large (2 layers)" in gain and "rope - none (paired)" in gain
+    assert "2 x " in files["text_criteria"].read_text()  # two seeds behind every interval
+
+
+def test_a_missing_text_result_with_its_checkpoint_is_measured_not_retrained(tmp_path, monkeypatch):
+    budget = dataclasses.replace(TINY, text=_tiny_text(), seeds=(0,))
+    ckpt, work = tmp_path / "ckpt", tmp_path / "work"
+    (first,) = U.run_all(budget, work, ckpt, kinds=("text",), schemes=("alibi",), progress=False)
+    assert first["measured_only"] is False
+    weights = ckpt / "alibi" / "model.safetensors"
+    before = (weights.read_bytes(), weights.stat().st_mtime_ns)
+    (work / "results" / "text-causal-alibi-s0.json").unlink()  # the result is lost, the checkpoint is not
+
+    def no_training(*a, **k):
+        raise AssertionError("retrained a model whose checkpoint was there")
+
+    import models.training
+
+    monkeypatch.setattr(models.training.Trainer, "train", no_training)
+    (again,) = U.run_all(budget, work, ckpt, kinds=("text",), schemes=("alibi",), progress=False)
+    assert again["measured_only"] is True and (weights.read_bytes(), weights.stat().st_mtime_ns) == before
+    assert again["train_seconds"] == first["train_seconds"] and again["history"] == first["history"]
+    for key in ("heldout_loss", "loss_pos_1_7", "per_window", "curve"):
+        assert again[key] == first[key], key
+    # a stored result from before the per-window losses (round two) is measured again, not reused
+    path = work / "results" / "text-causal-alibi-s0.json"
+    path.write_text(json.dumps({k: v for k, v in again.items() if k != "per_window"}))
+    (third,) = U.run_all(budget, work, ckpt, kinds=("text",), schemes=("alibi",), progress=False)
+    assert third["per_window"] == first["per_window"] and third["measured_only"] is True
+    # a checkpoint of another budget is not reused: that run trains (and here, refuses to)
+    other = dataclasses.replace(budget, text=_tiny_text(train=_tiny_text().train.replace(steps=7)))
+    with pytest.raises(AssertionError, match="retrained"):
+        U.run_all(other, work, ckpt, kinds=("text",), schemes=("alibi",), progress=False)

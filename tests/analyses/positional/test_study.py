@@ -180,3 +180,46 @@ def test_text_run_resumes_an_interrupted_run_bit_identically(tmp_path):
     assert resumed["heldout_loss"] == straight["heldout_loss"]
     assert resumed["history"] == straight["history"]
     assert math.isfinite(straight["passage_loss_pos_1_7"]) and len(straight["curve"]) == 4 * budget.n_ctx - 1
+
+
+def test_window_losses_average_to_the_curve_and_per_window_takes_the_criterions_positions():
+    model = models.Transformer(tiny_config(positional="learned"), seed=0)
+    n_ctx = model.cfg.n_ctx
+    windows = torch.randint(0, 50, (5, 2 * n_ctx), generator=torch.Generator().manual_seed(0))
+    each = P.window_losses(model, windows, batch_size=2)
+    assert each.shape == (5, 2 * n_ctx - 1) and np.isnan(each[:, n_ctx - 1 :]).all()
+    np.testing.assert_allclose(each.mean(axis=0), P.loss_by_position(model, windows, batch_size=3), equal_nan=True)
+    # hand-made losses: position t of every window has loss t, window w adds w
+    losses = np.arange(n_ctx - 1)[None, :] + np.arange(3)[:, None] * 100.0
+    pw = P.per_window(losses, n_ctx)
+    early, late = range(1, 8), range(3 * n_ctx // 4, n_ctx - 1)
+    np.testing.assert_allclose(pw["pos_1_7"], np.mean(early) + np.arange(3) * 100)
+    np.testing.assert_allclose(pw["last_quarter"], np.mean(late) + np.arange(3) * 100)
+    assert pw["n"] == 3 and pw["curve"].shape == (3, n_ctx - 1)
+    with pytest.raises(ValueError, match="n_ctx=8"):
+        P.early_late(8)
+
+
+def test_seed_zero_of_the_full_budget_is_round_twos_and_the_large_size_differs_in_depth_only():
+    import json
+    from pathlib import Path
+
+    full = P.BUDGETS["full"]
+    assert full.with_seed(0) is full
+    committed = Path(__file__).parents[3] / "checkpoints" / "positional"
+    for scheme in P.SCHEMES:
+        extra = json.loads((committed / scheme / "interp_config.json").read_text())["extra"]
+        assert extra["budget_signature"] == full.with_seed(0).signature(), scheme  # reused, not retrained
+    assert full.with_seed(1).signature() != full.signature() and full.with_seed(1).train.seed == 1
+    large = dataclasses.asdict(P.BUDGETS["full_large"])
+    small = dataclasses.asdict(full)
+    assert {k for k in small if small[k] != large[k]} == {"name", "n_layers"} and large["n_layers"] == 4
+    with pytest.raises(ValueError, match="seed"):
+        full.with_seed(-1)
+
+
+def test_a_checkpoint_of_another_scheme_is_refused(tmp_path):
+    data = P.prepare_data(TINY)
+    P.train_scheme("rope", TINY, data, tmp_path / "rope", progress=False)
+    with pytest.raises(ValueError, match="'rope' model, not 'alibi'"):
+        P.text_run("alibi", TINY, tmp_path / "state", tmp_path / "rope")
