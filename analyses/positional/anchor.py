@@ -1,0 +1,444 @@
+"""A real anchor for the study's loss-by-position curve: SmolLM2-135M's own held-out loss by
+position on the same BoolQ passages. A trained model's curve is what "a model that uses its
+context" looks like; the study's small models are read against it.
+
+SmolLM2's tokenizer is not the study's BPE (4.4 characters per token on these passages against
+3.0), so token positions do not line up: every curve here is by **character offset** in the
+passage. Each predicted token is one row (``char_offset_losses``): the character where it starts
+(leading whitespace counts as the token's: its span runs from the previous token's end), how many
+characters it covers, its loss. Binned by character offset (``binned_curve``) in two units:
+
+- nats per character (sum of the losses of the tokens starting in the bin / sum of their
+  characters): comparable across tokenizers, so the figure and the headline gain use it;
+- nats per token (mean over the tokens starting in the bin): each tokenizer's own unit. Across
+  tokenizers it compares tokens of different sizes, and even for one tokenizer a character range
+  holds more short tokens than a token range does: a passage's first tokens are short (its first
+  word has no leading space), so its per-token mean over a character range is pulled down.
+
+The study's gain (loss at token positions 1-7 minus the last quarter of the 128-token context,
+positions 96-126) becomes a gain between two character ranges (``gain_ranges``): where study
+tokens 1-7 and 96-126 of a passage sit on average, measured with the study tokenizer
+(``token_boundaries``). Intervals are percentile bootstraps over passages
+(``passage_bootstrap``): a passage's tokens are not independent, so passages are resampled.
+
+Position 0 of every window is a document separator, as in ``study.passage_windows``: the study's
+``<|endoftext|>`` and SmolLM2's own ``<|endoftext|>`` (its tokenizer adds no BOS; its BOS,
+``<|im_start|>``, is the instruct model's chat-turn marker, while ``<|endoftext|>`` separated
+documents in pre-training); see ``start_token_id``.
+
+>>> from analyses.positional.anchor import smollm2_anchor
+>>> result = smollm2_anchor(models.load("checkpoints/positional/rope").tokenizer)  # ~1 CPU minute
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+import models
+from analyses.data.corpora import english_passages
+
+DOC_SEPARATOR = "<|endoftext|>"
+UNITS = ("char", "token")
+# the study's gain, in token positions of its passage-start windows (study.measure)
+EARLY_TOKENS = (1, 8)  # positions 1-7
+LATE_TOKENS = (96, 127)  # the last quarter of a 128-token context, positions 96-126
+# measured at 1 thread (see smollm2_anchor): ~0.2 s per passage of 384 characters for SmolLM2-135M
+ANCHOR_PASSAGES = 256
+ANCHOR_MAX_CHARS = 384
+
+
+# --------------------------------------------------------------------------------------------------
+# Tokens and their character spans
+
+
+def _hf(tokenizer):
+    return tokenizer.hf if isinstance(tokenizer, models.Tokenizer) else tokenizer
+
+
+def start_token_id(tokenizer) -> int:
+    """The token a document starts with, for ``tokenizer`` (a toolkit or Hugging Face fast tokenizer).
+
+    In order: the toolkit tokenizer's own ``bos`` when it prepends one; the special token the
+    Hugging Face tokenizer itself puts first (Llama's ``<s>``); ``<|endoftext|>``, the document
+    separator of the study's BPE (id 0) and of SmolLM2's pre-training; else BOS, else EOS."""
+    if isinstance(tokenizer, models.Tokenizer) and tokenizer.prepend_bos and tokenizer.bos_token_id is not None:
+        return int(tokenizer.bos_token_id)
+    hf = _hf(tokenizer)
+    own = list(hf("x")["input_ids"])
+    special = set(hf.all_special_ids) - {hf.unk_token_id}
+    if own and own[0] in special:
+        return int(own[0])
+    if DOC_SEPARATOR in set(hf.all_special_tokens):
+        return int(hf.convert_tokens_to_ids(DOC_SEPARATOR))
+    for tid in (hf.bos_token_id, hf.eos_token_id):
+        if tid is not None:
+            return int(tid)
+    raise ValueError(f"{type(hf).__name__} has no {DOC_SEPARATOR}, BOS or EOS token to start a document with")
+
+
+def token_spans(offsets: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(start, n_chars) per token from a fast tokenizer's offsets: token i covers the characters
+    from the end of token i-1 (0 for the first) to its own end, so the spans tile the text with no
+    gap whether or not the tokenizer trims whitespace from its offsets (the study's BPE does,
+    SmolLM2's does not); bytes of one character split over tokens give the later ones 0 characters."""
+    ends = np.maximum.accumulate(np.asarray([e for _, e in offsets], dtype=np.int64)) if len(offsets) else np.zeros(0)
+    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+    return starts, (ends - starts).astype(np.int64)
+
+
+def select_passages(texts: Sequence[str], max_chars: int, n_passages: int | None = None) -> list[int]:
+    """Indices of the first ``n_passages`` texts with at least ``max_chars`` characters, in order
+    (all of them when ``n_passages`` is None): the same passages for every model."""
+    if max_chars < 1:
+        raise ValueError(f"max_chars={max_chars}; it must be >= 1 (characters measured per passage)")
+    chosen = [i for i, t in enumerate(texts) if len(t) >= max_chars]
+    chosen = chosen if n_passages is None else chosen[:n_passages]
+    if not chosen:
+        raise ValueError(f"no passage has {max_chars} characters; use a smaller max_chars")
+    return chosen
+
+
+def _windows(model: models.Transformer, texts: Sequence[str], index: list[int], max_chars: int, start_id: int):
+    """Per passage: (window ids, starts, n_chars) with the start token first and the passage's
+    tokens that start before ``max_chars``, cut to the model's context."""
+    hf = _hf(model.tokenizer)
+    enc = hf([texts[i] for i in index], add_special_tokens=False, return_offsets_mapping=True)
+    out = []
+    for ids, offsets in zip(enc["input_ids"], enc["offset_mapping"]):
+        starts, n_chars = token_spans(offsets)
+        k = min(int(np.searchsorted(starts, max_chars)), model.cfg.n_ctx - 1)
+        out.append((torch.tensor([start_id] + list(ids[:k])), starts[:k], n_chars[:k]))
+    return out
+
+
+@torch.no_grad()
+def char_offset_losses(
+    model: models.Transformer,
+    texts: Sequence[str],
+    max_chars: int,
+    n_passages: int | None = None,
+    batch_size: int = 8,
+    start_token: int | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """One row per predicted token of the first ``n_passages`` texts with >= ``max_chars``
+    characters: ``passage`` (index in ``texts``), ``token`` (its index in the passage), ``char_start``,
+    ``n_chars`` (``token_spans``), ``loss`` (nats). Each window is ``start_token`` (default
+    ``start_token_id(model.tokenizer)``) then the passage's tokens that start before ``max_chars``,
+    at most ``model.cfg.n_ctx`` in all (a study model's 128 may end before ``max_chars``)."""
+    if model.tokenizer is None:
+        raise ValueError("the model has no tokenizer; char_offset_losses needs one with character offsets")
+    model.eval()
+    index = select_passages(texts, max_chars, n_passages)
+    start_id = start_token_id(model.tokenizer) if start_token is None else int(start_token)
+    windows = _windows(model, texts, index, max_chars, start_id)
+    pad = model.tokenizer.pad_token_id if isinstance(model.tokenizer, models.Tokenizer) else 0
+    parts = []
+    for s in tqdm(range(0, len(windows), batch_size), desc="char offset losses", disable=not progress):
+        chunk = windows[s : s + batch_size]
+        n = max(len(w[0]) for w in chunk)
+        ids = torch.full((len(chunk), n), pad, dtype=torch.long)
+        for b, (w, _, _) in enumerate(chunk):
+            ids[b, : len(w)] = w
+        logits = model(ids, return_type="logits").float()
+        # the [tokens, vocab] layout: over a [batch, vocab, tokens] view the float32 log-sum-exp of
+        # SmolLM2's 49,152 logits was measured 2e-4 nats off a float64 reference (this one: 1.5e-5)
+        losses = torch.nn.functional.cross_entropy(
+            logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), reduction="none"
+        ).view(len(chunk), -1)
+        for b, (w, starts, n_chars) in enumerate(chunk):
+            k = len(w) - 1
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "passage": index[s + b],
+                        "token": np.arange(k),
+                        "char_start": starts,
+                        "n_chars": n_chars,
+                        "loss": losses[b, :k].double().numpy(),
+                    }
+                )
+            )
+    return pd.concat(parts, ignore_index=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Curves, gains and their passage-bootstrap intervals
+
+
+def _check_unit(unit: str) -> None:
+    if unit not in UNITS:
+        raise ValueError(f"unit={unit!r}; use 'char' (nats per character) or 'token' (nats per token)")
+
+
+def _cluster_sums(table: pd.DataFrame, groups: pd.Series, cluster: str) -> tuple[np.ndarray, ...]:
+    """[n_clusters, n_groups] sums of loss, tokens and characters; the group labels in order."""
+    missing = {cluster, "loss", "n_chars"} - set(table.columns)
+    if missing:
+        raise ValueError(f"table lacks columns {sorted(missing)}; expected char_offset_losses' columns")
+    t = table.assign(_group=groups.to_numpy(), _one=1.0)
+    t = t[t["_group"].notna()]
+    sums = t.groupby([cluster, "_group"])[["loss", "_one", "n_chars"]].sum().unstack("_group", fill_value=0.0)
+    labels = list(sums["loss"].columns)
+    return sums["loss"].to_numpy(), sums["_one"].to_numpy(), sums["n_chars"].to_numpy(dtype=float), labels
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def passage_bootstrap(n_clusters: int, n_boot: int, seed: int) -> np.ndarray:
+    """[n_boot, n_clusters] counts: how often each cluster (passage) is drawn in each resample of
+    ``n_clusters`` draws with replacement (seeded). A statistic that is a ratio of per-passage sums
+    is then one matrix product per sum (``scipy.stats.bootstrap`` resamples observations one
+    statistic call at a time; this keeps every bin and the gain on the same resamples)."""
+    if n_clusters < 2 or n_boot < 1:
+        raise ValueError(f"a bootstrap needs >= 2 passages and >= 1 resample (got {n_clusters}, {n_boot})")
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_clusters, size=(n_boot, n_clusters))
+    counts = np.zeros((n_boot, n_clusters))
+    np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1.0)
+    return counts
+
+
+def _interval(samples: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    q = 100 * (1 - level) / 2
+    return np.nanpercentile(samples, q, axis=0), np.nanpercentile(samples, 100 - q, axis=0)
+
+
+def binned_curve(
+    table: pd.DataFrame,
+    bin_chars: int = 32,
+    unit: str = "char",
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    cluster: str = "passage",
+) -> pd.DataFrame:
+    """Loss against character offset: one row per bin of ``bin_chars`` characters (by the
+    character where each token starts): ``bin_start``, ``bin_mid``, ``loss`` (nats per character,
+    ``unit="char"``, or per token, ``"token"``), ``low``/``high`` (percentile bootstrap over
+    ``cluster``, the passages), ``tokens``, ``passages`` (that have a token in the bin)."""
+    _check_unit(unit)
+    if bin_chars < 1:
+        raise ValueError(f"bin_chars={bin_chars}; it must be >= 1")
+    bins = (table["char_start"] // bin_chars).astype(int)
+    loss, tokens, chars, labels = _cluster_sums(table, bins, cluster)
+    den = chars if unit == "char" else tokens
+    counts = passage_bootstrap(loss.shape[0], n_boot, seed)
+    low, high = _interval(_ratio(counts @ loss, counts @ den), level)
+    starts = np.asarray(labels) * bin_chars
+    return pd.DataFrame(
+        {
+            "bin_start": starts,
+            "bin_mid": starts + bin_chars / 2,
+            "loss": _ratio(loss.sum(0), den.sum(0)),
+            "low": low,
+            "high": high,
+            "tokens": tokens.sum(0).astype(int),
+            "passages": (tokens > 0).sum(0),
+        }
+    )
+
+
+def token_boundaries(tokenizer, texts: Sequence[str], n_tokens: int = LATE_TOKENS[1]) -> np.ndarray:
+    """[n_tokens + 1]: entry t is the mean character offset where token t of a passage starts
+    (``token_spans``; the last entry: where token n_tokens - 1 ends), over the texts that have
+    ``n_tokens`` tokens (the study's 127 passage tokens of a 128-token window). Entry n / n is the
+    mean characters per token."""
+    enc = _hf(tokenizer)(list(texts), add_special_tokens=False, return_offsets_mapping=True)
+    rows = []
+    for offsets in enc["offset_mapping"]:
+        if len(offsets) >= n_tokens:
+            starts, n_chars = token_spans(offsets[:n_tokens])
+            rows.append(np.append(starts, starts[-1] + n_chars[-1]))
+    if not rows:
+        raise ValueError(f"no text has {n_tokens} tokens; use a smaller n_tokens")
+    return np.mean(rows, axis=0)
+
+
+def gain_ranges(boundaries: np.ndarray) -> dict[str, tuple[int, int]]:
+    """The character ranges [lo, hi) of the study's gain, from the study tokenizer's
+    ``token_boundaries``: where tokens 1-7 (``early``) and 96-126 (``late``) of a passage sit on
+    average. Measured, not t x (mean characters per token): a passage's first tokens are shorter
+    (its first word has no leading space; 1.2 characters for token 0 against 3.0 on average)."""
+    b = np.asarray(boundaries, dtype=float)
+    if b.ndim != 1 or len(b) <= LATE_TOKENS[1] or np.any(np.diff(b) < 0):
+        raise ValueError(f"boundaries must be {LATE_TOKENS[1] + 1} non-decreasing offsets (token_boundaries)")
+    return {
+        "early": (int(round(b[EARLY_TOKENS[0]])), int(round(b[EARLY_TOKENS[1]]))),
+        "late": (int(round(b[LATE_TOKENS[0]])), int(round(b[LATE_TOKENS[1]]))),
+    }
+
+
+def char_gain(
+    table: pd.DataFrame,
+    ranges: Mapping[str, tuple[int, int]],
+    unit: str = "char",
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    cluster: str = "passage",
+) -> dict:
+    """Loss over the tokens starting in ``ranges["early"]`` minus over ``ranges["late"]`` (character
+    offsets [lo, hi)), in ``unit``, with a passage-bootstrap interval: {gain, low, high, early, late}."""
+    _check_unit(unit)
+    which = pd.Series(np.nan, index=table.index, dtype=object)
+    for name in ("early", "late"):
+        lo, hi = ranges[name]
+        which[(table["char_start"] >= lo) & (table["char_start"] < hi)] = name
+    loss, tokens, chars, labels = _cluster_sums(table, which, cluster)
+    if labels != ["early", "late"]:
+        raise ValueError(f"no token starts in the {'early' if 'early' not in labels else 'late'} range {ranges}")
+    den = chars if unit == "char" else tokens
+    point = _ratio(loss.sum(0), den.sum(0))
+    counts = passage_bootstrap(loss.shape[0], n_boot, seed)
+    boot = _ratio(counts @ loss, counts @ den)
+    low, high = _interval(boot[:, :1] - boot[:, 1:], level)
+    return {
+        "gain": float(point[0] - point[1]),
+        "low": float(low[0]),
+        "high": float(high[0]),
+        "early": float(point[0]),
+        "late": float(point[1]),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# The anchor run
+
+
+def char_frame(
+    model: models.Transformer,
+    texts: Sequence[str],
+    ranges: Mapping[str, tuple[int, int]],
+    max_chars: int,
+    n_passages: int | None,
+    bin_chars: int = 32,
+    n_boot: int = 1000,
+    seed: int = 0,
+    progress: bool = False,
+) -> dict:
+    """One model in the character frame, JSON-ready: its curve (both units, intervals), its gain
+    over ``ranges`` (both units), the passages, how many of them its windows cover to ``max_chars``."""
+    table = char_offset_losses(model, texts, max_chars, n_passages, progress=progress)
+    char = binned_curve(table, bin_chars, "char", n_boot, seed)
+    token = binned_curve(table, bin_chars, "token", n_boot, seed)
+    curve = char.rename(columns={"loss": "nats_per_char", "low": "char_low", "high": "char_high"})
+    curve = curve.assign(nats_per_token=token["loss"], token_low=token["low"], token_high=token["high"])
+    reach = table.groupby("passage").apply(lambda p: (p.char_start + p.n_chars).max(), include_groups=False)
+    return {
+        "passages": int(table.passage.nunique()),
+        "passage_index": [int(i) for i in table.passage.unique()],
+        "tokens": int(len(table)),
+        "chars_per_token": float(table.n_chars.sum() / len(table)),
+        "covered_to_max_chars": float((reach >= max_chars).mean()),
+        "start_token": _hf(model.tokenizer).convert_ids_to_tokens(start_token_id(model.tokenizer)),
+        "curve": curve.to_dict(orient="records"),
+        "gain_per_char": char_gain(table, ranges, "char", n_boot, seed),
+        "gain_per_token": char_gain(table, ranges, "token", n_boot, seed),
+    }
+
+
+def smollm2_anchor(
+    study_tokenizer,
+    n_passages: int = ANCHOR_PASSAGES,
+    max_chars: int = ANCHOR_MAX_CHARS,
+    bin_chars: int = 32,
+    n_boot: int = 1000,
+    seed: int = 0,
+    study_models: Mapping[str, models.Transformer] | None = None,
+    model: models.Transformer | None = None,
+    progress: bool = False,
+) -> dict:
+    """The anchor run (deterministic, no training): SmolLM2-135M (``models.load("smollm2")``, or
+    ``model``) in the character frame on the first ``n_passages`` held-out passages of at least
+    ``max_chars`` characters, the gain's ranges from where ``study_tokenizer``'s tokens sit (``gain_ranges``)
+    (the tokenizer saved with a study checkpoint). ``study_models`` ({name: model}): the same
+    measurements for study models, on the same passages. Returns a JSON-ready dict."""
+    start = time.perf_counter()
+    _, heldout = english_passages()
+    bounds = token_boundaries(study_tokenizer, heldout)
+    c = float(bounds[-1] / (len(bounds) - 1))
+    ranges = gain_ranges(bounds)
+    if max_chars < ranges["late"][1]:
+        raise ValueError(
+            f"max_chars={max_chars} ends before the late range {ranges['late']}; use >= {ranges['late'][1]}"
+        )
+    smol = model if model is not None else models.load("smollm2")
+    kw = dict(ranges=ranges, max_chars=max_chars, n_passages=n_passages, bin_chars=bin_chars, n_boot=n_boot, seed=seed)
+    result = {
+        "model": "smollm2",
+        "max_chars": max_chars,
+        "bin_chars": bin_chars,
+        "n_boot": n_boot,
+        "seed": seed,
+        "chars_per_study_token": c,
+        "early_chars": list(ranges["early"]),
+        "late_chars": list(ranges["late"]),
+        "figure_unit": "nats per character",
+        **char_frame(smol, heldout, progress=progress, **kw),
+        "study": {name: char_frame(m, heldout, **kw) for name, m in (study_models or {}).items()},
+    }
+    result["seconds"] = time.perf_counter() - start
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+# Figures
+
+
+def plot_anchor(
+    ax,
+    result: Mapping,
+    chars_per_study_token: float | None = None,
+    label: str = "SmolLM2-135M",
+    color: str = "black",
+    **line_kw,
+):
+    """Draw a ``char_frame``/``smollm2_anchor`` curve (nats per character, its passage-bootstrap
+    band) on ``ax``. With ``chars_per_study_token`` the curve is put on the study's own axes: x in
+    study-token positions (character offset / c) and y in nats per study token (nats per character x
+    c), so it sits on the study's loss-by-position figure; without, x is the character offset."""
+    curve = pd.DataFrame(result["curve"])
+    c = chars_per_study_token or 1.0
+    x = curve["bin_mid"] / c
+    ax.plot(x, curve["nats_per_char"] * c, color=color, label=label, **line_kw)
+    ax.fill_between(x, curve["char_low"] * c, curve["char_high"] * c, color=color, alpha=0.15, lw=0)
+    if chars_per_study_token is None:
+        ax.set_xlabel("character offset in the passage")
+        ax.set_ylabel("loss (nats per character)")
+    return ax
+
+
+def plot_char_frame(result: Mapping, path) -> object:
+    """A figure by character offset: the anchor and each study model of ``result["study"]``,
+    nats per character with passage-bootstrap bands, the gain's two ranges shaded. Written atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from interp.io import atomic_save
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    palette = sns.color_palette("colorblind", len(result.get("study", {})))
+    for (name, r), color in zip(result.get("study", {}).items(), palette):
+        plot_anchor(ax, r, label=name, color=color)
+    plot_anchor(ax, result, color="black", lw=2)
+    for key in ("early_chars", "late_chars"):
+        ax.axvspan(*result[key], color="grey", alpha=0.08)
+    ax.set_title("Held-out loss by character offset from the passage start")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    plt.close(fig)
+    return path
