@@ -45,12 +45,9 @@ from analyses.data.corpora import english_passages
 
 DOC_SEPARATOR = "<|endoftext|>"
 UNITS = ("char", "token")
-# the study's gain, in token positions of its passage-start windows (study.measure)
-EARLY_TOKENS = (1, 8)  # positions 1-7
-LATE_TOKENS = (96, 127)  # the last quarter of a 128-token context, positions 96-126
-# measured at 1 thread (see smollm2_anchor): ~0.2 s per passage of 384 characters for SmolLM2-135M
+STUDY_CTX = 128  # the study's natural-text context (study.BUDGETS["full"].n_ctx)
+# ~0.25 CPU-seconds per passage of 384 characters for SmolLM2-135M at 1 thread (see smollm2_anchor)
 ANCHOR_PASSAGES = 256
-ANCHOR_MAX_CHARS = 384
 
 
 # --------------------------------------------------------------------------------------------------
@@ -248,7 +245,17 @@ def binned_curve(
     )
 
 
-def token_boundaries(tokenizer, texts: Sequence[str], n_tokens: int = LATE_TOKENS[1]) -> np.ndarray:
+def gain_tokens(n_ctx: int = STUDY_CTX) -> dict[str, tuple[int, int]]:
+    """The study's gain in token positions [lo, hi) of an ``n_ctx`` passage-start window, as
+    ``study.measure`` takes them: positions 1-7 (``early``) and the last quarter, 3 n_ctx / 4 to
+    n_ctx - 2 (``late``; 96-126 at 128). Position t predicts passage token t (the window is EOS +
+    the passage), so these are also the passage tokens' indices."""
+    if n_ctx < 16:
+        raise ValueError(f"n_ctx={n_ctx}; the gain needs a context of >= 16 tokens (positions 1-7 and a last quarter)")
+    return {"early": (1, 8), "late": (3 * n_ctx // 4, n_ctx - 1)}
+
+
+def token_boundaries(tokenizer, texts: Sequence[str], n_tokens: int = STUDY_CTX - 1) -> np.ndarray:
     """[n_tokens + 1]: entry t is the mean character offset where token t of a passage starts
     (``token_spans``; the last entry: where token n_tokens - 1 ends), over the texts that have
     ``n_tokens`` tokens (the study's 127 passage tokens of a 128-token window). Entry n / n is the
@@ -265,17 +272,16 @@ def token_boundaries(tokenizer, texts: Sequence[str], n_tokens: int = LATE_TOKEN
 
 
 def gain_ranges(boundaries: np.ndarray) -> dict[str, tuple[int, int]]:
-    """The character ranges [lo, hi) of the study's gain, from the study tokenizer's
-    ``token_boundaries``: where tokens 1-7 (``early``) and 96-126 (``late``) of a passage sit on
-    average. Measured, not t x (mean characters per token): a passage's first tokens are shorter
-    (its first word has no leading space; 1.2 characters for token 0 against 3.0 on average)."""
+    """The character ranges [lo, hi) of the study's gain (``gain_tokens`` of a context of
+    len(boundaries) tokens), from the study tokenizer's ``token_boundaries``: where tokens 1-7
+    (``early``) and 96-126 (``late``, at 128) of a passage sit on average. Measured, not t x (mean
+    characters per token): a passage's first tokens are shorter (its first word has no leading
+    space; the study BPE's token 0 averages 1.2 characters, its tokens 3.0): tokens 1-7 sit at
+    characters 1-19, not 3-24."""
     b = np.asarray(boundaries, dtype=float)
-    if b.ndim != 1 or len(b) <= LATE_TOKENS[1] or np.any(np.diff(b) < 0):
-        raise ValueError(f"boundaries must be {LATE_TOKENS[1] + 1} non-decreasing offsets (token_boundaries)")
-    return {
-        "early": (int(round(b[EARLY_TOKENS[0]])), int(round(b[EARLY_TOKENS[1]]))),
-        "late": (int(round(b[LATE_TOKENS[0]])), int(round(b[LATE_TOKENS[1]]))),
-    }
+    if b.ndim != 1 or len(b) < 16 or np.any(np.diff(b) < 0):
+        raise ValueError(f"boundaries must be >= 16 non-decreasing offsets (token_boundaries), got {b.shape}")
+    return {k: (int(round(b[lo])), int(round(b[hi]))) for k, (lo, hi) in gain_tokens(len(b)).items()}
 
 
 def char_gain(
@@ -286,9 +292,12 @@ def char_gain(
     seed: int = 0,
     level: float = 0.95,
     cluster: str = "passage",
+    empty: str = "raise",
 ) -> dict:
     """Loss over the tokens starting in ``ranges["early"]`` minus over ``ranges["late"]`` (character
-    offsets [lo, hi)), in ``unit``, with a passage-bootstrap interval: {gain, low, high, early, late}."""
+    offsets [lo, hi)), in ``unit``, with a passage-bootstrap interval: {gain, low, high, early, late}.
+    A range no token starts in (a model whose context ends before it) raises a ValueError, or with
+    ``empty="nan"`` gives NaNs and a ``note`` saying which range."""
     _check_unit(unit)
     which = pd.Series(np.nan, index=table.index, dtype=object)
     for name in ("early", "late"):
@@ -296,7 +305,10 @@ def char_gain(
         which[(table["char_start"] >= lo) & (table["char_start"] < hi)] = name
     loss, tokens, chars, labels = _cluster_sums(table, which, cluster)
     if labels != ["early", "late"]:
-        raise ValueError(f"no token starts in the {'early' if 'early' not in labels else 'late'} range {ranges}")
+        why = f"no token starts in the {'early' if 'early' not in labels else 'late'} range {dict(ranges)}"
+        if empty == "nan":
+            return {key: float("nan") for key in ("gain", "low", "high", "early", "late")} | {"note": why}
+        raise ValueError(why)
     den = chars if unit == "char" else tokens
     point = _ratio(loss.sum(0), den.sum(0))
     counts = passage_bootstrap(loss.shape[0], n_boot, seed)
@@ -342,16 +354,17 @@ def char_frame(
         "covered_to_max_chars": float((reach >= max_chars).mean()),
         "start_token": _hf(model.tokenizer).convert_ids_to_tokens(start_token_id(model.tokenizer)),
         "curve": curve.to_dict(orient="records"),
-        "gain_per_char": char_gain(table, ranges, "char", n_boot, seed),
-        "gain_per_token": char_gain(table, ranges, "token", n_boot, seed),
+        "gain_per_char": char_gain(table, ranges, "char", n_boot, seed, empty="nan"),
+        "gain_per_token": char_gain(table, ranges, "token", n_boot, seed, empty="nan"),
     }
 
 
 def smollm2_anchor(
     study_tokenizer,
     n_passages: int = ANCHOR_PASSAGES,
-    max_chars: int = ANCHOR_MAX_CHARS,
-    bin_chars: int = 32,
+    max_chars: int | None = None,
+    bin_chars: int = 16,
+    n_ctx: int = STUDY_CTX,
     n_boot: int = 1000,
     seed: int = 0,
     study_models: Mapping[str, models.Transformer] | None = None,
@@ -360,14 +373,18 @@ def smollm2_anchor(
 ) -> dict:
     """The anchor run (deterministic, no training): SmolLM2-135M (``models.load("smollm2")``, or
     ``model``) in the character frame on the first ``n_passages`` held-out passages of at least
-    ``max_chars`` characters, the gain's ranges from where ``study_tokenizer``'s tokens sit (``gain_ranges``)
-    (the tokenizer saved with a study checkpoint). ``study_models`` ({name: model}): the same
-    measurements for study models, on the same passages. Returns a JSON-ready dict."""
+    ``max_chars`` characters (default: the end of the gain's late range, rounded up to 32). The
+    gain's ranges come from where ``study_tokenizer``'s tokens sit in an ``n_ctx`` window
+    (``gain_ranges``; the tokenizer saved with a study checkpoint, or ``study.prepare_data``'s).
+    ``study_models`` ({name: model}): the same measurements for study models, on the same passages.
+    Measured at 1 thread: ~65 CPU-seconds with the defaults (256 passages of 384 characters,
+    SmolLM2 and the five study models). Returns a JSON-ready dict."""
     start = time.perf_counter()
     _, heldout = english_passages()
-    bounds = token_boundaries(study_tokenizer, heldout)
+    bounds = token_boundaries(study_tokenizer, heldout, n_ctx - 1)
     c = float(bounds[-1] / (len(bounds) - 1))
     ranges = gain_ranges(bounds)
+    max_chars = max_chars if max_chars is not None else -(-ranges["late"][1] // 32) * 32
     if max_chars < ranges["late"][1]:
         raise ValueError(
             f"max_chars={max_chars} ends before the late range {ranges['late']}; use >= {ranges['late'][1]}"
@@ -380,10 +397,12 @@ def smollm2_anchor(
         "bin_chars": bin_chars,
         "n_boot": n_boot,
         "seed": seed,
+        "n_ctx": n_ctx,
+        "gain_tokens": {k: list(v) for k, v in gain_tokens(n_ctx).items()},
         "chars_per_study_token": c,
         "early_chars": list(ranges["early"]),
         "late_chars": list(ranges["late"]),
-        "figure_unit": "nats per character",
+        "figure_unit": "nats per character (comparable across tokenizers)",
         **char_frame(smol, heldout, progress=progress, **kw),
         "study": {name: char_frame(m, heldout, **kw) for name, m in (study_models or {}).items()},
     }

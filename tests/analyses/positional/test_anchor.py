@@ -105,6 +105,8 @@ def test_per_character_and_per_token_units_on_a_hand_made_table():
     assert gain["gain"] == pytest.approx(3 / 6 - 3 / 9)
     with pytest.raises(ValueError, match="early"):
         A.char_gain(table, {"early": (20, 30), "late": (8, 16)})
+    nan = A.char_gain(table, {"early": (1, 8), "late": (20, 30)}, empty="nan")
+    assert np.isnan(nan["gain"]) and "late" in nan["note"]
     with pytest.raises(ValueError, match="unit"):
         A.binned_curve(table, unit="word")
 
@@ -136,7 +138,10 @@ def test_the_bootstrap_resamples_passages_not_tokens():
 
 
 def test_gain_ranges_from_token_boundaries(tiny_model, heldout):
+    assert A.gain_tokens(128) == {"early": (1, 8), "late": (96, 127)}  # study.measure's positions 1-7, 96-126
+    assert A.gain_tokens(64) == {"early": (1, 8), "late": (48, 63)}
     assert A.gain_ranges(np.arange(128) * 3.0) == {"early": (3, 24), "late": (288, 381)}
+    assert A.gain_ranges(np.arange(64) * 2.0) == {"early": (2, 16), "late": (96, 126)}
     with pytest.raises(ValueError, match="non-decreasing"):
         A.gain_ranges(np.arange(128)[::-1] * 3.0)
     bounds = A.token_boundaries(tiny_model.tokenizer, heldout)
@@ -176,7 +181,7 @@ def test_char_offset_losses_match_the_study_loss_by_position(tiny_model, heldout
 
 def test_smollm2_anchor_end_to_end(smollm2, tiny_model, heldout, tmp_path):
     bounds = A.token_boundaries(tiny_model.tokenizer, heldout)
-    max_chars = A.gain_ranges(bounds)["late"][1] + 1
+    max_chars = -(-A.gain_ranges(bounds)["late"][1] // 16) * 16  # the late range's end, up to a bin edge
     result = A.smollm2_anchor(
         tiny_model.tokenizer,
         n_passages=3,
@@ -190,7 +195,7 @@ def test_smollm2_anchor_end_to_end(smollm2, tiny_model, heldout, tmp_path):
     assert result["start_token"] == "<|endoftext|>" and result["covered_to_max_chars"] == 1.0
     assert result["chars_per_token"] > result["study"]["rope-tiny"]["chars_per_token"]
     curve = pd.DataFrame(result["curve"])
-    assert curve.bin_start.tolist() == list(range(0, max_chars, 32))
+    assert curve.bin_start.tolist() == list(range(0, max_chars, 16))
     for unit in ("gain_per_char", "gain_per_token"):
         g = result[unit]
         assert g["low"] <= g["gain"] <= g["high"] and g["gain"] == pytest.approx(g["early"] - g["late"])
