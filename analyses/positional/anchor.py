@@ -46,8 +46,9 @@ from analyses.data.corpora import english_passages
 DOC_SEPARATOR = "<|endoftext|>"
 UNITS = ("char", "token")
 STUDY_CTX = 128  # the study's natural-text context (study.BUDGETS["full"].n_ctx)
-# ~0.25 CPU-seconds per passage of 384 characters for SmolLM2-135M at 1 thread (see smollm2_anchor)
+# ~0.3 CPU-seconds per passage of 512 characters for SmolLM2-135M at 1 thread (see smollm2_anchor)
 ANCHOR_PASSAGES = 256
+ANCHOR_MAX_CHARS = 512  # 351 held-out passages have 512; the study BPE's 127 tokens end before it in each
 
 
 # --------------------------------------------------------------------------------------------------
@@ -324,6 +325,76 @@ def char_gain(
 
 
 # --------------------------------------------------------------------------------------------------
+# The study's own token frame: any model's losses re-aggregated onto the study tokenizer's tokens
+
+
+def _cumulative_loss(rows: pd.DataFrame, reach: int) -> np.ndarray:
+    """[reach + 1]: loss of the characters before offset x, each token's loss spread evenly over
+    its characters (a token of 0 characters, a byte of a split character, on the character it
+    starts at)."""
+    density = np.zeros(reach + 1)
+    starts, n, loss = rows.char_start.to_numpy(), rows.n_chars.to_numpy(), rows.loss.to_numpy()
+    wide = n > 0
+    np.add.at(density, starts[wide], loss[wide] / n[wide])
+    np.add.at(density, starts[wide] + n[wide], -loss[wide] / n[wide])
+    per_char = np.cumsum(density)[:reach]
+    np.add.at(per_char, np.minimum(starts[~wide], reach - 1), loss[~wide])
+    return np.concatenate([[0.0], np.cumsum(per_char)])
+
+
+def study_token_losses(
+    table: pd.DataFrame, texts: Sequence[str], study_tokenizer, n_tokens: int = STUDY_CTX - 1
+) -> pd.DataFrame:
+    """``table`` (``char_offset_losses`` of any model) on the study tokenizer's tokens: one row per
+    passage and study token t < ``n_tokens`` (``passage``, ``token``, ``loss``): the loss of that
+    token's characters (``token_spans``), each of the model's tokens spread evenly over its
+    characters. For a study model's own table this is its own per-token loss exactly; for SmolLM2
+    it is the loss SmolLM2 pays for the same text, counted in study tokens. Only passages with
+    ``n_tokens`` study tokens, all inside the characters ``table`` covers for them."""
+    passages = list(dict.fromkeys(table.passage.tolist()))
+    enc = _hf(study_tokenizer)([texts[p] for p in passages], add_special_tokens=False, return_offsets_mapping=True)
+    parts = []
+    for p, offsets in zip(passages, enc["offset_mapping"]):
+        rows = table[table.passage == p]
+        reach = int((rows.char_start + rows.n_chars).max())
+        if len(offsets) < n_tokens:
+            continue
+        starts, n_chars = token_spans(offsets[:n_tokens])
+        if starts[-1] + n_chars[-1] > reach:
+            continue
+        cum = _cumulative_loss(rows, reach)
+        loss = cum[starts + n_chars] - cum[starts]
+        parts.append(pd.DataFrame({"passage": p, "token": np.arange(n_tokens), "loss": loss}))
+    if not parts:
+        raise ValueError(f"no passage has {n_tokens} study tokens inside the characters measured; raise max_chars")
+    return pd.concat(parts, ignore_index=True)
+
+
+def token_frame(
+    table: pd.DataFrame,
+    texts: Sequence[str],
+    study_tokenizer,
+    n_ctx: int = STUDY_CTX,
+    bin_tokens: int = 8,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict:
+    """A model on the study's own axes (``study_token_losses``), JSON-ready: loss by study-token
+    position (nats per study token, bins of ``bin_tokens`` positions as the study's figure bins
+    them, passage-bootstrap intervals) and the study's gain itself, positions 1-7 minus the last
+    quarter (``gain_tokens``), comparable with ``study.measure``'s passage-start numbers."""
+    tokens = study_token_losses(table, texts, study_tokenizer, n_ctx - 1)
+    as_table = tokens.assign(char_start=tokens.token, n_chars=1)  # one "character" per study token
+    curve = binned_curve(as_table, bin_tokens, "token", n_boot, seed)
+    curve = curve.rename(columns={"bin_start": "position_start", "bin_mid": "position_mid"}).drop(columns="tokens")
+    return {
+        "passages": int(tokens.passage.nunique()),
+        "curve": curve.to_dict(orient="records"),
+        "gain": char_gain(as_table, gain_tokens(n_ctx), "token", n_boot, seed),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
 # The anchor run
 
 
@@ -336,10 +407,13 @@ def char_frame(
     bin_chars: int = 32,
     n_boot: int = 1000,
     seed: int = 0,
+    study_tokenizer=None,
+    n_ctx: int = STUDY_CTX,
     progress: bool = False,
 ) -> dict:
     """One model in the character frame, JSON-ready: its curve (both units, intervals), its gain
-    over ``ranges`` (both units), the passages, how many of them its windows cover to ``max_chars``."""
+    over ``ranges`` (both units), the passages, how many of them its windows cover to ``max_chars``;
+    with ``study_tokenizer``, also ``token_frame``: the same losses on the study's own axes."""
     table = char_offset_losses(model, texts, max_chars, n_passages, progress=progress)
     char = binned_curve(table, bin_chars, "char", n_boot, seed)
     token = binned_curve(table, bin_chars, "token", n_boot, seed)
@@ -356,13 +430,16 @@ def char_frame(
         "curve": curve.to_dict(orient="records"),
         "gain_per_char": char_gain(table, ranges, "char", n_boot, seed, empty="nan"),
         "gain_per_token": char_gain(table, ranges, "token", n_boot, seed, empty="nan"),
+        "token_frame": None
+        if study_tokenizer is None
+        else token_frame(table, texts, study_tokenizer, n_ctx, n_boot=n_boot, seed=seed),
     }
 
 
 def smollm2_anchor(
     study_tokenizer,
     n_passages: int = ANCHOR_PASSAGES,
-    max_chars: int | None = None,
+    max_chars: int = ANCHOR_MAX_CHARS,
     bin_chars: int = 16,
     n_ctx: int = STUDY_CTX,
     n_boot: int = 1000,
@@ -373,7 +450,7 @@ def smollm2_anchor(
 ) -> dict:
     """The anchor run (deterministic, no training): SmolLM2-135M (``models.load("smollm2")``, or
     ``model``) in the character frame on the first ``n_passages`` held-out passages of at least
-    ``max_chars`` characters (default: the end of the gain's late range, rounded up to 32). The
+    ``max_chars`` characters (512: SmolLM2 then covers the 127 study tokens of every one). The
     gain's ranges come from where ``study_tokenizer``'s tokens sit in an ``n_ctx`` window
     (``gain_ranges``; the tokenizer saved with a study checkpoint, or ``study.prepare_data``'s).
     ``study_models`` ({name: model}): the same measurements for study models, on the same passages.
@@ -384,13 +461,13 @@ def smollm2_anchor(
     bounds = token_boundaries(study_tokenizer, heldout, n_ctx - 1)
     c = float(bounds[-1] / (len(bounds) - 1))
     ranges = gain_ranges(bounds)
-    max_chars = max_chars if max_chars is not None else -(-ranges["late"][1] // 32) * 32
     if max_chars < ranges["late"][1]:
         raise ValueError(
             f"max_chars={max_chars} ends before the late range {ranges['late']}; use >= {ranges['late'][1]}"
         )
     smol = model if model is not None else models.load("smollm2")
     kw = dict(ranges=ranges, max_chars=max_chars, n_passages=n_passages, bin_chars=bin_chars, n_boot=n_boot, seed=seed)
+    kw |= dict(study_tokenizer=study_tokenizer, n_ctx=n_ctx)
     result = {
         "model": "smollm2",
         "max_chars": max_chars,
@@ -414,32 +491,35 @@ def smollm2_anchor(
 # Figures
 
 
-def plot_anchor(
-    ax,
-    result: Mapping,
-    chars_per_study_token: float | None = None,
-    label: str = "SmolLM2-135M",
-    color: str = "black",
-    **line_kw,
-):
-    """Draw a ``char_frame``/``smollm2_anchor`` curve (nats per character, its passage-bootstrap
-    band) on ``ax``. With ``chars_per_study_token`` the curve is put on the study's own axes: x in
-    study-token positions (character offset / c) and y in nats per study token (nats per character x
-    c), so it sits on the study's loss-by-position figure; without, x is the character offset."""
-    curve = pd.DataFrame(result["curve"])
-    c = chars_per_study_token or 1.0
-    x = curve["bin_mid"] / c
-    ax.plot(x, curve["nats_per_char"] * c, color=color, label=label, **line_kw)
-    ax.fill_between(x, curve["char_low"] * c, curve["char_high"] * c, color=color, alpha=0.15, lw=0)
-    if chars_per_study_token is None:
-        ax.set_xlabel("character offset in the passage")
-        ax.set_ylabel("loss (nats per character)")
+def plot_anchor(ax, result: Mapping, frame: str = "char", label: str = "SmolLM2-135M", color: str = "black", **line_kw):
+    """Draw a model's curve from ``smollm2_anchor`` (or a ``char_frame`` dict, e.g. one of
+    ``result["study"]``) with its passage-bootstrap band on ``ax``. ``frame="char"``: nats per
+    character against the character offset (bins that fewer than half the passages reach are
+    left out: a study model's 128 tokens end before ``max_chars`` in most passages).
+    ``frame="token"``: nats per study token against the study-token position (``token_frame``),
+    the axes of the study's loss-by-position figure, so the anchor can be drawn on it directly."""
+    if frame == "token":
+        curve = pd.DataFrame(result["token_frame"]["curve"])
+        x, y, low, high = curve.position_mid, curve.loss, curve.low, curve.high
+        xlabel, ylabel = "position in the passage (study tokens)", "loss (nats per study token)"
+    elif frame == "char":
+        curve = pd.DataFrame(result["curve"])
+        curve = curve[curve.passages >= curve.passages.max() / 2]
+        x, y, low, high = curve.bin_mid, curve.nats_per_char, curve.char_low, curve.char_high
+        xlabel, ylabel = "character offset in the passage", "loss (nats per character)"
+    else:
+        raise ValueError(f"frame={frame!r}; use 'char' (by character offset) or 'token' (the study's token axes)")
+    ax.plot(x, y, color=color, label=label, **line_kw)
+    ax.fill_between(x, low, high, color=color, alpha=0.15, lw=0)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     return ax
 
 
 def plot_char_frame(result: Mapping, path) -> object:
-    """A figure by character offset: the anchor and each study model of ``result["study"]``,
-    nats per character with passage-bootstrap bands, the gain's two ranges shaded. Written atomically."""
+    """Two panels, the anchor and each study model of ``result["study"]`` with passage-bootstrap
+    bands, the gain's two ranges shaded: nats per character by character offset, and nats per
+    study token by study-token position (``token_frame``). Written atomically."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -448,15 +528,22 @@ def plot_char_frame(result: Mapping, path) -> object:
 
     from interp.io import atomic_save
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
     palette = sns.color_palette("colorblind", len(result.get("study", {})))
-    for (name, r), color in zip(result.get("study", {}).items(), palette):
-        plot_anchor(ax, r, label=name, color=color)
-    plot_anchor(ax, result, color="black", lw=2)
-    for key in ("early_chars", "late_chars"):
-        ax.axvspan(*result[key], color="grey", alpha=0.08)
-    ax.set_title("Held-out loss by character offset from the passage start")
-    ax.legend(fontsize=8)
+    frames = {"char": ("early_chars", "late_chars"), "token": ("early", "late")}
+    for ax, (frame, spans) in zip(axes, frames.items()):
+        if frame == "token" and not result.get("token_frame"):
+            continue
+        for (name, r), color in zip(result.get("study", {}).items(), palette):
+            plot_anchor(ax, r, frame, label=name, color=color)
+        plot_anchor(ax, result, frame, color="black", lw=2)
+        for span in spans:
+            lo, hi = result[span] if frame == "char" else result["gain_tokens"][span]
+            ax.axvspan(lo, hi, color="grey", alpha=0.08)
+        ax.legend(fontsize=8)
+    axes[0].set_title("by character offset (any tokenizer)")
+    axes[1].set_title("on the study's tokens (SmolLM2's loss per study token)")
+    fig.suptitle("Held-out loss from the passage start: the study's models and SmolLM2-135M")
     fig.tight_layout()
     atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)

@@ -181,7 +181,7 @@ def test_char_offset_losses_match_the_study_loss_by_position(tiny_model, heldout
 
 def test_smollm2_anchor_end_to_end(smollm2, tiny_model, heldout, tmp_path):
     bounds = A.token_boundaries(tiny_model.tokenizer, heldout)
-    max_chars = -(-A.gain_ranges(bounds)["late"][1] // 16) * 16  # the late range's end, up to a bin edge
+    max_chars = -(-A.gain_ranges(bounds)["late"][1] // 16) * 16 + 64  # past the late range, at a bin edge
     result = A.smollm2_anchor(
         tiny_model.tokenizer,
         n_passages=3,
@@ -196,6 +196,13 @@ def test_smollm2_anchor_end_to_end(smollm2, tiny_model, heldout, tmp_path):
     assert result["chars_per_token"] > result["study"]["rope-tiny"]["chars_per_token"]
     curve = pd.DataFrame(result["curve"])
     assert curve.bin_start.tolist() == list(range(0, max_chars, 16))
+    # on the study's own axes: SmolLM2's loss per study token, and the tiny model's own token losses
+    smol_frame, tiny_frame = result["token_frame"], result["study"]["rope-tiny"]["token_frame"]
+    assert smol_frame["passages"] >= 1 and tiny_frame["passages"] == 3
+    positions = pd.DataFrame(smol_frame["curve"]).position_start.tolist()
+    assert positions == list(range(0, 127, 8)) and result["gain_tokens"] == {"early": [1, 8], "late": [96, 127]}
+    own = A.char_offset_losses(tiny_model, heldout, max_chars, n_passages=3).groupby("token").loss.mean()
+    assert tiny_frame["gain"]["gain"] == pytest.approx(own[1:8].mean() - own[96:127].mean(), abs=1e-6)
     for unit in ("gain_per_char", "gain_per_token"):
         g = result[unit]
         assert g["low"] <= g["gain"] <= g["high"] and g["gain"] == pytest.approx(g["early"] - g["late"])
@@ -218,9 +225,31 @@ def test_smollm2_anchor_end_to_end(smollm2, tiny_model, heldout, tmp_path):
     path = A.plot_char_frame(result, tmp_path / "anchor.png")
     assert path.read_bytes()[:4] == b"\x89PNG"
     fig, ax = plt.subplots()
-    c = result["chars_per_study_token"]
-    A.plot_anchor(ax, result, chars_per_study_token=c)
+    A.plot_anchor(ax, result, "token")
     xy = ax.lines[0].get_xydata()
-    np.testing.assert_allclose(xy[:, 0], curve.bin_mid / c)
-    np.testing.assert_allclose(xy[:, 1], curve.nats_per_char * c)
+    token_curve = pd.DataFrame(smol_frame["curve"])
+    np.testing.assert_allclose(xy, token_curve[["position_mid", "loss"]].to_numpy())
+    assert ax.get_xlabel() == "position in the passage (study tokens)"
+    with pytest.raises(ValueError, match="frame"):
+        A.plot_anchor(ax, result, "word")
     plt.close(fig)
+
+
+def test_losses_spread_evenly_over_characters():
+    rows = _table([(0, 0, 0, 4, 4.0), (0, 1, 4, 0, 1.0), (0, 2, 4, 2, 2.0)])
+    # 1 nat per character, the 0-character token's nat on character 4
+    assert A._cumulative_loss(rows, 6).tolist() == [0, 1, 2, 3, 4, 6, 7]
+
+
+def test_a_study_model_on_its_own_tokens_keeps_its_own_losses(tiny_model, heldout):
+    table = A.char_offset_losses(tiny_model, heldout, 400, n_passages=6)
+    wide = table.groupby("passage").n_chars.min() > 0  # passages without 0-character tokens
+    table = table[table.passage.isin(wide[wide].index)]
+    tokens = A.study_token_losses(table, heldout, tiny_model.tokenizer)
+    assert tokens.passage.nunique() == table.passage.nunique() >= 3
+    merged = tokens.merge(table, on=["passage", "token"], suffixes=("", "_own"))
+    assert len(merged) == len(tokens) == 127 * tokens.passage.nunique()
+    np.testing.assert_allclose(merged.loss, merged.loss_own, rtol=1e-9, atol=1e-9)
+    # and the study tokens beyond the characters measured are not invented
+    with pytest.raises(ValueError, match="max_chars"):
+        A.study_token_losses(table[table.char_start < 40], heldout, tiny_model.tokenizer)
