@@ -203,6 +203,9 @@ def test_smollm2_anchor_end_to_end(smollm2, tiny_model, heldout, tmp_path):
     assert positions == list(range(0, 127, 8)) and result["gain_tokens"] == {"early": [1, 8], "late": [96, 127]}
     own = A.char_offset_losses(tiny_model, heldout, max_chars, n_passages=3).groupby("token").loss.mean()
     assert tiny_frame["gain"]["gain"] == pytest.approx(own[1:8].mean() - own[96:127].mean(), abs=1e-6)
+    # a model on its own tokens: its first token is the study's token 0, outside the gain's ranges
+    assert tiny_frame["gain_first_token_zeroed"]["gain"] == pytest.approx(tiny_frame["gain"]["gain"], abs=1e-9)
+    assert smol_frame["gain_first_token_zeroed"]["early"] <= smol_frame["gain"]["early"]
     for unit in ("gain_per_char", "gain_per_token"):
         g = result[unit]
         assert g["low"] <= g["gain"] <= g["high"] and g["gain"] == pytest.approx(g["early"] - g["late"])
