@@ -90,7 +90,7 @@ STUDY_BUDGETS = {
         text=BUDGETS["full"],
         order=S.TaskSpec(OrderTask(length=16), _tc(400, 64, 3e-3, 100, 40)),
         copy_back=S.TaskSpec(CopyBackTask(length=32, k=2), _tc(800, 32, 3e-3, 200, 40), extrapolate=(2, 4, 8)),
-        induction=S.TaskSpec(InductionTask(length=32, segment=8, d_vocab=64), _tc(1500, 64, 3e-3, 50, 50), d_mlp=0),
+        induction=S.TaskSpec(InductionTask(length=32, segment=8, d_vocab=64), _tc(1500, 64, 3e-3, 25, 50), d_mlp=0),
         seeds=(0, 1, 2),
         kind_seeds=(("induction", (0, 1, 2, 3, 4)),),
     ),
@@ -253,7 +253,10 @@ def _synthetic(run: Run, spec: S.TaskSpec, state_path: Path) -> dict:
         row, curve = S.copy_measure(spec, model)
         out.update(row, curve=curve)
     else:
+        from analyses.positional.formation import long_range, route
+
         out.update(S.induction_measure(spec, model), **S.induction_formation(trained.history, spec.task.d_vocab))
+        out.update(route(model, spec.task), **long_range(model, spec.task, spec.extrapolate))
     state_path.unlink(missing_ok=True)  # the result holds what the report needs; the state was for resuming
     return out
 

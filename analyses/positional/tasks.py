@@ -208,6 +208,29 @@ class InductionTask:
         mask[rows, q[:, None] + offs[:-1]] = True
         return tokens, self.labels(tokens), mask
 
+    def sample_at_distance(
+        self, batch: int, gen: torch.Generator, length: int, d_min: int, d_max: int
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Like ``sample_with_mask`` but ``length`` tokens (any length: to test beyond the training
+        one) and the second copy exactly d = q - p after the first, d uniform in [d_min, d_max]
+        (d >= segment, so the copies do not overlap; d + segment <= length, so both fit)."""
+        _check_positive(batch=batch, length=length, d_min=d_min, d_max=d_max)
+        s = self.segment
+        if not s <= d_min <= d_max <= length - s:
+            raise ValueError(
+                f"distances [{d_min}, {d_max}] must lie in [segment, length - segment] = [{s}, {length - s}]"
+            )
+        d = torch.randint(d_min, d_max + 1, (batch,), generator=gen)
+        p = (torch.rand(batch, generator=gen) * (length - s - d + 1).float()).long()
+        q = p + d
+        offs = torch.arange(s)
+        rows = torch.arange(batch)[:, None]
+        tokens = torch.randint(0, self.d_vocab, (batch, length), generator=gen)
+        tokens[rows, q[:, None] + offs] = tokens[rows, p[:, None] + offs]
+        mask = torch.zeros(batch, length, dtype=torch.bool)
+        mask[rows, q[:, None] + offs[:-1]] = True
+        return tokens, self.labels(tokens), mask
+
     def sample(self, batch: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
         tokens, targets, _ = self.sample_with_mask(batch, gen)
         return tokens, targets
