@@ -100,14 +100,14 @@ def own_head_scores(model: models.Transformer, task: InductionTask, batch: int =
         for h in range(pat.shape[1]):
             rows.append(
                 {
-                    "copy_shift": int(shifts[:, h].argmax()),
-                    "copy_shift_attention": float(shifts[:, h].max()),
                     "layer": layer,
                     "head": h,
                     **{k: float(v[h]) for k, v in scores.items()},
                     "content_tv": float(tv[h]),
                     "top_offset": int(by_offset[:, h].argmax()),
                     "top_offset_attention": float(by_offset[:, h].max()),
+                    "copy_shift": int(shifts[:, h].argmax()),
+                    "copy_shift_attention": float(shifts[:, h].max()),
                 }
             )
     return pd.DataFrame(rows)
@@ -282,11 +282,11 @@ def distance_bins(length: int, segment: int, multiples: tuple[int, ...] = (2, 4,
 def long_range(
     model: models.Transformer, task: InductionTask, multiples: tuple[int, ...] = (2, 4, 8), batch: int = 128
 ) -> dict:
-    """{"lr_acc_<bin>": top-1 accuracy on the second-copy predictions} per ``distance_bins`` bin
-    (chance 1 / d_vocab), held-out sequences (seed ``EVAL_SEED``). A learned-position model has no
-    embedding past its table: NaN for every bin longer than it."""
+    """{"lr_acc_<bin>": top-1 accuracy on the second-copy predictions} per ``distance_bins`` bin,
+    and "lr_chance": 1 / d_vocab; held-out sequences (seed ``EVAL_SEED``). A learned-position model
+    has no embedding past its table: NaN for every bin longer than it."""
     model.eval()
-    out = {}
+    out = {"lr_chance": 1 / task.d_vocab}
     for name, (n, lo, hi) in distance_bins(task.length, task.segment, multiples).items():
         if model.cfg.positional == "learned" and n > model.cfg.n_ctx:
             out[f"lr_acc_{name}"] = float("nan")
@@ -319,7 +319,7 @@ def rise(history: list[dict], column: str, falling: bool = False, plateau: int =
     start, final = v[0], v[-plateau:].mean()
     sign = -1 if falling else 1
     out.update(start=sign * start, final=sign * final)
-    if not final > start:
+    if not final - start > 1e-9 * max(1.0, abs(start)):  # no rise (beyond float rounding of the plateau's mean)
         return out
     for f in (0.1, 0.5, 0.9):
         level = start + f * (final - start)
