@@ -32,6 +32,7 @@ from analyses.positional.tasks import InductionTask
 
 EVAL_SEED = 12345  # the same as synthetic.EVAL_SEED (held-out sequences)
 ROLE_SCORE = 0.3  # a head "is" a previous-token / duplicate-token / induction head past this mean attention
+CARRIES_COPY = 0.1  # nats: a route exists only when some head's ablation raises the second-copy loss this much
 POSITIONAL_TV = 0.2  # ... and position-only when its rows differ from the batch mean by less than this (TV)
 
 
@@ -75,8 +76,8 @@ def own_head_scores(model: models.Transformer, task: InductionTask, batch: int =
     held-out task sequences; content_tv is the mean total-variation distance of a row from the
     batch-mean row at the same query position (0: the head attends by position alone); top_offset:
     the relative offset o (query i to key i - o) that gets the most mean attention, and that mean;
-    copy_shift: the c in 0..segment for which the head attends most to the c-th token after the
-    earlier occurrence (c = 1: the induction target; c = 0: the duplicate), and that mean."""
+    copy_shift: the c in 1..segment for which the head attends most to the c-th token after the
+    earlier occurrence (c = 1: the induction target), and that mean."""
     tokens, _, mask = task.sample_with_mask(batch, torch.Generator().manual_seed(seed))
     model.eval()
     pats = _patterns(model, tokens)
@@ -94,7 +95,7 @@ def own_head_scores(model: models.Transformer, task: InductionTask, batch: int =
             c: torch.where(
                 (i - d + c >= 0) & (i - d + c <= i), pat[b, :, i, (i - d + c).clamp(0, None).minimum(i)].T, 0.0
             ).mean(1)
-            for c in range(task.segment + 1)
+            for c in range(1, task.segment + 1)
         }
         shifts = torch.stack(list(by_shift.values()))
         for h in range(pat.shape[1]):
@@ -106,7 +107,7 @@ def own_head_scores(model: models.Transformer, task: InductionTask, batch: int =
                     "content_tv": float(tv[h]),
                     "top_offset": int(by_offset[:, h].argmax()),
                     "top_offset_attention": float(by_offset[:, h].max()),
-                    "copy_shift": int(shifts[:, h].argmax()),
+                    "copy_shift": int(shifts[:, h].argmax()) + 1,
                     "copy_shift_attention": float(shifts[:, h].max()),
                 }
             )
@@ -205,6 +206,7 @@ def head_role(row: pd.Series) -> str:
 def route(model: models.Transformer, task: InductionTask, batch: int = 64, seed: int = EVAL_SEED) -> dict:
     """By which route the model copies. The rule:
 
+    0. no route when no head's mean ablation raises the second-copy loss by ``CARRIES_COPY``;
     1. the decisive head is the last-layer head whose mean ablation raises the second-copy loss most;
     2. its target: the c-th token after the earlier occurrence of the current token, c in
        1..segment its ``copy_shift`` (c = 1: the induction target; c > 1: a "shifted" induction head,
@@ -216,7 +218,8 @@ def route(model: models.Transformer, task: InductionTask, batch: int = 64, seed:
     4. otherwise the last layer copies without attending to such a target, and the source is the
        layer-0 head whose mean ablation raises the second-copy loss most (composition: none);
     5. label: "<source role> L0Hx -> <induction|shifted induction (+c)|non-induction> L1Hy
-       (<K|Q>-composition | no induction attention in the last layer)", the role by ``head_role``.
+       (<K|Q>-composition | no induction attention in the last layer | no route ...)", the role by
+       ``head_role``.
 
     The textbook circuit reads "previous-token L0Hx -> induction L1Hy (K-composition)"; a
     duplicate-token head read by the queries, which then find the next position by absolute
@@ -234,7 +237,10 @@ def route(model: models.Transformer, task: InductionTask, batch: int = 64, seed:
     shift = int(reader_row.copy_shift) if reader_row.copy_shift_attention >= ROLE_SCORE else 1
     tokens, _, mask = task.sample_with_mask(batch, torch.Generator().manual_seed(seed))
     comp = _composition(model, tokens, mask, decisive, shift).set_index("source")
-    if comp.clean.iloc[0] >= ROLE_SCORE and shift >= 1:
+    if ablation.loss_increase.max() < CARRIES_COPY:
+        src = int(ablation.loc[0].loss_increase.idxmax())
+        kind, reader, how = "none", "non-induction", "no route: no head's ablation costs the copy 0.1 nats"
+    elif comp.clean.iloc[0] >= ROLE_SCORE:
         src = int(comp.drop_both.idxmax())
         kind = "K" if comp.loc[src, "drop_key"] >= comp.loc[src, "drop_query"] else "Q"
         reader = "induction" if shift == 1 else f"shifted induction (+{shift})"

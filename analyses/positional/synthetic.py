@@ -276,7 +276,7 @@ def induction_measure(spec: TaskSpec, model: models.Transformer, batch: int = 12
     heads = head_scores({layer: cache[names[layer]] for layer in range(model.cfg.n_layers)}, half)
     best = heads.loc[heads.induction.idxmax()]
     best_own = own.loc[own.induction.idxmax()]
-    shifted = own[(own.layer == model.cfg.n_layers - 1) & (own.copy_shift >= 1)]
+    shifted = own[own.layer == model.cfg.n_layers - 1]
     return {
         "copy_loss": copy_loss,
         "other_loss": other_loss,
@@ -289,8 +289,8 @@ def induction_measure(spec: TaskSpec, model: models.Transformer, batch: int = 12
         "task_dup_token_score": float(own.duplicate_token.max()),
         # the best last-layer head's attention to the c-th token after the earlier occurrence, any
         # c >= 1 (c = 1 is induction proper; learned positions reach the copy by c = segment)
-        "task_shift_score": float(shifted.copy_shift_attention.max()) if len(shifted) else 0.0,
-        "task_shift": int(shifted.loc[shifted.copy_shift_attention.idxmax(), "copy_shift"]) if len(shifted) else 0,
+        "task_shift_score": float(shifted.copy_shift_attention.max()),
+        "task_shift": int(shifted.loc[shifted.copy_shift_attention.idxmax(), "copy_shift"]),
     }
 
 

@@ -204,3 +204,11 @@ def test_induction_claims_and_long_range_rows_follow_their_rules():
     assert list(table.columns) == ["scheme", "seeds", "d <= L", "L < d <= 2L", "2L < d <= 4L", "4L < d <= 8L"]
     claims = R.claims_table(results)
     assert len(claims) == 3  # the induction rows and the long-range row (no other kinds in these results)
+
+
+def test_route_rule_says_no_route_when_no_head_carries_the_copy():
+    model = T.planted_induction_model(TASK)
+    with torch.no_grad():
+        model.unembed_weight.zero_()  # the heads still attend as before, but nothing reaches the logits
+    route = F.route(model, TASK)
+    assert "no route" in route["route"] and route["route_composition"] == "none"
