@@ -199,7 +199,7 @@ def head_role(row: pd.Series) -> str:
     if row.previous_token >= ROLE_SCORE:
         return "previous-token"
     if row.content_tv < POSITIONAL_TV:
-        return f"positional (offset {int(row.top_offset)})"
+        return f"positional (offset {int(row.top_offset)}: {row.top_offset_attention:.2f})"
     return "duplicate-token" if row.duplicate_token >= ROLE_SCORE else "mixed"
 
 
@@ -213,12 +213,12 @@ def route(model: models.Transformer, task: InductionTask, batch: int = 64, seed:
        which finds a later token whose layer-0 heads hold copies of earlier tokens);
     3. if its mean attention to that target passes ``ROLE_SCORE``, its source is the layer-0 head
        whose content, removed from the decisive head's query and key inputs, cuts that attention
-       most; composition is K if removing the source from the keys alone cuts it at least as much as
-       from the queries alone, else Q;
+       most; composition is Q+K when removing the source from the queries alone and from the keys
+       alone each cut it by at least half as much as the other, else K or Q, whichever cuts more;
     4. otherwise the last layer copies without attending to such a target, and the source is the
        layer-0 head whose mean ablation raises the second-copy loss most (composition: none);
     5. label: "<source role> L0Hx -> <induction|shifted induction (+c)|non-induction> L1Hy
-       (<K|Q>-composition | no induction attention in the last layer | no route ...)", the role by
+       (<K|Q|Q+K>-composition | no induction attention in the last layer | no route ...)", the role by
        ``head_role``.
 
     The textbook circuit reads "previous-token L0Hx -> induction L1Hy (K-composition)"; a
@@ -242,7 +242,8 @@ def route(model: models.Transformer, task: InductionTask, batch: int = 64, seed:
         kind, reader, how = "none", "non-induction", "no route: no head's ablation costs the copy 0.1 nats"
     elif comp.clean.iloc[0] >= ROLE_SCORE:
         src = int(comp.drop_both.idxmax())
-        kind = "K" if comp.loc[src, "drop_key"] >= comp.loc[src, "drop_query"] else "Q"
+        dq, dk = comp.loc[src, "drop_query"], comp.loc[src, "drop_key"]
+        kind = "Q+K" if min(dq, dk) >= 0.5 * max(dq, dk) else "K" if dk > dq else "Q"
         reader = "induction" if shift == 1 else f"shifted induction (+{shift})"
         how = f"{kind}-composition"
     else:

@@ -212,3 +212,18 @@ def test_route_rule_says_no_route_when_no_head_carries_the_copy():
         model.unembed_weight.zero_()  # the heads still attend as before, but nothing reaches the logits
     route = F.route(model, TASK)
     assert "no route" in route["route"] and route["route_composition"] == "none"
+
+
+def test_head_role_rule():
+    import pandas as pd
+
+    def row(prev, dup, tv, offset=3, att=0.4):
+        return pd.Series(
+            {"previous_token": prev, "duplicate_token": dup, "content_tv": tv, "top_offset": offset,
+             "top_offset_attention": att}
+        )  # fmt: skip
+
+    assert F.head_role(row(0.9, 0.0, 0.0)) == "previous-token"  # position-only, but offset 1 is its own role
+    assert F.head_role(row(0.1, 0.5, 0.05, 8, 0.93)) == "positional (offset 8: 0.93)"  # looks up a fixed place
+    assert F.head_role(row(0.1, 0.5, 0.4)) == "duplicate-token"  # content decides where it looks
+    assert F.head_role(row(0.1, 0.1, 0.4)) == "mixed"
