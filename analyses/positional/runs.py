@@ -84,7 +84,8 @@ def _tc(steps: int, batch: int, lr: float, eval_every: int, warmup: int) -> Trai
 
 STUDY_BUDGETS = {
     # about 30 minutes on 2 idle cores with --jobs 2: ~54 CPU-minutes, measured per run at 1 thread on this
-    # machine: text ~410 s (254 ms per step), order ~15 s, copy_back ~18 s, induction ~30 s
+    # machine: text ~410 s (254 ms per step), order ~15 s, copy_back ~18 s, induction ~30 s (17-35 s measured
+    # in round three with evaluations every 25 steps, 0.03 s each, and the route and long-range tests, 0.7 s)
     "full": StudyBudget(
         name="full",
         text=BUDGETS["full"],
