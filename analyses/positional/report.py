@@ -111,8 +111,12 @@ def _formed(rs: list[dict], key: str) -> str:
 
 
 def _routes(rs: list[dict]) -> str:
-    """The route labels of the runs with their counts, most common first."""
-    counts = pd.Series([r.get("route", "n/a") for r in rs]).value_counts()
+    """The route labels of the runs with their counts, most common first; head indices (which head
+    of a layer takes the role differs by seed) and a positional head's attention are left out."""
+    import re
+
+    labels = [re.sub(r": \d\.\d+\)", ")", re.sub(r"L(\d+)H\d+", r"L\1", r.get("route", "n/a"))) for r in rs]
+    counts = pd.Series(labels).value_counts()
     return "; ".join(f"{label} ({n}/{len(rs)})" for label, n in counts.items())
 
 
@@ -231,7 +235,7 @@ def induction_claims(results: list[dict]) -> list[dict]:
             + depends,
         }
     ]
-    textbook = "previous-token L0H"
+    textbook = "previous-token L0"
     rows.append(
         {
             "claim": "induction: every scheme copies by a previous-token head feeding an induction head",
@@ -528,11 +532,14 @@ def plot_induction(results: list[dict], path: Path) -> Path:
     panels = (
         (axes[0], "step", "task_induction_score", "best induction score (task's own sequences)"),
         (axes[1], "step", "copy_loss", "loss on the second copy (nats)"),
-        (axes[2], "aligned", "copy_loss", "the same, step minus each run's loss t50"),
+        (axes[2], "aligned", "copy_loss", "the same, step minus each run's loss t50 (one line a run)"),
     )
     for ax, x, col, title in panels:
         data = t.dropna(subset=[x])
-        if len(data):
+        if len(data) and x == "aligned":  # steps differ by seed once shifted: one line per run
+            kw = {"units": "seed", "estimator": None, "lw": 0.8}
+            sns.lineplot(data=data, x=x, y=col, hue="scheme", hue_order=list(SCHEMES), ax=ax, **kw)
+        elif len(data):
             sns.lineplot(data=data, x=x, y=col, hue="scheme", hue_order=list(SCHEMES), errorbar=("pi", 100), ax=ax)
         ax.set_title(title, fontsize=10)
     axes[0].axhline(0.3, color="grey", ls="--", lw=1)
