@@ -2,6 +2,8 @@
 
 - ``tasks``: synthetic tasks, one claim each (order, copy k back, induction) and planted models;
 - ``synthetic``: train and measure one model on one task (resumable);
+- ``formation``: the induction runs' head scores on their own sequences, the route they copy by,
+  the abruptness of a rise, retrieval at a controlled distance;
 - ``study``: the natural-text models (BoolQ passages) and their measurements;
 - ``runs``: the whole study as independent, resumable runs (``--jobs`` processes); its budgets are
   the one registry of budgets by name (``study_budget``);

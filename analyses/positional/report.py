@@ -4,7 +4,8 @@ a CSV of every run. Everything is written atomically into one folder (``docs/pos
 so ``docs/positional.md`` can include the numbers mechanically.
 
 Spreads over seeds are written "mean [min, max]" (n seeds): with three seeds the range says more
-than a standard deviation would.
+than a standard deviation would; the induction runs' abruptness and long-range tables (five seeds)
+give "mean [95% t-interval] (n)" instead (``interval``).
 """
 
 from __future__ import annotations
@@ -75,26 +76,208 @@ def extrapolation_table(results: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float, int]:
+    """(mean, low, high, n) over the finite values: a ``level`` t-interval for the mean
+    (``scipy.stats.t``); the interval is NaN with fewer than 2 values, everything NaN with none."""
+    from scipy import stats
+
+    v = np.array([x for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))], dtype=float)
+    if v.size == 0:
+        return float("nan"), float("nan"), float("nan"), 0
+    if v.size == 1:
+        return float(v[0]), float("nan"), float("nan"), 1
+    sem = float(stats.sem(v))
+    if sem == 0:
+        return float(v.mean()), float(v.mean()), float(v.mean()), int(v.size)
+    lo, hi = stats.t.interval(level, v.size - 1, loc=v.mean(), scale=sem)
+    return float(v.mean()), float(lo), float(hi), int(v.size)
+
+
+def interval(values: Sequence[float], digits: int = 2) -> str:
+    """ "mean [low, high] (n)": the 95% t-interval over the finite values; "n/a" when none."""
+    m, lo, hi, n = t_interval(values)
+    if n == 0:
+        return "n/a"
+    if n == 1:
+        return f"{m:.{digits}f} (1)"
+    return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}] ({n})"
+
+
+def _ind_runs(results: list[dict], scheme: str) -> list[dict]:
+    return [r for r in results if r["kind"] == "induction" and r["scheme"] == scheme]
+
+
+def _formed(rs: list[dict], key: str) -> str:
+    return f"{sum(r.get(key) is not None and not math.isnan(_nan(r.get(key))) for r in rs)}/{len(rs)}"
+
+
+def _routes(rs: list[dict]) -> str:
+    """The route labels of the runs with their counts, most common first; head indices (which head
+    of a layer takes the role differs by seed) and a positional head's attention are left out."""
+    import re
+
+    labels = [re.sub(r": \d\.\d+\)", ")", re.sub(r"L(\d+)H\d+", r"L\1", r.get("route", "n/a"))) for r in rs]
+    counts = pd.Series(labels).value_counts()
+    return "; ".join(f"{label} ({n}/{len(rs)})" for label, n in counts.items())
+
+
 def induction_table(results: list[dict]) -> pd.DataFrame:
+    """Per scheme: formation (criterion: the best head's induction score on the task's own
+    sequences > 0.3; secondary: the repeated-random-token probe, a shifted induction head), final
+    scores and losses (mean [min, max] over seeds), and the routes the runs copy by."""
     rows = []
     for s in SCHEMES:
-        rs = [r for r in results if r["kind"] == "induction" and r["scheme"] == s]
+        rs = _ind_runs(results, s)
         if not rs:
             continue
-        formed = [_nan(r["step_score_formed"]) for r in rs]
         rows.append(
             {
                 "scheme": s,
-                "seeds with a head formed": f"{sum(not math.isnan(x) for x in formed)}/{len(rs)}",
-                "step: induction score > 0.3": spread(formed, 0),
+                "seeds with a head formed (own sequences)": _formed(rs, "step_score_formed"),
+                "step: own induction score > 0.3": spread([_nan(r["step_score_formed"]) for r in rs], 0),
+                "seeds formed (probe)": _formed(rs, "step_probe_formed"),
+                "seeds formed (shifted head)": _formed(rs, "step_shift_formed"),
                 "step: second-copy loss < ln(V)/2": spread([_nan(r["step_loss_formed"]) for r in rs], 0),
-                "final induction score": spread([_nan(r["induction_score"]) for r in rs], 3),
-                "final previous-token score": spread([_nan(r["prev_token_score"]) for r in rs], 3),
+                "final own induction score": spread([_nan(r.get("task_induction_score")) for r in rs], 3),
+                "final shifted-head score": spread([_nan(r.get("task_shift_score")) for r in rs], 3),
+                "final probe induction score": spread([_nan(r["induction_score"]) for r in rs], 3),
+                "final previous-token score (own)": spread([_nan(r.get("task_prev_token_score")) for r in rs], 3),
                 "final loss, second copy": spread([_nan(r["copy_loss"]) for r in rs], 3),
                 "final loss, elsewhere": spread([_nan(r["other_loss"]) for r in rs], 3),
+                "route": _routes(rs),
             }
         )
     return pd.DataFrame(rows)
+
+
+ABRUPT_RATIO = 0.25  # a rise is abrupt when its 10-90% width is under this fraction of its midpoint step
+
+
+def abruptness_verdict(ratios: Sequence[float]) -> str:
+    """The rule: over the seeds where the rise is defined, "abrupt" when the 95% t-interval of
+    width / t50 lies wholly below ``ABRUPT_RATIO``, "gradual" when wholly above it, "undecided" when
+    it straddles it, "n/a" with fewer than 2 seeds."""
+    m, lo, hi, n = t_interval(ratios)
+    if n < 2:
+        return "n/a"
+    return "abrupt" if hi < ABRUPT_RATIO else "gradual" if lo > ABRUPT_RATIO else "undecided"
+
+
+def abruptness_table(results: list[dict]) -> pd.DataFrame:
+    """Per scheme, for the own-distribution induction score's rise and the second-copy loss's fall
+    (``formation.rise``; runs where it formed): t50 and the 10-90% width as mean [95% t-interval]
+    (seeds), width / t50, and the verdict of ``abruptness_verdict``."""
+    rows = []
+    for s in SCHEMES:
+        rs = _ind_runs(results, s)
+        if not rs:
+            continue
+        row = {"scheme": s, "seeds": len(rs)}
+        for prefix, what in (("score", "score"), ("loss", "loss")):
+            row[f"{what}: t50"] = interval([_nan(r.get(f"{prefix}_t50")) for r in rs], 0)
+            row[f"{what}: width (t90 - t10)"] = interval([_nan(r.get(f"{prefix}_width")) for r in rs], 0)
+            ratios = [_nan(r.get(f"{prefix}_width_over_t50")) for r in rs]
+            row[f"{what}: width / t50"] = interval(ratios, 2)
+            row[f"{what}: verdict"] = abruptness_verdict(ratios)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+LONG_RANGE_BINS = ("1L", "2L", "4L", "8L")
+
+
+def long_range_table(results: list[dict]) -> pd.DataFrame:
+    """Per scheme: top-1 accuracy on the second copy with the copy d after the first, d within the
+    training length L ("d <= L") and in (L, 2L], (2L, 4L], (4L, 8L] on longer sequences; mean [95%
+    t-interval] (seeds); n/a where a scheme cannot run (learned positions past their table)."""
+    rows = []
+    names = {"1L": "d <= L", "2L": "L < d <= 2L", "4L": "2L < d <= 4L", "8L": "4L < d <= 8L"}
+    for s in SCHEMES:
+        rs = _ind_runs(results, s)
+        if not rs:
+            continue
+        row = {"scheme": s, "seeds": len(rs)}
+        for b in LONG_RANGE_BINS:
+            if any(f"lr_acc_{b}" in r for r in rs):
+                row[names[b]] = interval([_nan(r.get(f"lr_acc_{b}")) for r in rs], 3)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def induction_claims(results: list[dict]) -> list[dict]:
+    """The claims table's induction rows: formation (abruptly? at a scheme-dependent step?) and the
+    route each scheme copies by; each verdict by the rule in its text."""
+    from scipy import stats
+
+    abr = abruptness_table(results)
+    if abr.empty:
+        return []
+    ind = induction_table(results)
+    t50s = {
+        s: [x for x in (_nan(r.get("score_t50")) for r in _ind_runs(results, s)) if not math.isnan(x)] for s in SCHEMES
+    }
+    groups = [v for v in t50s.values() if len(v) >= 2]
+    if len(groups) >= 2 and len({x for g in groups for x in g}) > 1:
+        p = float(stats.kruskal(*groups).pvalue)
+        depends = f"{'yes' if p < 0.05 else 'no'}: Kruskal-Wallis over the schemes' t50, p = {p:.3g} (yes when < 0.05)"
+    else:
+        depends = "n/a (fewer than two schemes with 2+ formed seeds)"
+    verdicts = "; ".join(f"{row.scheme}: {row['score: verdict']}" for _, row in abr.iterrows())
+    rows = [
+        {
+            "claim": "induction heads form abruptly, at a step that depends on the positional scheme",
+            "what the seeds say": "(not in the seeds: the issue's claim, after Olsson et al. 2022)",
+            "what we measured": "; ".join(
+                f"{row.scheme}: formed {_get(ind, row.scheme, 'seeds with a head formed (own sequences)')}, t50 "
+                f"{row['score: t50']}, width/t50 {row['score: width / t50']}"
+                for _, row in abr.iterrows()
+            ),
+            "agrees?": f"abrupt (95% interval of width/t50 below {ABRUPT_RATIO}): {verdicts}; scheme-dependent step: "
+            + depends,
+        }
+    ]
+    textbook = "previous-token L0"
+    rows.append(
+        {
+            "claim": "induction: every scheme copies by a previous-token head feeding an induction head",
+            "what the seeds say": "(not in the seeds: the textbook circuit, Olsson et al. 2022)",
+            "what we measured": "; ".join(f"{s}: {_get(ind, s, 'route')}" for s in SCHEMES if s in set(ind.scheme)),
+            "agrees?": "; ".join(
+                f"{s}: {sum(textbook in r.get('route', '') and '> induction' in r.get('route', '') for r in rs)}"
+                f"/{len(rs)} seeds by the textbook route"
+                for s in SCHEMES
+                if (rs := _ind_runs(results, s))
+            ),
+        }
+    )
+    return rows
+
+
+def long_range_claims(results: list[dict]) -> list[dict]:
+    """The claims table's long-range row: does retrieval across the context survive distance (the
+    lookup ALiBi's recency penalty should hurt)? Verdict per scheme by ``_verdict`` on the mean
+    accuracy in the farthest bin it can run (yes >= 0.9, partly >= 0.5)."""
+    lr = long_range_table(results)
+    if lr.empty:
+        return []
+    far = [c for c in lr.columns if c not in ("scheme", "seeds")][-1]
+    b = LONG_RANGE_BINS[len([c for c in lr.columns if c not in ("scheme", "seeds")]) - 1]
+    chance = _mean(results, "induction", str(lr.scheme.iloc[0]), "lr_chance")
+    verdicts = []
+    for s in lr.scheme:
+        m = _mean(results, "induction", s, f"lr_acc_{b}")
+        verdicts.append(f"{s}: n/a" if math.isnan(m) else f"{s}: {_verdict(m)} ({m:.2f})")
+    return [
+        {
+            "claim": "ALiBi (and every scheme): a lookup across the context still works far back (k >> 2)",
+            "what the seeds say": "ALiBi subtracts a penalty linear in distance (a recency bias): copy-2-back suits it",
+            "what we measured": "; ".join(
+                f"{s}: d <= L {_get(lr, s, 'd <= L')}, {far} {_get(lr, s, far)}" for s in lr.scheme
+            )
+            + ("" if math.isnan(chance) else f" (chance {chance:.3f})"),
+            "agrees?": f"at {far}: " + ", ".join(verdicts),
+        }
+    ]
 
 
 TEXT_COLUMNS = [
@@ -333,6 +516,8 @@ def claims_table(results: list[dict]) -> pd.DataFrame:
         row = claim(results)
         if row is not None:
             rows.append(row)
+    rows.extend(long_range_claims(results))
+    rows.extend(induction_claims(results))
     return pd.DataFrame(rows, columns=CLAIMS_COLUMNS)
 
 
@@ -510,16 +695,6 @@ def _verdict(accuracy: float) -> str:
     return "yes" if accuracy >= 0.9 else "partly" if accuracy >= 0.5 else "no"
 
 
-def _formation_verdict(ind: pd.DataFrame) -> str:
-    """Which schemes formed an induction head in every seed, in some, in none."""
-    groups: dict[str, list[str]] = {"every seed": [], "some seeds": [], "no seed": []}
-    for _, row in ind.iterrows():
-        formed, total = (int(x) for x in row["seeds with a head formed"].split("/"))
-        key = "every seed" if formed == total else "no seed" if formed == 0 else "some seeds"
-        groups[key].append(row["scheme"])
-    return "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items() if v)
-
-
 # --------------------------------------------------------------------------------------------------
 # Figures
 
@@ -591,21 +766,35 @@ def plot_extrapolation(results: list[dict], train_len: int, path: Path, bin_widt
 
 
 def plot_induction(results: list[dict], path: Path) -> Path:
+    """Three panels: the best induction score on the task's own sequences and the second-copy loss
+    against the step, and the loss against the step minus each run's loss t50 (curves aligned at
+    the middle of their fall, to show the width of the fall alone)."""
     plt, sns = _plt()
     frames = []
     for r in results:
         if r["kind"] == "induction":
             h = pd.DataFrame(r["history"])
-            frames.append(h.assign(scheme=r["scheme"], seed=r["seed"]))
+            if "task_induction_score" not in h:
+                h["task_induction_score"] = np.nan
+            t50 = _nan(r.get("loss_t50"))
+            frames.append(h.assign(scheme=r["scheme"], seed=r["seed"], aligned=h.step - t50))
     t = pd.concat(frames)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for ax, col, title in (
-        (axes[0], "induction_score", "best induction score"),
-        (axes[1], "copy_loss", "loss on the second copy (nats)"),
-    ):
-        sns.lineplot(data=t, x="step", y=col, hue="scheme", hue_order=list(SCHEMES), errorbar=("pi", 100), ax=ax)
-        ax.set_title(title)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+    panels = (
+        (axes[0], "step", "task_induction_score", "best induction score (task's own sequences)"),
+        (axes[1], "step", "copy_loss", "loss on the second copy (nats)"),
+        (axes[2], "aligned", "copy_loss", "the same, step minus each run's loss t50 (one line a run)"),
+    )
+    for ax, x, col, title in panels:
+        data = t.dropna(subset=[x])
+        if len(data) and x == "aligned":  # steps differ by seed once shifted: one line per run
+            kw = {"units": "seed", "estimator": None, "lw": 0.8}
+            sns.lineplot(data=data, x=x, y=col, hue="scheme", hue_order=list(SCHEMES), ax=ax, **kw)
+        elif len(data):
+            sns.lineplot(data=data, x=x, y=col, hue="scheme", hue_order=list(SCHEMES), errorbar=("pi", 100), ax=ax)
+        ax.set_title(title, fontsize=10)
     axes[0].axhline(0.3, color="grey", ls="--", lw=1)
+    axes[2].axvline(0, color="grey", ls="--", lw=1)
     fig.suptitle("Induction heads forming: 2-layer attention-only models (band: range over seeds)")
     fig.tight_layout()
     out = _save(fig, path)
@@ -706,6 +895,8 @@ def write_report(results: list[dict], out_dir: str | Path, copy_train_len: int |
         files["extrapolation_figure"] = plot_extrapolation(results, copy_train_len or 1, out / "extrapolation.png")
     if "induction" in kinds:
         tables["induction"] = induction_table(results)
+        tables["induction_abruptness"] = abruptness_table(results)
+        tables["long_range"] = long_range_table(results)
         files["induction_figure"] = plot_induction(results, out / "induction.png")
     if "text" in kinds:
         files.update(_text_report(results, out, tables))

@@ -98,7 +98,8 @@ def _tc(steps: int, batch: int, lr: float, eval_every: int, warmup: int) -> Trai
 
 STUDY_BUDGETS = {
     # about 30 minutes on 2 idle cores with --jobs 2: ~54 CPU-minutes, measured per run at 1 thread on this
-    # machine: text ~410 s (254 ms per step), order ~15 s, copy_back ~18 s, induction ~30 s
+    # machine: text ~410 s (254 ms per step), order ~15 s, copy_back ~18 s, induction ~30 s (17-35 s measured
+    # in round three with evaluations every 25 steps, 0.03 s each, and the route and long-range tests, 0.7 s)
     "full": StudyBudget(
         name="full",
         text=BUDGETS["full"],
@@ -106,7 +107,7 @@ STUDY_BUDGETS = {
         copy_back=S.TaskSpec(
             CopyBackTask(length=32, k=2), _tc(800, 32, 3e-3, 200, 40), extrapolate=(2, 4, 8), table_factor=8
         ),
-        induction=S.TaskSpec(InductionTask(length=32, segment=8, d_vocab=64), _tc(1500, 64, 3e-3, 50, 50), d_mlp=0),
+        induction=S.TaskSpec(InductionTask(length=32, segment=8, d_vocab=64), _tc(1500, 64, 3e-3, 25, 50), d_mlp=0),
         seeds=(0, 1, 2),
         # 4 layers, rope and none, 3 seeds: ~1.7 x the 2-layer model's time per step (147 vs 88 ms measured
         # at 1 thread on the shared machine), ~6 x 380-440 s if a 2-layer model takes its 226-264 s
@@ -291,7 +292,10 @@ def _synthetic(run: Run, spec: S.TaskSpec, state_path: Path) -> dict:
         out.update(table_rows=model.cfg.n_ctx, train_length=spec.task.length, n_symbols=spec.task.n_symbols)
         out.update(S.shift_check(spec, model))
     else:
+        from analyses.positional.formation import long_range, route
+
         out.update(S.induction_measure(spec, model), **S.induction_formation(trained.history, spec.task.d_vocab))
+        out.update(route(model, spec.task), **long_range(model, spec.task, spec.extrapolate))
     state_path.unlink(missing_ok=True)  # the result holds what the report needs; the state was for resuming
     return out
 

@@ -24,13 +24,13 @@ import torch.nn.functional as F
 
 import models
 from analyses.data.generated import random_repeated_tokens
+from analyses.positional.formation import EVAL_SEED, abruptness, own_head_scores  # EVAL_SEED: held-out draws
 from analyses.positional.study import SINUSOIDAL_EMBED_SCALE, head_scores
 from analyses.positional.tasks import IGNORE, CopyBackTask, InductionTask, OrderTask
 from interp.io import atomic_save
 from interp.names import act_name
 from models.training import TrainConfig, lr_factor
 
-EVAL_SEED = 12345  # every run is tested on the same held-out sequences (fresh draws, not the training ones)
 FORMED_SCORE = 0.3  # an induction head "formed" once its induction score passes this (chance ~0.02)
 FORMED_LOSS_FRACTION = 0.5  # ... and the second copy's loss once it falls below this fraction of ln(vocab)
 
@@ -307,9 +307,11 @@ def shift_check(spec: TaskSpec, model: models.Transformer, shifts: tuple[int, ..
 
 
 def induction_measure(spec: TaskSpec, model: models.Transformer, batch: int = 128) -> dict:
-    """Loss on the second copy (held-out sequences), and the best heads' induction and
-    previous-token scores on repeated random tokens (``study.head_scores``: random tokens, then
-    the same again)."""
+    """Loss on the second copy (held-out sequences); the best heads' scores on the task's own
+    sequences (``formation.own_head_scores``: ``task_induction_score``, the formation criterion,
+    ``task_prev_token_score``, ``task_dup_token_score``); and, secondary, the best heads' induction
+    and previous-token scores on repeated random tokens (``study.head_scores``: distinct random
+    tokens, then the same again, at a fixed offset)."""
     task = spec.task
     gen = torch.Generator().manual_seed(EVAL_SEED)
     tokens, targets, mask = task.sample_with_mask(batch, gen)
@@ -324,36 +326,26 @@ def induction_measure(spec: TaskSpec, model: models.Transformer, batch: int = 12
         first = (~mask) & (targets != IGNORE)
         other_loss = float(losses.view_as(targets)[first].mean())
         _, cache = model.run_with_cache(probe, names_filter=lambda n: n in names, return_type=None)
-        # the same score on the task's own sequences: attention from each position of the second copy
-        # to the token after the current token's place in the first copy
-        _, own = model.run_with_cache(tokens, names_filter=lambda n: n in names, return_type=None)
-    b, i = mask.nonzero(as_tuple=True)
-    shift = torch.zeros_like(mask, dtype=torch.long)
-    offset = (mask.float().argmax(1) - _first_copy_start(tokens, mask)).long()  # q - p per row
-    shift[b, i] = i - offset[b] + 1
-    task_scores = [float(own[names[layer]][b, :, i, shift[b, i]].mean(0).max()) for layer in range(model.cfg.n_layers)]
+    own = own_head_scores(model, task, batch, EVAL_SEED)
     heads = head_scores({layer: cache[names[layer]] for layer in range(model.cfg.n_layers)}, half)
     best = heads.loc[heads.induction.idxmax()]
+    best_own = own.loc[own.induction.idxmax()]
+    shifted = own[own.layer == model.cfg.n_layers - 1]
     return {
         "copy_loss": copy_loss,
         "other_loss": other_loss,
         "induction_score": float(best.induction),
         "induction_head": f"L{int(best['layer'])}H{int(best['head'])}",
         "prev_token_score": float(heads.previous_token.max()),
-        "task_induction_score": max(task_scores),
+        "task_induction_score": float(best_own.induction),
+        "task_induction_head": f"L{int(best_own['layer'])}H{int(best_own['head'])}",
+        "task_prev_token_score": float(own.previous_token.max()),
+        "task_dup_token_score": float(own.duplicate_token.max()),
+        # the best last-layer head's attention to the c-th token after the earlier occurrence, any
+        # c >= 1 (c = 1 is induction proper; learned positions reach the copy by c = segment)
+        "task_shift_score": float(shifted.copy_shift_attention.max()),
+        "task_shift": int(shifted.loc[shifted.copy_shift_attention.idxmax(), "copy_shift"]),
     }
-
-
-def _first_copy_start(tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """p per row: where the segment that the second copy (starting at q, the first marked
-    position) repeats begins; the latest p <= q - segment whose tokens match."""
-    q = mask.float().argmax(1).long()
-    s = int(mask[0].sum()) + 1
-    out = torch.empty_like(q)
-    for r in range(tokens.shape[0]):
-        seg = tokens[r, q[r] : q[r] + s]
-        out[r] = next(p for p in range(int(q[r]) - s, -1, -1) if torch.equal(tokens[r, p : p + s], seg))
-    return out
 
 
 def formation_step(history: list[dict], column: str, below: float | None = None, above: float | None = None) -> float:
@@ -368,7 +360,18 @@ def formation_step(history: list[dict], column: str, below: float | None = None,
 
 
 def induction_formation(history: list[dict], d_vocab: int) -> dict:
-    return {
-        "step_score_formed": formation_step(history, "induction_score", above=FORMED_SCORE),
+    """Formation steps (``formation_step``): the best induction score on the task's own sequences
+    past ``FORMED_SCORE`` (the criterion), the same on the repeated-random-token probe (secondary)
+    and for the best shifted-induction head (``task_shift_score``),
+    the second-copy loss below ``FORMED_LOSS_FRACTION`` ln(vocab); and the abruptness of the score's
+    rise (``score_*``, runs whose score formed) and of the loss's fall (``loss_*``, runs whose loss
+    formed), ``formation.abruptness``."""
+    out = {
+        "step_score_formed": formation_step(history, "task_induction_score", above=FORMED_SCORE),
+        "step_probe_formed": formation_step(history, "induction_score", above=FORMED_SCORE),
+        "step_shift_formed": formation_step(history, "task_shift_score", above=FORMED_SCORE),
         "step_loss_formed": formation_step(history, "copy_loss", below=FORMED_LOSS_FRACTION * math.log(d_vocab)),
     }
+    out.update(abruptness(history, not math.isnan(out["step_score_formed"]), "task_induction_score", "score"))
+    out.update(abruptness(history, not math.isnan(out["step_loss_formed"]), "copy_loss", "loss", falling=True))
+    return out

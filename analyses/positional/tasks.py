@@ -15,7 +15,8 @@ and ``IGNORE`` (-100, what ``cross_entropy`` skips) where nothing is asked.
   second copy the next token is the one that followed the current token in the first copy
   (an induction head's job). The offset is random, so a fixed positional lookup cannot do it.
 
-Planted models (``planted_order_model``, ``planted_copy_model``, ``planted_induction_model``)
+Planted models (``planted_order_model``, ``planted_copy_model``, ``planted_induction_model``,
+``planted_duplicate_induction_model``: the same answer by a duplicate-token head and positions)
 are ``models.Transformer``s with hand-set one-hot weights: they check that each task's labels
 are what the rule says, and the order one shows the causal mask's leak (no positional encoding
 at all, yet ~100% when causal, exactly chance when bidirectional).
@@ -208,6 +209,29 @@ class InductionTask:
         mask[rows, q[:, None] + offs[:-1]] = True
         return tokens, self.labels(tokens), mask
 
+    def sample_at_distance(
+        self, batch: int, gen: torch.Generator, length: int, d_min: int, d_max: int
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Like ``sample_with_mask`` but ``length`` tokens (any length: to test beyond the training
+        one) and the second copy exactly d = q - p after the first, d uniform in [d_min, d_max]
+        (d >= segment, so the copies do not overlap; d + segment <= length, so both fit)."""
+        _check_positive(batch=batch, length=length, d_min=d_min, d_max=d_max)
+        s = self.segment
+        if not s <= d_min <= d_max <= length - s:
+            raise ValueError(
+                f"distances [{d_min}, {d_max}] must lie in [segment, length - segment] = [{s}, {length - s}]"
+            )
+        d = torch.randint(d_min, d_max + 1, (batch,), generator=gen)
+        p = (torch.rand(batch, generator=gen) * (length - s - d + 1).float()).long()
+        q = p + d
+        offs = torch.arange(s)
+        rows = torch.arange(batch)[:, None]
+        tokens = torch.randint(0, self.d_vocab, (batch, length), generator=gen)
+        tokens[rows, q[:, None] + offs] = tokens[rows, p[:, None] + offs]
+        mask = torch.zeros(batch, length, dtype=torch.bool)
+        mask[rows, q[:, None] + offs[:-1]] = True
+        return tokens, self.labels(tokens), mask
+
     def sample(self, batch: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
         tokens, targets, _ = self.sample_with_mask(batch, gen)
         return tokens, targets
@@ -336,5 +360,39 @@ def planted_induction_model(task: InductionTask, gain: float = 50.0) -> models.T
             a1.W_O[0, v, out0 + v] = 1.0
         # position 0 has no previous token (layer 0 copied its own there): push its key away
         a1.W_K[0, V, :V] = -20.0
+        m.unembed_weight[:, out0 : out0 + V] = torch.eye(V)
+    return m
+
+
+def planted_duplicate_induction_model(task: InductionTask, gain: float = 50.0) -> models.Transformer:
+    """The other route to the same answer (Q-composition through absolute positions). Layer 0
+    (duplicate-token head): each token attends to an earlier occurrence of itself (its own position
+    scores minus ``gain``) and writes that occurrence's position into a "dup" subspace. Layer 1: the
+    query reads the dup position p' and attends to the key at absolute position p' + 1, whose token
+    it copies to the output subspace. Positions are learned one-hots."""
+    V, n = task.d_vocab, task.length
+    d_model = V + n + n + V  # token, position, duplicate's position, output
+    dup0, out0 = V + n, V + 2 * n
+    cfg = _planted_config(d_model, n, V, 2, 1, V + n, positional="learned")
+    m = _blank(cfg)
+    with torch.no_grad():
+        m.W_E[:] = torch.eye(V, d_model)
+        m.W_pos[:] = torch.eye(n, d_model).roll(V, dims=1)
+        a0, a1 = m.blocks[0].attn, m.blocks[1].attn
+        for v in range(V):  # same token: + gain
+            a0.W_Q[0, v, v] = gain
+            a0.W_K[0, v, v] = 1.0
+        for p in range(n):  # same position (the token itself): - gain; the value is the key's position
+            a0.W_Q[0, V + p, V + p] = gain
+            a0.W_K[0, V + p, V + p] = -1.0
+            a0.W_V[0, V + p, p] = 1.0
+            a0.W_O[0, p, dup0 + p] = 1.0
+        for p in range(n - 1):  # query "my duplicate sits at p" matches key position p + 1
+            a1.W_Q[0, dup0 + p, p + 1] = gain
+        for p in range(n):
+            a1.W_K[0, V + p, p] = 1.0
+        for v in range(V):
+            a1.W_V[0, v, v] = 1.0
+            a1.W_O[0, v, out0 + v] = 1.0
         m.unembed_weight[:, out0 : out0 + V] = torch.eye(V)
     return m
