@@ -279,10 +279,14 @@ def route(model: models.Transformer, task: InductionTask, batch: int = 64, seed:
 def distance_bins(length: int, segment: int, multiples: tuple[int, ...] = (2, 4, 8)) -> dict[str, tuple[int, int, int]]:
     """name -> (sequence length, d_min, d_max). "1L": the copy within the training length (sequences
     of the training length, d in [segment, length - segment]); "mL": d in ((m/2) L, m L], on
-    sequences of m L + segment tokens (so the copy fits)."""
+    sequences of m L + segment tokens (so the copy fits); "near<M>L" (M the largest multiple): d as in
+    "1L" but in sequences of M L + segment tokens (length without distance)."""
     bins = {"1L": (length, segment, length - segment)}
     for m in multiples:
         bins[f"{m}L"] = (m * length + segment, (m // 2) * length + 1, m * length)
+    if multiples:  # the control: a near copy (d as in "1L") in the longest sequences, so that a fall with
+        m = max(multiples)  # distance can be told from a fall with sequence length (more keys, later positions)
+        bins[f"near{m}L"] = (m * length + segment, segment, length - segment)
     return bins
 
 

@@ -186,6 +186,9 @@ def abruptness_table(results: list[dict]) -> pd.DataFrame:
 LONG_RANGE_BINS = ("1L", "2L", "4L", "8L")
 
 
+NEAR_PREFIX = "control: d <= L in sequences of "  # + "8L": a near copy in the longest sequences
+
+
 def long_range_table(results: list[dict]) -> pd.DataFrame:
     """Per scheme: top-1 accuracy on the second copy with the copy d after the first, d within the
     training length L ("d <= L") and in (L, 2L], (2L, 4L], (4L, 8L] on longer sequences; mean [95%
@@ -200,6 +203,8 @@ def long_range_table(results: list[dict]) -> pd.DataFrame:
         for b in LONG_RANGE_BINS:
             if any(f"lr_acc_{b}" in r for r in rs):
                 row[names[b]] = interval([_nan(r.get(f"lr_acc_{b}")) for r in rs], 3)
+        for key in sorted({k for r in rs for k in r if k.startswith("lr_acc_near")}):
+            row[NEAR_PREFIX + key[len("lr_acc_near") :]] = interval([_nan(r.get(key)) for r in rs], 3)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -260,8 +265,10 @@ def long_range_claims(results: list[dict]) -> list[dict]:
     lr = long_range_table(results)
     if lr.empty:
         return []
-    far = [c for c in lr.columns if c not in ("scheme", "seeds")][-1]
-    b = LONG_RANGE_BINS[len([c for c in lr.columns if c not in ("scheme", "seeds")]) - 1]
+    bins = [c for c in lr.columns if c not in ("scheme", "seeds") and not c.startswith(NEAR_PREFIX)]
+    near = next((c for c in lr.columns if c.startswith(NEAR_PREFIX)), None)
+    far = bins[-1]
+    b = LONG_RANGE_BINS[len(bins) - 1]
     chance = _mean(results, "induction", str(lr.scheme.iloc[0]), "lr_chance")
     verdicts = []
     for s in lr.scheme:
@@ -272,7 +279,9 @@ def long_range_claims(results: list[dict]) -> list[dict]:
             "claim": "ALiBi (and every scheme): a lookup across the context still works far back (k >> 2)",
             "what the seeds say": "ALiBi subtracts a penalty linear in distance (a recency bias): copy-2-back suits it",
             "what we measured": "; ".join(
-                f"{s}: d <= L {_get(lr, s, 'd <= L')}, {far} {_get(lr, s, far)}" for s in lr.scheme
+                f"{s}: d <= L {_get(lr, s, 'd <= L')}, {far} {_get(lr, s, far)}"
+                + (f", near copy in {near[len(NEAR_PREFIX) :]} {_get(lr, s, near)}" if near else "")
+                for s in lr.scheme
             )
             + ("" if math.isnan(chance) else f" (chance {chance:.3f})"),
             "agrees?": f"at {far}: " + ", ".join(verdicts),
@@ -518,7 +527,46 @@ def claims_table(results: list[dict]) -> pd.DataFrame:
             rows.append(row)
     rows.extend(long_range_claims(results))
     rows.extend(induction_claims(results))
+    text = _text_claim(results)
+    if text is not None:
+        rows.append(text)
     return pd.DataFrame(rows, columns=CLAIMS_COLUMNS)
+
+
+def _text_claim(results: list[dict]) -> dict | None:
+    """Natural text, stream windows: the gain (loss at positions 1-7 minus the last quarter of the
+    context) per scheme and size with its 95% interval over seeds and windows, each scheme's paired
+    gain over the no-position model, and SmolLM2's gain on the same axes (the anchor). The verdict
+    of each scheme is ``text_stats.verdict`` on the 0.3-nat threshold (the whole interval above:
+    met; wholly below: not met; else undecided)."""
+    est = text_estimates(results)
+    if est.empty:
+        return None
+    measured, verdicts = [], []
+    for kind in TEXT_KINDS:
+        for s in SCHEMES:
+            g = _pick(est, kind, "stream", s, "gain")
+            if g is None:
+                continue
+            d = _pick(est, kind, "stream", s, "gain_minus_none")
+            size = _size(kind, results)
+            measured.append(f"{size} {s} {T.fmt(g)}" + (f" (minus none: {T.fmt(d)})" if d else ""))
+            if s != "none":
+                verdicts.append(f"{size} {s}: {T.verdict(g['lo'], g['hi'], THRESHOLD_GAIN, True)}")
+    anchor = next((r for r in results if r["kind"] == "anchor"), None)
+    smol = ((anchor or {}).get("token_frame") or {}).get("gain")
+    if smol:
+        measured.append(
+            f"SmolLM2-135M on the same axes (passage starts, nats per study token) {_est(smol)}, first token left out "
+            f"{_est(anchor['token_frame'].get('gain_first_token_zeroed', {}))}"
+        )
+    return {
+        "claim": f"natural text: a model with positions uses its context (loss over the last quarter >= "
+        f"{THRESHOLD_GAIN} nats below positions 1-7)",
+        "what the seeds say": "(the issue's condition for a model that uses its context; SmolLM2 is the anchor)",
+        "what we measured": "; ".join(measured),
+        "agrees?": "; ".join(verdicts),
+    }
 
 
 def _order_claim(results: list[dict]) -> dict | None:
@@ -898,28 +946,67 @@ def write_report(results: list[dict], out_dir: str | Path, copy_train_len: int |
         tables["induction_abruptness"] = abruptness_table(results)
         tables["long_range"] = long_range_table(results)
         files["induction_figure"] = plot_induction(results, out / "induction.png")
+    anchor = next((r for r in results if r["kind"] == "anchor"), None)
+    if anchor is not None:
+        from analyses.positional.anchor import plot_char_frame
+
+        tables["anchor"] = anchor_table(anchor)
+        files["anchor_figure"] = plot_char_frame(anchor, out / "anchor.png")
     if "text" in kinds:
-        files.update(_text_report(results, out, tables))
+        files.update(_text_report(results, out, tables, anchor))
     cpu = runs
     if len(runs):
         # a run that only measured a reused checkpoint records the checkpoint's training time: its cost
         # here is its wall time; "measured only" counts those runs
         measured = runs["measured_only"] if "measured_only" in runs else pd.Series(False, index=runs.index)
         cpu = runs.assign(measured_only=measured.fillna(False).astype(bool)).groupby("kind", as_index=False)
-        cpu = cpu.agg(
-            runs=("id", "count"),
-            measured_only=("measured_only", "sum"),
-            train_seconds=("train_seconds", "sum"),
-            wall_seconds=("wall_seconds", "sum"),
-        ).rename(columns={"measured_only": "measured only"})
+        sums = {c: (c, "sum") for c in ("train_seconds", "wall_seconds", "cpu_seconds") if c in runs}
+        cpu = cpu.agg(runs=("id", "count"), measured_only=("measured_only", "sum"), **sums)
+        cpu = cpu.rename(columns={"measured_only": "measured only"})
     tables["cpu"] = cpu
     for name, table in tables.items():
         files[name] = atomic_write(out / f"{name}.md", md_table(table, digits=3) + "\n")
     return files
 
 
-def _text_report(results: list[dict], out: Path, tables: dict) -> dict:
-    """The natural-text tables (into ``tables``) and figures; returns name -> path of the files."""
+def anchor_table(anchor: dict) -> pd.DataFrame:
+    """SmolLM2 and the study's seed-0 models on the same held-out passages, on the study's own token
+    axes (``anchor.token_frame``): the gain (loss at positions 1-7 minus the last quarter of the
+    context) with its passage-bootstrap interval, its lower bound with SmolLM2's first token left out,
+    and the character frame's gain (nats per character)."""
+    rows = []
+    for name, r in [("SmolLM2-135M", anchor), *anchor.get("study", {}).items()]:
+        tf = r.get("token_frame") or {}
+        g, z, c = tf.get("gain", {}), tf.get("gain_first_token_zeroed", {}), r.get("gain_per_char", {})
+        rows.append(
+            {
+                "model": name,
+                "passages": tf.get("passages", r.get("passages")),
+                "loss pos 1-7": g.get("early"),
+                "loss last quarter": g.get("late"),
+                "gain (nats per study token)": _est(g),
+                "gain, first token left out": _est(z),
+                "gain (nats per character)": _est(c),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _est(g: dict) -> str:
+    if not g or g.get("gain") is None or math.isnan(float(g["gain"])):
+        return "n/a"
+    return f"{g['gain']:.3f} [{g['low']:.3f}, {g['high']:.3f}]"
+
+
+def _anchor_curve(anchor: dict) -> pd.DataFrame:
+    """SmolLM2's loss per study token by study-token position (bins), as ``plot_text_bands`` draws it."""
+    c = pd.DataFrame(anchor["token_frame"]["curve"])
+    return pd.DataFrame({"position": c.position_mid, "loss": c.loss, "lo": c.low, "hi": c.high})
+
+
+def _text_report(results: list[dict], out: Path, tables: dict, anchor: dict | None = None) -> dict:
+    """The natural-text tables (into ``tables``) and figures (SmolLM2's curve, when ``anchor`` holds it,
+    on the passage-start figure: the same kind of window); returns name -> path of the files."""
     files = {}
     tables["text"] = text_table(results)
     est = text_estimates(results)
@@ -930,8 +1017,13 @@ def _text_report(results: list[dict], out: Path, tables: dict) -> dict:
         files["text_estimates"] = atomic_save(out / "text_estimates.csv", lambda t: est.to_csv(t, index=False))
         for windows in WINDOWS:
             if any(window_arrays(results, k, windows) for k in TEXT_KINDS):
+                extra = (
+                    {"SmolLM2-135M (its loss per study token)": _anchor_curve(anchor)}
+                    if anchor is not None and windows == "passage" and anchor.get("token_frame")
+                    else None
+                )
                 files[f"text_bands_{windows}"] = plot_text_bands(
-                    results, out / f"loss_in_context_{windows}.png", windows
+                    results, out / f"loss_in_context_{windows}.png", windows, extra_curves=extra
                 )
     text = [r for r in results if r["kind"] == "text"]
     curves = pd.concat(

@@ -35,8 +35,19 @@ from analyses.positional.tasks import CopyBackTask, InductionTask, OrderTask
 from interp.io import atomic_write
 from models.training import TrainConfig
 
-KINDS = ("text", "text_large", "order", "copy_back", "induction")
+KINDS = ("text", "text_large", "anchor", "order", "copy_back", "induction")
 TEXT_KINDS = ("text", "text_large")  # natural text (``study.Budget``): two model sizes
+
+
+@dataclass(frozen=True)
+class AnchorSpec:
+    """SmolLM2-135M's held-out loss from the passage start, next to the study models' (``anchor.smollm2_anchor``:
+    deterministic, no training): on the first ``n_passages`` held-out passages of ``max_chars`` characters
+    or more, with the seed-0 natural-text checkpoints found in ``--checkpoints`` measured on the same passages."""
+
+    n_passages: int = 256
+    max_chars: int = 512
+    n_boot: int = 1000
 
 
 @dataclass(frozen=True)
@@ -54,20 +65,21 @@ class StudyBudget:
     text_large: Budget | None = None  # the second natural-text size (None: not part of this budget)
     large_schemes: tuple[str, ...] = ("rope", "none")
     kind_seeds: tuple[tuple[str, tuple[int, ...]], ...] = ()  # e.g. (("induction", (0, 1, 2, 3, 4)),)
+    anchor: AnchorSpec | None = None  # SmolLM2's curve (None: not part of this budget)
 
     def seeds_for(self, kind: str) -> tuple[int, ...]:
         self.spec(kind)
-        return dict(self.kind_seeds).get(kind, self.seeds)
+        return (0,) if kind == "anchor" else dict(self.kind_seeds).get(kind, self.seeds)
 
     def kinds(self) -> tuple[str, ...]:
-        """The kinds this budget trains (``text_large`` only when it has a budget)."""
-        return tuple(k for k in KINDS if k != "text_large" or self.text_large is not None)
+        """The kinds this budget runs (``text_large`` and ``anchor`` only when it has them)."""
+        return tuple(k for k in KINDS if k not in ("text_large", "anchor") or getattr(self, k) is not None)
 
-    def spec(self, kind: str) -> S.TaskSpec | Budget:
+    def spec(self, kind: str) -> S.TaskSpec | Budget | AnchorSpec:
         if kind not in KINDS:
             raise ValueError(f"unknown run kind {kind!r}; choose from {KINDS}")
-        if kind == "text_large" and self.text_large is None:
-            raise ValueError(f"budget {self.name!r} has no larger text model (text_large=None)")
+        if kind in ("text_large", "anchor") and getattr(self, kind) is None:
+            raise ValueError(f"budget {self.name!r} has no {kind} run ({kind}=None)")
         return getattr(self, kind)
 
     def text_budget(self, kind: str, seed: int) -> Budget:
@@ -84,6 +96,9 @@ class StudyBudget:
         spec = self.spec(kind)
         if isinstance(spec, Budget):
             return self.text_budget(kind, seed).signature()
+        if isinstance(spec, AnchorSpec):  # the study models it measures come from the text budget
+            d = {**dataclasses.asdict(spec), "text": self.text.signature()}
+            return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
         d = dataclasses.asdict(spec)
         d["train"] = spec.train.to_dict()
         d["task_kind"] = type(spec.task).__name__
@@ -113,6 +128,7 @@ STUDY_BUDGETS = {
         # at 1 thread on the shared machine), ~6 x 380-440 s if a 2-layer model takes its 226-264 s
         text_large=BUDGETS["full_large"],
         kind_seeds=(("induction", (0, 1, 2, 3, 4)),),
+        anchor=AnchorSpec(),
     ),
     # seconds: tests and notebook 05
     "quick": StudyBudget(
@@ -161,8 +177,11 @@ def plan(budget: StudyBudget, kinds: Sequence[str] = KINDS, schemes: Sequence[st
         if s not in SCHEMES:
             raise ValueError(f"unknown positional scheme {s!r}; choose from {SCHEMES}")
     runs = []
-    for kind in ("text_large", "text", "induction", "copy_back", "order"):
+    for kind in ("text_large", "text", "induction", "anchor", "copy_back", "order"):
         if kind not in kinds or kind not in budget.kinds():
+            continue
+        if kind == "anchor":  # one run, SmolLM2 (the schemes it shows are the seed-0 checkpoints found)
+            runs.append(Run("anchor", "smollm2"))
             continue
         for seed in budget.seeds_for(kind):
             for scheme in schemes:
@@ -223,7 +242,7 @@ def execute(run: Run, budget: StudyBudget, work: str | Path, checkpoints: str | 
 
 
 def _execute(run: Run, budget: StudyBudget, work: Path, checkpoints: str | Path | None) -> dict:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     state = work / "state" / run.id
     state.parent.mkdir(parents=True, exist_ok=True)
     if run.kind in TEXT_KINDS:
@@ -231,6 +250,8 @@ def _execute(run: Run, budget: StudyBudget, work: Path, checkpoints: str | Path 
 
         b = budget.text_budget(run.kind, run.seed)
         metrics = text_run(run.scheme, b, state, text_checkpoint(run, work, checkpoints))
+    elif run.kind == "anchor":
+        metrics = _anchor(budget, checkpoints)
     else:
         metrics = _synthetic(run, budget.spec(run.kind), state.with_suffix(".pt"))
     result = _clean(
@@ -240,6 +261,8 @@ def _execute(run: Run, budget: StudyBudget, work: Path, checkpoints: str | Path 
             "budget": budget.name,
             "signature": budget.signature(run.kind, run.seed),
             "wall_seconds": time.perf_counter() - start,
+            # CPU time of this process (one torch thread): what the run costs, whatever else shares the machine
+            "cpu_seconds": time.process_time() - cpu,
             "torch": torch.__version__,
             **metrics,
         }
@@ -268,6 +291,30 @@ def _checkpoint_missing(run: Run, budget: StudyBudget, checkpoints: str | Path |
     from analyses.positional.study import load_scheme
 
     return load_scheme(Path(checkpoints) / run.scheme, budget.text_budget(run.kind, run.seed)) is None
+
+
+def _anchor(budget: StudyBudget, checkpoints: str | Path | None) -> dict:
+    """SmolLM2's curve, and the seed-0 natural-text models of ``checkpoints`` (those trained under this
+    budget) on the same passages; the study tokenizer is theirs (or a fresh BPE of the budget's data)."""
+    from analyses.positional.anchor import smollm2_anchor
+    from analyses.positional.study import SCHEMES as TEXT_SCHEMES
+    from analyses.positional.study import load_scheme, prepare_data
+
+    spec = budget.spec("anchor")
+    found = {}
+    for scheme in TEXT_SCHEMES:
+        got = None if checkpoints is None else load_scheme(Path(checkpoints) / scheme, budget.text)
+        if got is not None:
+            found[scheme] = got[0].eval()
+    tokenizer = next(iter(found.values())).tokenizer if found else prepare_data(budget.text).tokenizer
+    return smollm2_anchor(
+        tokenizer,
+        n_passages=spec.n_passages,
+        max_chars=spec.max_chars,
+        n_ctx=budget.text.n_ctx,
+        n_boot=spec.n_boot,
+        study_models=found,
+    )
 
 
 def _synthetic(run: Run, spec: S.TaskSpec, state_path: Path) -> dict:

@@ -122,3 +122,27 @@ def test_verdicts_follow_the_measurement_of_their_claim():
     # and a check that never sees an absolute scheme move could not have failed: it says so
     blind = _claims([_copy_result("learned", s, 0.1, ratio=0.5) for s in (0, 1)] + base[2:])
     assert "could not have failed" in next(v for k, v in blind.items() if k.startswith("distance"))
+
+
+@pytest.mark.slow
+def test_the_anchor_run_measures_smollm2_beside_the_seed0_text_models(tmp_path):
+    """One anchor run in the plan; it finds the seed-0 text checkpoint trained under the budget, puts
+    SmolLM2 and that model on the same passages, and the report gets its table, figure and claim."""
+    from analyses.positional import runs as U
+
+    quick = U.study_budget("quick")
+    budget = dataclasses.replace(quick, anchor=U.AnchorSpec(n_passages=3, max_chars=320, n_boot=20))
+    assert [r.id for r in U.plan(budget, kinds=("anchor",))] == ["anchor-causal-smollm2-s0"]
+    assert U.plan(quick, kinds=("anchor",)) == []  # the quick budget has none
+    work, ckpt = tmp_path / "work", tmp_path / "ckpt"
+    results = U.run_all(budget, work, ckpt, kinds=("text", "anchor"), schemes=("rope",), progress=False)
+    anchor = next(r for r in results if r["kind"] == "anchor")
+    assert set(anchor["study"]) == {"rope"}  # the text run's checkpoint, measured on the same passages
+    assert anchor["token_frame"]["passages"] == anchor["study"]["rope"]["token_frame"]["passages"] == 3
+    files = R.write_report(results, tmp_path / "report")
+    table = files["anchor"].read_text()
+    assert "SmolLM2-135M" in table and "| rope |" in table
+    assert files["anchor_figure"].stat().st_size > 0
+    assert (
+        "natural text" in files["claims"].read_text() and "SmolLM2-135M on the same axes" in files["claims"].read_text()
+    )

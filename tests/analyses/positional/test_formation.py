@@ -153,11 +153,18 @@ def test_sample_at_distance_puts_the_copy_at_the_asked_distance():
 
 def test_distance_bins_and_long_range_on_the_planted_model():
     bins = F.distance_bins(32, 8, (2, 4, 8))
-    assert bins == {"1L": (32, 8, 24), "2L": (72, 33, 64), "4L": (136, 65, 128), "8L": (264, 129, 256)}
+    assert bins == {
+        "1L": (32, 8, 24),
+        "2L": (72, 33, 64),
+        "4L": (136, 65, 128),
+        "8L": (264, 129, 256),
+        "near8L": (264, 8, 24),  # the control: a near copy in the longest sequences
+    }
     task = T.InductionTask(length=40, segment=10, d_vocab=512)  # tokens drawn with replacement: few chance repeats
     got = F.long_range(T.planted_induction_model(task), task)
     assert got["lr_acc_1L"] > 0.9 and got["lr_chance"] == 1 / 512
     assert all(math.isnan(got[f"lr_acc_{m}L"]) for m in (2, 4, 8))  # learned positions: no table past n_ctx
+    assert math.isnan(got["lr_acc_near8L"])
 
 
 # --------------------------------------------------------------------------------------------------
