@@ -344,6 +344,27 @@ def rise(history: list[dict], column: str, falling: bool = False, plateau: int =
     return {k: float(x) for k, x in out.items()}
 
 
+def steepest_share(
+    history: list[dict], column: str, window: float = 100, falling: bool = False, plateau: int = 3
+) -> float:
+    """The largest share of the whole rise (``rise``: first value to the final plateau) gained within
+    any ``window`` steps: v[j] - v[i] over logged steps t_j - t_i <= window, divided by the rise. A
+    rise that is spread evenly over T steps scores about window / T; a jump scores near 1, even when
+    the curve also rises slowly elsewhere (a two-stage rise, whose 10-90% width spans both stages).
+    NaN when the curve does not rise."""
+    rows = [(float(h["step"]), float(h[column])) for h in history if h.get(column) is not None]
+    if len(rows) < plateau + 1:
+        return float("nan")
+    t = np.array([r[0] for r in rows])
+    v = np.array([r[1] for r in rows]) * (-1 if falling else 1)
+    total = v[-plateau:].mean() - v[0]
+    if not total > 1e-9 * max(1.0, abs(v[0])):
+        return float("nan")
+    gain = v[None, :] - v[:, None]  # [i, j]: v_j - v_i
+    ok = (t[None, :] > t[:, None]) & (t[None, :] - t[:, None] <= window)
+    return float(gain[ok].max() / total) if ok.any() else float("nan")
+
+
 def abruptness(history: list[dict], formed: bool, column: str, prefix: str, falling: bool = False) -> dict:
     """``rise`` of ``column`` under keys ``<prefix>_t10`` ... ``<prefix>_width``, and
     ``<prefix>_width_over_t50``; all NaN unless ``formed`` (the rule: a rise is measured only in

@@ -151,6 +151,8 @@ def induction_table(results: list[dict]) -> pd.DataFrame:
 
 
 ABRUPT_RATIO = 0.25  # a rise is abrupt when its 10-90% width is under this fraction of its midpoint step
+JUMP_WINDOW = 100  # steps: the window of formation.steepest_share
+JUMP_SHARE = 0.5  # a rise has a jump when over half of it happens within JUMP_WINDOW steps
 
 
 def abruptness_verdict(ratios: Sequence[float]) -> str:
@@ -161,6 +163,28 @@ def abruptness_verdict(ratios: Sequence[float]) -> str:
     if n < 2:
         return "n/a"
     return "abrupt" if hi < ABRUPT_RATIO else "gradual" if lo > ABRUPT_RATIO else "undecided"
+
+
+def _jump_shares(rs: list[dict]) -> list[float]:
+    """``formation.steepest_share`` of the own-distribution induction score, in the runs that formed."""
+    from analyses.positional.formation import steepest_share
+
+    return [
+        steepest_share(r["history"], "task_induction_score", JUMP_WINDOW)
+        if not math.isnan(_nan(r.get("step_score_formed"))) and r.get("history")
+        else float("nan")
+        for r in rs
+    ]
+
+
+def jump_verdict(shares: Sequence[float]) -> str:
+    """The second rule: "a jump" when the 95% t-interval of the share of the rise gained in the
+    steepest ``JUMP_WINDOW`` steps lies wholly above ``JUMP_SHARE``, "no jump" when wholly below,
+    "undecided" when it straddles, "n/a" with fewer than 2 formed seeds."""
+    m, lo, hi, n = t_interval(shares)
+    if n < 2:
+        return "n/a"
+    return "a jump" if lo > JUMP_SHARE else "no jump" if hi < JUMP_SHARE else "undecided"
 
 
 def abruptness_table(results: list[dict]) -> pd.DataFrame:
@@ -179,6 +203,9 @@ def abruptness_table(results: list[dict]) -> pd.DataFrame:
             ratios = [_nan(r.get(f"{prefix}_width_over_t50")) for r in rs]
             row[f"{what}: width / t50"] = interval(ratios, 2)
             row[f"{what}: verdict"] = abruptness_verdict(ratios)
+        shares = _jump_shares(rs)
+        row[f"score: share of the rise in the steepest {JUMP_WINDOW} steps"] = interval(shares, 2)
+        row["score: jump"] = jump_verdict(shares)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -228,17 +255,20 @@ def induction_claims(results: list[dict]) -> list[dict]:
     else:
         depends = "n/a (fewer than two schemes with 2+ formed seeds)"
     verdicts = "; ".join(f"{row.scheme}: {row['score: verdict']}" for _, row in abr.iterrows())
+    jumps = "; ".join(f"{row.scheme}: {row['score: jump']}" for _, row in abr.iterrows())
+    share = f"score: share of the rise in the steepest {JUMP_WINDOW} steps"
     rows = [
         {
             "claim": "induction heads form abruptly, at a step that depends on the positional scheme",
             "what the seeds say": "(not in the seeds: the issue's claim, after Olsson et al. 2022)",
             "what we measured": "; ".join(
                 f"{row.scheme}: formed {_get(ind, row.scheme, 'seeds with a head formed (own sequences)')}, t50 "
-                f"{row['score: t50']}, width/t50 {row['score: width / t50']}"
+                f"{row['score: t50']}, width/t50 {row['score: width / t50']}, steepest {JUMP_WINDOW} steps "
+                f"{row[share]} of the rise"
                 for _, row in abr.iterrows()
             ),
-            "agrees?": f"abrupt (95% interval of width/t50 below {ABRUPT_RATIO}): {verdicts}; scheme-dependent step: "
-            + depends,
+            "agrees?": f"abrupt (95% interval of width/t50 below {ABRUPT_RATIO}): {verdicts}; a jump (interval of the "
+            f"steepest {JUMP_WINDOW} steps' share above {JUMP_SHARE}): {jumps}; scheme-dependent step: " + depends,
         }
     ]
     textbook = "previous-token L0"
@@ -940,6 +970,7 @@ def write_report(results: list[dict], out_dir: str | Path, copy_train_len: int |
         files["order_figure"] = plot_order(results, out / "order.png")
     if "copy_back" in kinds:
         tables["extrapolation"] = extrapolation_table(results)
+        tables["distance"] = distance_table(results)
         files["extrapolation_figure"] = plot_extrapolation(results, copy_train_len or 1, out / "extrapolation.png")
     if "induction" in kinds:
         tables["induction"] = induction_table(results)

@@ -179,6 +179,26 @@ def test_t_interval_is_scipys():
     assert R.interval([]) == "n/a" and R.interval([0.5]) == "0.50 (1)"
 
 
+def test_steepest_share_finds_the_jump_of_a_two_stage_rise():
+    steps = np.arange(0, 1501, 25)
+    # a slow first stage (0 -> 0.2 over steps 100-700) then a jump (0.2 -> 1.0 over steps 800-875)
+    values = np.interp(steps, [0, 100, 700, 800, 875, 1500], [0, 0, 0.2, 0.2, 1.0, 1.0])
+    history = _history(steps, values)
+    assert F.steepest_share(history, "score", window=100) == pytest.approx(0.8)  # flat on both sides of the jump
+    assert F.steepest_share(history, "score", window=50) == pytest.approx(0.8 * 50 / 75)  # two thirds of it
+    r = F.rise(history, "score")
+    assert r["width"] / r["t50"] > 0.25  # the 10-90% width spans both stages: "gradual" by that rule alone
+    # an even rise over 1,500 steps gains 100/1500 of it in any 100 steps
+    even = _history(steps, steps / 1500)
+    assert F.steepest_share(even, "score", window=100) == pytest.approx(100 / 1500)
+    # a falling loss is measured the same way; a flat curve has no rise
+    assert F.steepest_share(_history(steps, 5 - values, "loss"), "loss", 75, falling=True) == pytest.approx(0.8)
+    assert math.isnan(F.steepest_share(_history(steps, np.ones_like(steps)), "score"))
+    assert R.jump_verdict([0.8, 0.7, 0.75, 0.85, 0.8]) == "a jump"
+    assert R.jump_verdict([0.1, 0.08, 0.12, 0.09, 0.1]) == "no jump"
+    assert R.jump_verdict([0.2, 0.9, 0.3, 0.8, 0.5]) == "undecided"
+
+
 def test_abruptness_verdict_rule():
     assert R.abruptness_verdict([0.10, 0.12, 0.11, 0.09, 0.10]) == "abrupt"
     assert R.abruptness_verdict([0.90, 0.80, 0.95, 0.85, 0.88]) == "gradual"
