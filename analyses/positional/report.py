@@ -991,7 +991,10 @@ def write_report(results: list[dict], out_dir: str | Path, copy_train_len: int |
         # here is its wall time; "measured only" counts those runs
         measured = runs["measured_only"] if "measured_only" in runs else pd.Series(False, index=runs.index)
         cpu = runs.assign(measured_only=measured.fillna(False).astype(bool)).groupby("kind", as_index=False)
-        sums = {c: (c, "sum") for c in ("train_seconds", "wall_seconds", "cpu_seconds") if c in runs}
+        # min_count=1: a kind whose runs never recorded a column (results older than it) shows n/a, not 0
+        sums = {
+            c: (c, lambda x: x.sum(min_count=1)) for c in ("train_seconds", "wall_seconds", "cpu_seconds") if c in runs
+        }
         cpu = cpu.agg(runs=("id", "count"), measured_only=("measured_only", "sum"), **sums)
         cpu = cpu.rename(columns={"measured_only": "measured only"})
     tables["cpu"] = cpu
