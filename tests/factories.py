@@ -226,3 +226,24 @@ def tiny_train_config(steps: int = 4) -> dict:
         "training": {"steps": steps, "batch_size": 4, "warmup_steps": 1, "eval_windows": 4, "seed": 3},
         "data": {"vocab_size": 280, "max_passages": 80},
     }
+
+
+def tiny_text_budget(**overrides):
+    """A natural-text budget of the positional study small enough for a test (seconds): 1 layer,
+    d_model 32, context 32, a 300-token BPE on 150 passages; ``train`` overrides go through
+    ``train=dict(...)`` (or a whole ``TrainConfig``), the rest replace the budget's fields."""
+    from analyses.positional.study import Budget
+    from models.training import TrainConfig
+
+    given = overrides.pop("train", {})
+    if isinstance(given, TrainConfig):
+        return Budget(train=given, **{**_TEXT_FIELDS, **overrides})
+    train = dict(steps=6, batch_size=4, lr=5e-3, warmup_steps=1, eval_windows=4, threads=1)
+    train.update(given)
+    return Budget(train=TrainConfig(**train), **{**_TEXT_FIELDS, **overrides})
+
+
+_TEXT_FIELDS = dict(
+    name="test-text", d_model=32, n_layers=1, n_heads=2, d_mlp=64, n_ctx=32, vocab_size=300, max_passages=150,
+    eval_windows=4, head_batch=4,
+)  # fmt: skip

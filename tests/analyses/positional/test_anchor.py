@@ -14,22 +14,18 @@ from analyses.data.corpora import english_passages
 from analyses.positional import anchor as A
 from analyses.positional import study as P
 from models.tokenizer import Tokenizer
-from models.training import TrainConfig
+from tests.factories import tiny_text_budget
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 TEXT = "Indian nationality law -- It is generally difficult to have dual citizenship. Café, 5 €."
 
-TINY = P.Budget(
+TINY = tiny_text_budget(
     name="test-anchor",
-    d_model=32,
-    n_layers=1,
-    n_heads=2,
-    d_mlp=64,
     n_ctx=128,  # the study's context: the gain's late range (tokens 96-126) lies inside it
-    vocab_size=300,
-    max_passages=150,
-    train=TrainConfig(steps=15, batch_size=8, lr=5e-3, warmup_steps=2, eval_windows=8, threads=1),
+    train=dict(steps=15, batch_size=8, warmup_steps=2, eval_windows=8),
+    eval_windows=64,
+    head_batch=32,
 )
 
 

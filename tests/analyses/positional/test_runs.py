@@ -17,6 +17,7 @@ from analyses.positional import runs as U
 from analyses.positional import synthetic as S
 from analyses.positional.tasks import CopyBackTask, InductionTask, OrderTask
 from models.training import TrainConfig
+from tests.factories import tiny_text_budget
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -217,21 +218,7 @@ def test_fill_doc_replaces_only_the_marked_blocks(tmp_path):
 
 
 def test_a_text_run_counts_as_done_only_with_its_checkpoint(tmp_path):
-    from analyses.positional.study import Budget
-
-    text = Budget(
-        name="test-text",
-        d_model=32,
-        n_layers=1,
-        n_heads=2,
-        d_mlp=64,
-        n_ctx=32,
-        vocab_size=300,
-        max_passages=150,
-        train=TrainConfig(steps=6, batch_size=4, lr=5e-3, warmup_steps=1, eval_windows=4, threads=1),
-        eval_windows=4,
-        head_batch=4,
-    )
+    text = _tiny_text()
     budget = dataclasses.replace(TINY, text=text)
     ckpt = tmp_path / "ckpt"
     first = U.run_all(budget, tmp_path / "work", ckpt, kinds=("text",), schemes=("alibi",), progress=False)
@@ -244,22 +231,7 @@ def test_a_text_run_counts_as_done_only_with_its_checkpoint(tmp_path):
 
 
 def _tiny_text(**kw):
-    from analyses.positional.study import Budget
-
-    args = dict(
-        name="test-text",
-        d_model=32,
-        n_layers=1,
-        n_heads=2,
-        d_mlp=64,
-        n_ctx=32,
-        vocab_size=300,
-        max_passages=150,
-        train=TrainConfig(steps=6, batch_size=4, lr=5e-3, warmup_steps=1, eval_windows=4, threads=1),
-        eval_windows=4,
-        head_batch=4,
-    )
-    return Budget(**{**args, **kw})
+    return tiny_text_budget(**kw)
 
 
 def test_text_seeds_and_sizes_train_apart_and_report_with_intervals(tmp_path):

@@ -12,8 +12,7 @@ import torch
 
 import models
 from analyses.positional import study as P
-from models.training import TrainConfig
-from tests.factories import tiny_config
+from tests.factories import tiny_config, tiny_text_budget
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is fastest on shared cores
 
@@ -110,19 +109,7 @@ def test_shuffled_loss_keeps_each_windows_tokens(monkeypatch):
     assert math.isfinite(original) and math.isfinite(shuffled)
 
 
-TINY = P.Budget(
-    name="test",
-    d_model=32,
-    n_layers=1,
-    n_heads=2,
-    d_mlp=64,
-    n_ctx=32,
-    vocab_size=300,
-    max_passages=150,
-    train=TrainConfig(steps=15, batch_size=8, lr=5e-3, warmup_steps=2, eval_windows=8, threads=1),
-    eval_windows=4,
-    head_batch=4,
-)
+TINY = tiny_text_budget(name="test", train=dict(steps=15, batch_size=8, warmup_steps=2, eval_windows=8))
 
 
 def test_train_save_load_and_measure_tell_learned_from_rope(tmp_path):
