@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyses.positional import report as R
+from analyses.positional import text_report as TR
 from analyses.positional import text_stats as T
 
 
@@ -116,7 +116,7 @@ def test_text_criteria_decide_on_the_intervals():
     gains = {"learned": 0.3, "sinusoidal": 0.1, "rope": 0.6, "none": 0.2}
     late = {"learned": 0.0, "sinusoidal": 0.5, "rope": -0.2, "none": 0.0}
     results = _results(gains, late, seed_spread={"learned": [-0.4, 0.0, 0.4]})
-    c = R.text_criteria(results)
+    c = TR.text_criteria(results)
     stream = c[(c.windows == "stream")].set_index("condition")["met?"]
     verdicts = {k.split(":")[0]: v for k, v in stream.items()}
     assert verdicts["rope"] == "met" and verdicts["sinusoidal"] == "not met" and verdicts["none"] == "not met"
@@ -126,14 +126,14 @@ def test_text_criteria_decide_on_the_intervals():
     sin = [v for k, v in stream.items() if k.startswith("sinusoidal within")]
     assert sin == ["not met"]  # 0.7 above rope
     with pytest.raises(TypeError, match="list of dicts"):
-        R.text_criteria(pd.DataFrame({"scheme": ["rope"]}))
+        TR.text_criteria(pd.DataFrame({"scheme": ["rope"]}))
 
 
 def test_gain_by_size_and_paired_tables_cover_both_sizes():
     small = _results({"rope": 0.2, "none": 0.1}, {"rope": 0.0, "none": 0.1})
     large = _results({"rope": 0.4, "none": 0.1}, {"rope": -0.1, "none": 0.1}, kind="text_large", n_layers=4)
-    est = R.text_estimates(small + large, n_boot=300)
-    table = R.gain_by_size_table(small + large, est)
+    est = TR.text_estimates(small + large, n_boot=300)
+    table = TR.gain_by_size_table(small + large, est)
     assert list(table.columns) == [
         "windows",
         "scheme",
@@ -144,7 +144,7 @@ def test_gain_by_size_and_paired_tables_cover_both_sizes():
     small_gain = float(row.iloc[2].split()[0])
     large_gain = float(row.iloc[3].split()[0])
     assert small_gain == pytest.approx(0.1, abs=0.01) and large_gain == pytest.approx(0.3, abs=0.01)
-    paired = R.text_paired_table(est)
+    paired = TR.text_paired_table(est)
     assert set(paired.kind) == {"text", "text_large"} and set(paired.scheme) == {"rope"}
 
 
@@ -152,7 +152,7 @@ def test_binned_bands_bracket_the_mean():
     rng = np.random.default_rng(0)
     curve = 4 + rng.normal(0, 0.3, size=(2, 64, 31))
     d = T.draws(2, 64, 300, seed=0)
-    b = R.binned_bands(curve, d, bin_width=8)
+    b = TR.binned_bands(curve, d, bin_width=8)
     assert list(b.position) == [3.5, 11.5, 19.5, 27.0]  # the last bin holds positions 24..30
     assert (b.lo < b.loss).all() and (b.loss < b.hi).all()
     np.testing.assert_allclose(b.loss.iloc[-1], curve[:, :, 24:].mean())
@@ -161,9 +161,9 @@ def test_binned_bands_bracket_the_mean():
 def test_the_band_figure_takes_an_extra_curve_and_refuses_results_without_windows(tmp_path):
     results = _results({"rope": 0.3, "none": 0.1}, {"rope": -0.1, "none": 0.0}, seeds=(0, 1))
     anchor = pd.DataFrame({"position": np.arange(31), "loss": np.linspace(5, 4, 31)})
-    path = R.plot_text_bands(results, tmp_path / "bands.png", extra_curves={"SmolLM2 (anchor)": anchor}, n_boot=100)
+    path = TR.plot_text_bands(results, tmp_path / "bands.png", extra_curves={"SmolLM2 (anchor)": anchor}, n_boot=100)
     assert path.exists() and path.stat().st_size > 0
     with pytest.raises(ValueError, match="per-window losses on 'stream'"):
-        R.plot_text_bands([{"kind": "text", "scheme": "rope", "seed": 0}], tmp_path / "none.png")
+        TR.plot_text_bands([{"kind": "text", "scheme": "rope", "seed": 0}], tmp_path / "none.png")
     with pytest.raises(ValueError, match="windows='tokens'"):
-        R.window_arrays(results, "text", "tokens")
+        TR.window_arrays(results, "text", "tokens")
