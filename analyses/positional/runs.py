@@ -112,9 +112,10 @@ def _tc(steps: int, batch: int, lr: float, eval_every: int, warmup: int) -> Trai
 
 
 STUDY_BUDGETS = {
-    # about 30 minutes on 2 idle cores with --jobs 2: ~54 CPU-minutes, measured per run at 1 thread on this
-    # machine: text ~410 s (254 ms per step), order ~15 s, copy_back ~18 s, induction ~30 s (17-35 s measured
-    # in round three with evaluations every 25 steps, 0.03 s each, and the route and long-range tests, 0.7 s)
+    # from scratch about 105 CPU-minutes, an hour on 2 idle cores with --jobs 2 (process CPU time per run at
+    # 1 thread, round three): text ~175-250 s (15 runs), text_large ~300 s (6), induction ~24 s (25, with
+    # evaluations every 25 steps and the route and long-range tests), copy_back ~11 s (15), order ~6 s (30),
+    # the anchor ~100 s (1)
     "full": StudyBudget(
         name="full",
         text=BUDGETS["full"],
