@@ -7,7 +7,7 @@
 - ``study``: the natural-text models (BoolQ passages) and their measurements;
 - ``runs``: the whole study as independent, resumable runs (``--jobs`` processes); its budgets are
   the one registry of budgets by name (``study_budget``);
-- ``text_stats``: the hierarchical bootstrap (seeds, then windows; paired across schemes) behind the
+- ``text_stats``: the bootstrap over seeds and windows (crossed; paired across schemes) behind the
   natural-text intervals;
 - ``report``: one table and one figure per claim, the claims table.
 """

@@ -1,6 +1,6 @@
 """The positional study's natural-text tables, criteria and figures (``analyses.positional.report``
 writes them beside the synthetic claims'): the gain (loss at positions 1-7 minus the last quarter of
-the context) per scheme, size and window kind with hierarchical-bootstrap intervals over seeds and
+the context) per scheme, size and window kind with bootstrap intervals over seeds and
 windows (``text_stats``), paired differences to the no-position model, the issue's criteria decided
 on those intervals, the gain against model size, SmolLM2's anchor (``anchor``) beside the study's
 models, and the natural-text row of the claims table."""
@@ -87,7 +87,7 @@ def window_arrays(results: list[dict], kind: str, windows: str = "stream") -> di
 
 
 def text_estimates(results: list[dict], n_boot: int = T.N_BOOT, seed: int = 0) -> pd.DataFrame:
-    """Every interval the natural-text criteria need, from the hierarchical bootstrap
+    """Every interval the natural-text criteria need, from the bootstrap over seeds and windows
     (``text_stats``; one set of draws per kind and windows, shared by all schemes: paired). One row
     per (kind, windows, scheme, quantity) with mean, lo, hi. Quantities: loss_pos_1_7,
     last_quarter, gain (= loss_pos_1_7 - last_quarter), and paired differences last_quarter_minus_none,
@@ -142,7 +142,7 @@ def _size(kind: str, results: list[dict]) -> str:
 
 def text_criteria(results: list[dict], est: pd.DataFrame | None = None) -> pd.DataFrame:
     """The issue's conditions on the natural-text models, each decided on a 95% interval of the
-    hierarchical bootstrap over seeds and windows (``text_estimates``): "met" when the whole interval
+    bootstrap over seeds and windows (``text_estimates``): "met" when the whole interval
     is on the right side of the threshold, "not met" when it is wholly on the wrong side, else
     "undecided". On held-out stream windows (position 0 anywhere in a passage) and on windows that
     start at a passage's start (position t = t tokens of the same passage before it)."""
@@ -291,7 +291,7 @@ def plot_text_bands(
     n_boot: int = 1000,
 ) -> Path:
     """Held-out loss by position inside the context, bins of ``bin_width`` positions, one line per
-    scheme with a 95% band from the hierarchical bootstrap (seeds, then windows; the same draws for
+    scheme with a 95% band from the bootstrap over seeds and windows (crossed; the same draws for
     every scheme); one column of panels per model size. Below, when there is a no-position model,
     each scheme's paired difference to it (same seeds and windows: the shared jitter cancels).
     ``extra_curves``: {label: DataFrame with position and loss (and optionally lo, hi)} drawn on

@@ -1,13 +1,16 @@
-"""Intervals for the natural-text models of the positional study: a hierarchical bootstrap over
+"""Intervals for the natural-text models of the positional study: a bootstrap over
 seeds and held-out windows.
 
 A model's loss at a position varies from window to window (some text is easy) and from seed to
 seed (initialisation and batch order). Tokens are clustered in windows, so the unit resampled is
-the window, and the seeds are resampled above it: each bootstrap draw picks ``k`` seeds with
-replacement, then ``n`` windows with replacement within each picked seed, and averages. Every
-scheme is scored on the same held-out windows, so the same drawn window indices are applied to
-every scheme (``draws`` is made once and shared): differences between schemes are then paired, and
-the window-to-window jitter that all schemes share cancels.
+the window, and the seeds are resampled beside it: each bootstrap draw picks ``k`` seeds with
+replacement and ``n`` windows with replacement, and averages. Seeds and windows are crossed, not
+nested: every seed is scored on the same held-out windows, so a window's difficulty is shared by
+all seeds, and one draw applies the same window weights to every picked seed (resampling windows
+anew for each seed would average that shared difficulty over k independent draws and make the
+interval about sqrt(k) too narrow; a test checks it). Every scheme is scored on those windows too,
+so the same draws are applied to every scheme (``draws`` is made once and shared): differences
+between schemes are then paired, and the window-to-window jitter that all schemes share cancels.
 
 >>> d = draws(n_seeds=3, n_windows=512, n_boot=2000, seed=0)
 >>> lo, hi = interval(boot_means(gains_rope, d))  # gains_rope: [3 seeds, 512 windows]
@@ -38,14 +41,15 @@ class Draws:
 
 
 def draws(n_seeds: int, n_windows: int, n_boot: int = N_BOOT, seed: int = 0) -> Draws:
-    """Hierarchical bootstrap draws for data of shape [n_seeds, n_windows] (seeded: reproducible)."""
+    """Bootstrap draws for data of shape [n_seeds, n_windows] (seeded: reproducible): seeds and
+    windows resampled independently, the same window weights for every seed of a draw (crossed)."""
     for name, v in (("n_seeds", n_seeds), ("n_windows", n_windows), ("n_boot", n_boot)):
         if not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name}={v!r}; expected a positive integer")
     rng = np.random.default_rng(seed)
     seeds = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
-    weights = rng.multinomial(n_windows, np.full(n_windows, 1 / n_windows), size=(n_boot, n_seeds))
-    return Draws(seeds, weights)
+    windows = rng.multinomial(n_windows, np.full(n_windows, 1 / n_windows), size=n_boot)
+    return Draws(seeds, np.repeat(windows[:, None, :], n_seeds, axis=1))
 
 
 def boot_means(values: np.ndarray, d: Draws) -> np.ndarray:

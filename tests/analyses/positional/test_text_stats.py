@@ -1,4 +1,4 @@
-"""The hierarchical bootstrap of the natural-text models (seeds, then windows) on synthetic data with
+"""The bootstrap of the natural-text models (seeds and windows, crossed) on synthetic data with
 known structure, and the report's interval verdicts built on it."""
 
 from __future__ import annotations
@@ -27,6 +27,23 @@ def test_boot_means_match_a_direct_resample():
         assert all(p.shape == (7, 2) for p in picked)  # n windows drawn per picked seed
         np.testing.assert_allclose(got[b], np.mean([p.mean(axis=0) for p in picked], axis=0))
     assert T.estimate(x[..., 0], d)["mean"] == pytest.approx(x[..., 0].mean())
+
+
+def test_windows_are_crossed_with_seeds_not_nested():
+    """Every seed is scored on the same windows: a window's difficulty shared by all seeds is as
+    uncertain with three seeds as with one (drawing windows anew per seed would shrink the interval
+    by about sqrt(3), as if each seed had read other text)."""
+    rng = np.random.default_rng(2)
+    shared = rng.normal(0, 1, size=512)
+    three = np.tile(shared, (3, 1))  # three seeds that agree exactly, on windows of varying difficulty
+    crossed = _width(three, T.draws(3, 512, seed=0))
+    one = _width(shared[None], T.draws(1, 512, seed=0))
+    assert 0.85 < crossed / one < 1.15
+    d = T.draws(3, 512, n_boot=50, seed=0)
+    assert (d.weights == d.weights[:, :1]).all()  # the same window weights for every seed of a draw
+    r = np.random.default_rng(1)  # windows drawn anew for each seed: what a nested scheme would claim
+    nested = T.Draws(r.integers(0, 3, size=(2000, 3)), r.multinomial(512, np.full(512, 1 / 512), size=(2000, 3)))
+    assert _width(three, nested) < 0.7 * one
 
 
 def test_draws_are_seeded_and_bad_shapes_are_refused():
