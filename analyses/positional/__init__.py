@@ -9,7 +9,10 @@
   the one registry of budgets by name (``study_budget``);
 - ``text_stats``: the bootstrap over seeds and windows (crossed; paired across schemes) behind the
   natural-text intervals;
-- ``report``: one table and one figure per claim, the claims table.
+- ``anchor``: SmolLM2's held-out loss from the passage start, aligned by character onto the study's
+  own token axes, beside the study's models;
+- ``report``: one table and one figure per claim, the claims table; ``text_report``: the natural-text
+  tables, criteria and figures; ``common``: what the two share.
 """
 
 from analyses.positional.report import claims_table, fill_doc, write_report
