@@ -1,8 +1,8 @@
 """Tables and figures of the positional study, from the runs' results (``analyses.positional.runs``):
 one markdown table and one figure per claim, the claims table (each row's verdict computed by the
 rule written in the function that makes it, from a measurement of that claim), a CSV of every run;
-the natural-text part is ``text_report``'s. Everything is written atomically into one folder (``docs/positional_study``),
-so ``docs/positional.md`` can include the numbers mechanically.
+the natural-text part is ``text_report``'s. Everything is written atomically into one folder
+(``docs/positional_study``), so ``docs/positional.md`` can include the numbers mechanically.
 
 Spreads over seeds are written "mean [min, max]" (n seeds): with three seeds the range says more
 than a standard deviation would; the induction runs' abruptness and long-range tables (five seeds)

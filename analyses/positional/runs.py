@@ -4,8 +4,9 @@ A run is one trained model: (kind, scheme, attention, seed), with kind one of ``
 ``copy_back``, ``induction`` (synthetic tasks, ``analyses.positional.synthetic``), ``text`` or
 ``text_large`` (the BoolQ passages at two model sizes, ``analyses.positional.study``; the seed
 drives initial weights and batch order), or ``anchor`` (SmolLM2 beside the seed-0 text models on
-the same passages, ``analyses.positional.anchor``: measured, nothing trained). Seed 0 of ``text`` saves its model to ``--checkpoints``
-(committed); the other text runs save theirs under ``work/checkpoints/``. A text run whose result
+the same passages, ``analyses.positional.anchor``: measured, nothing trained). Seed 0 of ``text``
+saves its model to ``--checkpoints`` (committed); the other text runs save theirs under
+``work/checkpoints/``. A text run whose result
 is missing but whose checkpoint was trained under the same budget is only measured again. Each
 finished run leaves one JSON file of results in ``work/results/`` (written atomically); a run whose
 file exists for the same budget signature is skipped, an interrupted one resumes from its state in
