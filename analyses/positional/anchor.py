@@ -47,6 +47,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+import analyses.positional.text_stats as T
 import models
 from analyses.data.corpora import english_passages
 
@@ -201,21 +202,12 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 def passage_bootstrap(n_clusters: int, n_boot: int, seed: int) -> np.ndarray:
     """[n_boot, n_clusters] counts: how often each cluster (passage) is drawn in each resample of
-    ``n_clusters`` draws with replacement (seeded). A statistic that is a ratio of per-passage sums
-    is then one matrix product per sum (``scipy.stats.bootstrap`` resamples observations one
-    statistic call at a time; this keeps every bin and the gain on the same resamples)."""
+    ``n_clusters`` draws with replacement (``text_stats.resample_counts``, seeded). A statistic that
+    is a ratio of per-passage sums is then one matrix product per sum, every bin and the gain on the
+    same resamples."""
     if n_clusters < 2 or n_boot < 1:
         raise ValueError(f"a bootstrap needs >= 2 passages and >= 1 resample (got {n_clusters}, {n_boot})")
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, n_clusters, size=(n_boot, n_clusters))
-    counts = np.zeros((n_boot, n_clusters))
-    np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1.0)
-    return counts
-
-
-def _interval(samples: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    q = 100 * (1 - level) / 2
-    return np.nanpercentile(samples, q, axis=0), np.nanpercentile(samples, 100 - q, axis=0)
+    return T.resample_counts(n_clusters, n_boot, np.random.default_rng(seed)).astype(float)
 
 
 def binned_curve(
@@ -238,7 +230,7 @@ def binned_curve(
     loss, tokens, chars, labels = _cluster_sums(table, bins, cluster)
     den = chars if unit == "char" else tokens
     counts = passage_bootstrap(loss.shape[0], n_boot, seed)
-    low, high = _interval(_ratio(counts @ loss, counts @ den), level)
+    low, high = T.interval(_ratio(counts @ loss, counts @ den), level)
     starts = np.asarray(labels) * bin_chars
     return pd.DataFrame(
         {
@@ -321,7 +313,7 @@ def char_gain(
     point = _ratio(loss.sum(0), den.sum(0))
     counts = passage_bootstrap(loss.shape[0], n_boot, seed)
     boot = _ratio(counts @ loss, counts @ den)
-    low, high = _interval(boot[:, :1] - boot[:, 1:], level)
+    low, high = T.interval(boot[:, :1] - boot[:, 1:], level)
     return {
         "gain": float(point[0] - point[1]),
         "low": float(low[0]),

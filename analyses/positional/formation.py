@@ -28,9 +28,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import models
-from analyses.positional.tasks import InductionTask
+from analyses.positional.tasks import IGNORE, InductionTask
 
-EVAL_SEED = 12345  # the same as synthetic.EVAL_SEED (held-out sequences)
+EVAL_SEED = 12345  # every run is tested on the same held-out draws (synthetic uses this one)
 ROLE_SCORE = 0.3  # a head "is" a previous-token / duplicate-token / induction head past this mean attention
 CARRIES_COPY = 0.1  # nats: a route exists only when some head's ablation raises the second-copy loss this much
 POSITIONAL_TV = 0.2  # ... and position-only when its rows differ from the batch mean by less than this (TV)
@@ -123,11 +123,17 @@ def _mean_ablate(layer: int, head: int):
     return (f"blocks.{layer}.attn.hook_z", fn)
 
 
-def _copy_loss(model: models.Transformer, tokens: Tensor, targets: Tensor, mask: Tensor, hooks=()) -> float:
+def copy_losses(model: models.Transformer, tokens: Tensor, targets: Tensor, mask: Tensor, hooks=()) -> tuple:
+    """(mean loss on the second copy's predictions (``mask``), mean loss on every other asked
+    prediction), with ``hooks`` on the forward pass."""
     with torch.no_grad():
         logits = model.run_with_hooks(tokens, fwd_hooks=list(hooks), return_type="logits")
-    losses = F.cross_entropy(logits.flatten(0, 1), targets.clamp(min=0).flatten(), reduction="none")
-    return float(losses.view_as(targets)[mask].mean())
+    losses = F.cross_entropy(logits.flatten(0, 1), targets.clamp(min=0).flatten(), reduction="none").view_as(targets)
+    return float(losses[mask].mean()), float(losses[(~mask) & (targets != IGNORE)].mean())
+
+
+def _copy_loss(model: models.Transformer, tokens: Tensor, targets: Tensor, mask: Tensor, hooks=()) -> float:
+    return copy_losses(model, tokens, targets, mask, hooks)[0]
 
 
 def head_ablation(model: models.Transformer, task: InductionTask, batch: int = 64, seed: int = EVAL_SEED):

@@ -24,7 +24,12 @@ import torch.nn.functional as F
 
 import models
 from analyses.data.generated import random_repeated_tokens
-from analyses.positional.formation import EVAL_SEED, abruptness, own_head_scores  # EVAL_SEED: held-out draws
+from analyses.positional.formation import (  # EVAL_SEED: held-out draws
+    EVAL_SEED,
+    abruptness,
+    copy_losses,
+    own_head_scores,
+)
 from analyses.positional.study import SINUSOIDAL_EMBED_SCALE, head_scores
 from analyses.positional.tasks import IGNORE, CopyBackTask, InductionTask, OrderTask
 from interp.io import atomic_save
@@ -319,12 +324,8 @@ def induction_measure(spec: TaskSpec, model: models.Transformer, batch: int = 12
     probe = random_repeated_tokens(batch, half, task.d_vocab, seed=EVAL_SEED, distinct=True)
     names = [act_name(layer, "attn.hook_pattern") for layer in range(model.cfg.n_layers)]
     model.eval()
+    copy_loss, other_loss = copy_losses(model, tokens, targets, mask)
     with torch.no_grad():
-        logits = model(tokens, return_type="logits")
-        losses = F.cross_entropy(logits.flatten(0, 1), targets.clamp(min=0).flatten(), reduction="none")
-        copy_loss = float(losses.view_as(targets)[mask].mean())
-        first = (~mask) & (targets != IGNORE)
-        other_loss = float(losses.view_as(targets)[first].mean())
         _, cache = model.run_with_cache(probe, names_filter=lambda n: n in names, return_type=None)
     own = own_head_scores(model, task, batch, EVAL_SEED)
     heads = head_scores({layer: cache[names[layer]] for layer in range(model.cfg.n_layers)}, half)

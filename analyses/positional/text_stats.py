@@ -48,8 +48,15 @@ def draws(n_seeds: int, n_windows: int, n_boot: int = N_BOOT, seed: int = 0) -> 
             raise ValueError(f"{name}={v!r}; expected a positive integer")
     rng = np.random.default_rng(seed)
     seeds = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
-    windows = rng.multinomial(n_windows, np.full(n_windows, 1 / n_windows), size=n_boot)
+    windows = resample_counts(n_windows, n_boot, rng)
     return Draws(seeds, np.repeat(windows[:, None, :], n_seeds, axis=1))
+
+
+def resample_counts(n_units: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """[n_boot, n_units]: how often each unit (a window, a passage) is drawn in each of ``n_boot``
+    resamples of ``n_units`` draws with replacement. A statistic that is a sum (or a ratio of sums)
+    over units is then one matrix product per resample set, every bin on the same resamples."""
+    return rng.multinomial(n_units, np.full(n_units, 1 / n_units), size=n_boot)
 
 
 def boot_means(values: np.ndarray, d: Draws) -> np.ndarray:
@@ -71,10 +78,11 @@ def boot_means(values: np.ndarray, d: Draws) -> np.ndarray:
 
 
 def interval(boot: np.ndarray, level: float = LEVEL) -> tuple:
-    """Percentile interval of a bootstrap distribution (along axis 0)."""
+    """Percentile interval of a bootstrap distribution (along axis 0; resamples where a ratio is
+    undefined, NaN, are left out)."""
     if not 0 < level < 1:
         raise ValueError(f"level={level!r}; expected a probability in (0, 1), e.g. 0.95")
-    lo, hi = np.quantile(np.asarray(boot, dtype=float), [(1 - level) / 2, (1 + level) / 2], axis=0)
+    lo, hi = np.nanquantile(np.asarray(boot, dtype=float), [(1 - level) / 2, (1 + level) / 2], axis=0)
     return (float(lo), float(hi)) if np.ndim(lo) == 0 else (lo, hi)
 
 
