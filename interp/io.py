@@ -9,7 +9,9 @@ format numbers and markdown tables.
 - ``output_dir(path, owned)``: a command's output set: ``--out`` checked first (``check_out``),
   one writer at a time (``output_lock``), files built in a staging folder inside it and swapped in
   as a set, replacing only entries that a toolkit run wrote there, as its manifest
-  (``.interp-manifest.json``) records (``staged_dir``).
+  (``.interp-manifest.json``) records (``staged_dir``); opened again on its own staging folder, it
+  writes there (a command opens the set before its work, the library's ``write`` opens it again).
+- ``write_set(folder, owned, write_files)``: every analysis's ``write(result, folder)`` in one line.
 - ``read_csv_rows(path)``: a user's CSV file, strictly (UTF-8, a header, no ragged rows), with
   one-line errors naming the file and line.
 - ``fmt(x)`` and ``md_table(df)``: numbers and tables for the markdown reports.
@@ -51,6 +53,7 @@ __all__ = [
     "output_lock",
     "staged_dir",
     "output_dir",
+    "write_set",
     "committed_sets",
     "check_recorded",
     "MANIFEST",
@@ -418,6 +421,10 @@ def output_lock(path: str | os.PathLike, command: str = "interp") -> Iterator[Pa
         os.close(fd)  # releases the lock
 
 
+# staging folders of the output sets open in this process -> the names they own (``output_dir``)
+_STAGING: dict[Path, tuple[str, ...]] = {}
+
+
 def _owned(name: str, owned: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in owned)
 
@@ -545,9 +552,38 @@ def output_dir(
     >>> with output_dir("out/minilm", owned=["heads.csv", "report.md", "pattern_*.png"]) as tmp:
     ...     (tmp / "heads.csv").write_text(...)
     """
+    real = Path(os.path.realpath(path)) if os.path.isdir(path) else None
+    outer = _STAGING.get(real) if real is not None else None
+    if outer is not None:  # inside an open set's staging folder: write there, the outer set commits
+        missing = [n for n in owned if not any(n == o or fnmatch.fnmatchcase(n, o) for o in outer)]
+        if missing:
+            raise ValueError(f"{command} writes {missing}, not among the files of the output set open in {path}")
+        yield real
+        return
     path = check_out(path, what, must_exist)
     with output_lock(path, command), staged_dir(path, owned, command, force=force) as tmp:
-        yield tmp
+        _STAGING[tmp] = tuple(owned)
+        try:
+            yield tmp
+        finally:
+            _STAGING.pop(tmp, None)
+
+
+def write_set(
+    folder: str | os.PathLike,
+    owned: Sequence[str],
+    write_files: Callable[[Path], Any],
+    command: str = "interp",
+    force: bool = False,
+) -> Path:
+    """The analyses' one way to write a result: ``write_files(tmp)`` writes the files named by
+    ``owned`` into a staging folder, committed into ``folder`` as one output set (``output_dir``).
+    Called with the staging folder of a set already open (a command that opened ``output_dir`` before
+    its work, so that a bad folder fails in the first second), it writes there and the open set
+    commits. Returns ``folder``."""
+    with output_dir(folder, owned, command=command, force=force) as tmp:
+        write_files(tmp)
+    return Path(folder)
 
 
 def sha256_file(path: str | os.PathLike) -> str:

@@ -609,3 +609,21 @@ def test_files_are_written_with_the_umask_like_any_open(tmp_path):
         "a.txt": "0o644",
         "model.safetensors": "0o644",
     }
+
+
+def test_write_set_inside_an_open_set_writes_there_and_the_outer_set_commits(tmp_path):
+    from interp.io import output_dir, write_set
+
+    out = tmp_path / "out"
+    with output_dir(out, ["a.csv", "b.md"], command="outer") as tmp:
+        assert write_set(tmp, ["a.csv"], lambda d: (d / "a.csv").write_text("x\n")) == tmp
+        assert not (out / "a.csv").exists()  # not before the outer set commits
+        (tmp / "b.md").write_text("y\n")
+        with pytest.raises(ValueError, match=r"\['c.csv'\], not among"):
+            write_set(tmp, ["c.csv"], lambda d: None)
+    assert (out / "a.csv").read_text() == "x\n" and (out / "b.md").read_text() == "y\n"
+    # alone, it is an output set of its own
+    write_set(tmp_path / "solo", ["a.csv"], lambda d: (d / "a.csv").write_text("z\n"))
+    assert (tmp_path / "solo" / "a.csv").read_text() == "z\n"
+    with pytest.raises(ValueError, match="not among the files it owns"):
+        write_set(tmp_path / "solo", ["a.csv"], lambda d: (d / "x.txt").write_text("z\n"))
