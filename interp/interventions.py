@@ -54,6 +54,8 @@ __all__ = [
     "cache_z",
     "ablation_source",
     "ablation_hooks",
+    "replace_all",
+    "replace_stacked",
     "ablated",
     "run_ablated",
     "head_sweep",
@@ -229,6 +231,21 @@ def ablation_hooks(heads: Sequence[Head], source: Mapping[int, Tensor]) -> list[
 
         hooks.append((z_name(layer), fn))
     return hooks
+
+
+def replace_all(x: Tensor, hook: HookPoint, src: Tensor) -> Tensor:
+    """A hook function (bind ``src`` with ``functools.partial``): the activation replaced whole by
+    ``src`` (the same shape; cast to the activation's dtype)."""
+    return src.to(x.dtype)
+
+
+def replace_stacked(x: Tensor, hook: HookPoint, src: Tensor, where: Tensor) -> Tensor:
+    """A hook function for a batch stacked ``g = where.shape[0]`` times (copy i: rows i*b .. (i+1)*b
+    - 1): the activation replaced by ``src`` (one copy's shape) where ``where`` is True. ``where``
+    [g, 1, 1, ...] broadcasts against one copy: [g, 1, 1, head, 1] replaces heads of ``hook_z``
+    copy by copy, [g, 1, 1, 1] whole activations. Bind ``src`` and ``where`` with ``partial``."""
+    copies = x.view(where.shape[0], -1, *x.shape[1:])
+    return torch.where(where.to(x.device), src.to(x.dtype)[None], copies).view_as(x)
 
 
 @contextmanager

@@ -1,66 +1,100 @@
-"""Circuit discovery (issue 22), in its rooms: ``pairs`` (clean/corrupted prompt pairs, the
-logit-difference metric) -> ``attribution`` (node scores: EAP, EAP-IG, on our model or a
-TransformerBridge) -> ``edges`` (edge scores between every writer and reader, grouped-query
-attention native) -> ``patching`` (run a circuit: exact edge or node patching from the corrupted
-run, the gap it recovers) -> ``tasks`` (the validation generator's pairs the model solves) ->
-``faithfulness`` (circuits by size, MIB's CPR / CMD, random and pattern-label baselines, exact
-per-head patching) -> ``run`` (``analyse_circuit``) -> ``report`` (csv, md, ``figures``). The public
-names are re-exported here."""
+"""Circuit discovery (issue 22), in its rooms: ``interp.pairs`` (the one ``Pairs`` type and the fp32
+``logit_diff``, re-exported by ``pairs``) -> ``nodes`` (node names, parsing, rankings, random
+circuits) -> ``attribution`` (node scores: EAP, EAP-IG, on our model or a TransformerBridge) ->
+``edges`` (edge scores between every writer and reader, grouped-query attention native) ->
+``runner`` (the one node-circuit runner: every node outside a circuit patched from the corrupted
+run, per pair) and ``patching`` (edge circuits, the gap a circuit recovers) -> ``exact`` (exact
+per-head patching, per pair) -> ``tasks`` (the validation generator's pairs the model solves) ->
+``faithfulness`` (circuits by size, MIB's CPR / CMD, random and pattern-label baselines) -> ``run``
+(``run``) -> ``report`` (``OUTPUTS``, ``write``; ``figures``).
 
-from analyses.circuits.attribution import METHODS, head_name, mlp_name, node_scores
+The package's face (``analyses.contract``): ``run(model, task, ...) -> CircuitResult`` (tables,
+``info``, ``heads``: the per-head table), ``OUTPUTS`` and ``write(result, folder, force=False)``.
+The public names are re-exported here; ``PairBatch``, ``as_batch``, ``to_pairs``,
+``analyse_circuit`` and ``write_outputs`` are deprecated (they warn)."""
+
+from analyses.circuits.attribution import METHODS, node_scores
 from analyses.circuits.edges import EDGE_COLUMNS, EdgeGraph, edge_graph, edge_scores
+from analyses.circuits.exact import ExactEffects, exact_head_effects, exact_patching, rank_agreement
 from analyses.circuits.faithfulness import (
     MIB_PROPORTIONS,
-    PairBatch,
-    circuit_metrics,
     cmd,
     cpr,
     edge_faithfulness_curve,
-    exact_head_effects,
     faithfulness_curve,
-    rank_agreement,
+    pair_faithfulness,
     summarise_curve,
 )
-from analyses.circuits.pairs import Metric, Pairs, logit_diff
-from analyses.circuits.patching import circuit_metric, clean_and_corrupted, gap_recovered, patch_edges, patch_nodes
-from analyses.circuits.report import page_circuits, write_outputs
-from analyses.circuits.run import CircuitResult, analyse_circuit
-from analyses.circuits.tasks import TASK_ROLES, TASKS, CircuitTask, circuit_task, task_accuracy
+from analyses.circuits.nodes import (
+    INPUT,
+    all_nodes,
+    head_name,
+    mlp_name,
+    node_name,
+    parse_node,
+    random_circuits,
+    scores_to_series,
+    top_nodes,
+)
+from analyses.circuits.pairs import Metric, PairBatch, Pairs, as_batch, logit_diff, to_pairs
+from analyses.circuits.patching import circuit_metric, clean_and_corrupted, gap_recovered, patch_edges
+from analyses.circuits.report import OUTPUTS, page_circuits, write, write_outputs
+from analyses.circuits.run import CircuitResult, analyse_circuit, run
+from analyses.circuits.runner import CircuitRuns, circuit_metrics, patch_nodes, run_circuits
+from analyses.circuits.tasks import TASK_ROLES, TASKS, CircuitTask, check_task, circuit_task, task_accuracy
 
 __all__ = [
+    "run",
+    "OUTPUTS",
+    "write",
+    "CircuitResult",
     "Pairs",
     "Metric",
     "logit_diff",
-    "METHODS",
-    "node_scores",
+    "INPUT",
     "head_name",
     "mlp_name",
+    "node_name",
+    "parse_node",
+    "all_nodes",
+    "scores_to_series",
+    "top_nodes",
+    "random_circuits",
+    "METHODS",
+    "node_scores",
     "EDGE_COLUMNS",
     "EdgeGraph",
     "edge_graph",
     "edge_scores",
-    "patch_edges",
+    "run_circuits",
+    "CircuitRuns",
+    "circuit_metrics",
     "patch_nodes",
+    "patch_edges",
     "circuit_metric",
     "clean_and_corrupted",
     "gap_recovered",
+    "exact_patching",
+    "ExactEffects",
+    "exact_head_effects",
+    "rank_agreement",
     "TASKS",
     "TASK_ROLES",
+    "check_task",
     "CircuitTask",
     "circuit_task",
     "task_accuracy",
     "MIB_PROPORTIONS",
-    "PairBatch",
-    "circuit_metrics",
     "cpr",
     "cmd",
     "faithfulness_curve",
+    "pair_faithfulness",
     "edge_faithfulness_curve",
     "summarise_curve",
-    "exact_head_effects",
-    "rank_agreement",
-    "CircuitResult",
+    "page_circuits",
     "analyse_circuit",
     "write_outputs",
-    "page_circuits",
+    "PairBatch",
+    "as_batch",
+    "to_pairs",
 ]

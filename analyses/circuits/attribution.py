@@ -35,7 +35,8 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from analyses.circuits.pairs import Metric, Pairs, logit_diff
+from analyses.circuits.nodes import head_name, mlp_name
+from interp.pairs import Metric, Pairs, logit_diff
 from models.transformer import Transformer
 
 __all__ = [
@@ -54,16 +55,6 @@ __all__ = [
 METHODS = ("eap", "eap-ig")
 
 
-def head_name(layer: int, head: int) -> str:
-    """The node name of head ``head`` of layer ``layer``: ``a{layer}.h{head}``."""
-    return f"a{layer}.h{head}"
-
-
-def mlp_name(layer: int) -> str:
-    """The node name of layer ``layer``'s MLP: ``m{layer}``."""
-    return f"m{layer}"
-
-
 def check_method(method: str, steps: int) -> list[float]:
     """The interpolation points of ``method``: [1.0] for EAP, [1/m, 2/m, .., 1] for EAP-IG."""
     if method not in METHODS:
@@ -77,7 +68,7 @@ def check_method(method: str, steps: int) -> list[float]:
 
 def check_pairs(model: Any, pairs: Pairs) -> None:
     if not isinstance(pairs, Pairs):
-        raise TypeError(f"pairs must be analyses.circuits.pairs.Pairs, got {type(pairs).__name__}")
+        raise TypeError(f"pairs must be interp.pairs.Pairs (analyses.circuits.Pairs), got {type(pairs).__name__}")
     vocab = int(model.cfg.d_vocab)
     hi = max(int(pairs.clean.max()), int(pairs.corrupted.max()))
     if hi >= vocab:

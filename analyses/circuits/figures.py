@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analyses.circuits.faithfulness import INPUT, parse_node
+from analyses.circuits.nodes import INPUT, parse_node
 from interp.io import png_bytes
 
 __all__ = ["faithfulness_figure", "circuit_graph", "circuit_figure", "edge_endpoint"]

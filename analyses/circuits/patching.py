@@ -8,12 +8,11 @@ reader inputs of ``models/split_inputs.py``). The writers compute from their own
 so an effect travels only along kept edges. Keep every edge: the clean run; keep none: the
 corrupted run. Grouped-query attention: a kv head's k (v) input is one reader, one edge per writer.
 
-``patch_nodes``: the clean prompt runs with every node outside the circuit replaced by its
-corrupted value: heads (``attn.hook_z``), MLPs (``hook_mlp_out``) and the embeddings (``input``,
-``blocks.0.hook_resid_pre``), so that keeping no node is the corrupted run; keep ``input`` to let
-the clean tokens in.
+Node circuits run through the one node-circuit runner, ``analyses.circuits.runner`` (``patch_nodes``,
+``run_circuits``: the input is in every non-empty circuit, so keeping no node is the corrupted run
+and keeping every head and MLP the clean run).
 
-``circuit_metric`` streams a metric of either over a pair set; ``gap_recovered`` is the fraction of
+``circuit_metric`` streams a metric of an edge or a node circuit over a pair set; ``gap_recovered`` is the fraction of
 the clean-corrupted metric gap a circuit recovers: (circuit - corrupted) / (clean - corrupted) of
 the metric's mean over pairs.
 """
@@ -26,9 +25,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from analyses.circuits.attribution import cache_values, check_pairs, forward, head_name, mlp_name, run_metric
+from analyses.circuits.attribution import cache_values, check_pairs, forward, run_metric
 from analyses.circuits.edges import EdgeGraph, edge_graph
-from analyses.circuits.pairs import Metric, Pairs, logit_diff
+from analyses.circuits.runner import patch_nodes, run_circuits
+from interp.pairs import Metric, Pairs, logit_diff
 from models.split_inputs import split_inputs
 from models.transformer import Transformer
 
@@ -99,47 +99,6 @@ def patch_edges(
         return forward(model, batch.clean, batch)
 
 
-def _check_nodes(model: Transformer, keep: Collection[str]) -> tuple[set[tuple[int, int]], set[int]]:
-    cfg = model.cfg
-    heads = {head_name(layer, h): (layer, h) for layer in range(cfg.n_layers) for h in range(cfg.n_heads)}
-    mlps = {mlp_name(layer): layer for layer in range(cfg.n_layers)}
-    if isinstance(keep, str):
-        raise TypeError(f"keep must be a collection of node names, got the string {keep!r}")
-    bad = [n for n in keep if n not in heads and n not in mlps and n != "input"]
-    if bad:
-        raise ValueError(
-            f"unknown nodes {bad[:5]}: heads are 'a{{layer}}.h{{head}}' (e.g. 'a0.h1'), MLPs 'm{{layer}}', "
-            "the embeddings 'input'"
-        )
-    return {heads[n] for n in keep if n in heads}, {mlps[n] for n in keep if n in mlps}
-
-
-def patch_nodes(model: Transformer, batch: Pairs, keep: Collection[str]) -> Tensor:
-    """The model's output on ``batch.clean`` with every node not named in ``keep`` ("a3.h2",
-    "m3", "input") replaced by its value in the corrupted run."""
-    check_pairs(model, batch)
-    kept_heads, kept_mlps = _check_nodes(model, keep)
-    cfg = model.cfg
-    names = [f"blocks.{layer}.attn.hook_z" for layer in range(cfg.n_layers)]
-    names += [f"blocks.{layer}.hook_mlp_out" for layer in range(cfg.n_layers)]
-    corrupted = cache_values(model, batch.corrupted, batch, [*names, "blocks.0.hook_resid_pre"])
-    hooks = [] if "input" in keep else [("blocks.0.hook_resid_pre", lambda x, hook: corrupted[hook.name])]
-    for layer in range(cfg.n_layers):
-        out = [h for h in range(cfg.n_heads) if (layer, h) not in kept_heads]
-        if out:
-
-            def z_hook(x: Tensor, hook: Any, out: list[int] = out) -> Tensor:
-                x = x.clone()
-                x[:, :, out] = corrupted[hook.name][:, :, out]
-                return x
-
-            hooks.append((names[layer], z_hook))
-        if layer not in kept_mlps:
-            hooks.append((names[cfg.n_layers + layer], lambda x, hook: corrupted[hook.name]))
-    with torch.no_grad(), model.hooks(fwd_hooks=hooks):
-        return forward(model, batch.clean, batch)
-
-
 def circuit_metric(
     model: Transformer,
     pairs: Pairs,
@@ -152,10 +111,13 @@ def circuit_metric(
     """[n] the metric of each pair with only the circuit (``edges`` or ``nodes``) running clean."""
     if (edges is None) == (nodes is None):
         raise ValueError("give exactly one of edges= or nodes= (the circuit to keep)")
+    check_pairs(model, pairs)
+    if nodes is not None:
+        runs = run_circuits(model, pairs, {"circuit": nodes}, metric=metric, batch_size=batch_size)
+        return torch.as_tensor(runs.per_pair["circuit"])
     out = []
     for batch in pairs.batches(batch_size):
-        logits = patch_edges(model, batch, edges) if edges is not None else patch_nodes(model, batch, nodes)
-        out.append(run_metric(model, batch, metric, logits).detach().cpu())
+        out.append(run_metric(model, batch, metric, patch_edges(model, batch, edges)).detach().cpu())
     return torch.cat(out)
 
 

@@ -8,6 +8,7 @@ report page's head detail shows beside the pattern role."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,14 @@ import pandas as pd
 
 from analyses.circuits.figures import circuit_figure, faithfulness_figure
 from analyses.circuits.run import CircuitResult
-from interp.io import atomic_write, fmt, md_table
+from interp.io import atomic_write, fmt, md_table, write_set
 
 __all__ = [
     "OUTPUTS",
     "CIRCUITS_DIR",
     "report_markdown",
+    "files",
+    "write",
     "write_outputs",
     "head_importance",
     "read_head_importance",
@@ -152,27 +155,20 @@ def _top_rows(nodes: pd.DataFrame, n: int = 15) -> pd.DataFrame:
     return nodes.reindex(nodes[methods[0]].abs().sort_values(ascending=False).index).head(n)
 
 
-def write_outputs(result: CircuitResult, out_dir: str | Path) -> dict[str, Path]:
-    """Write the report's files into ``out_dir`` (each atomically; ``interp circuit`` commits them as
-    a set); files of a step that did not run (an unsolved task) are not written. Returns {name: path}."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written = {}
-
-    def put(name: str, data: str | bytes) -> None:
-        written[name] = atomic_write(out / name, data)
-
-    put("tasks.csv", result.tasks.to_csv(index=False))
+def files(result: CircuitResult) -> dict[str, str | bytes]:
+    """The report's files by name (those of ``OUTPUTS`` that apply: a step that did not run, e.g.
+    for an unsolved task, writes none)."""
+    out: dict[str, str | bytes] = {"tasks.csv": result.tasks.to_csv(index=False)}
     if result.nodes is not None:
-        put("nodes.csv", result.nodes.to_csv(index=False))
+        out["nodes.csv"] = result.nodes.to_csv(index=False)
     if result.edges is not None:
-        put("edges.csv", result.edges.to_csv(index=False))
+        out["edges.csv"] = result.edges.to_csv(index=False)
     if result.curve is not None:
         curves = all_curves(result)
-        put("faithfulness.csv", curves.to_csv(index=False))
-        put("summary.csv", result.summary.to_csv(index=False))
+        out["faithfulness.csv"] = curves.to_csv(index=False)
+        out["summary.csv"] = result.summary.to_csv(index=False)
         title = f"{result.model_name}: {result.task.name}, {len(result.task.evaluation)} held-out pairs"
-        put("faithfulness.png", faithfulness_figure(curves, title=title))
+        out["faithfulness.png"] = faithfulness_figure(curves, title=title)
         scores = None
         if result.nodes is not None:
             col = next((c for c in ("eap-ig", "eap") if c in result.nodes.columns), None)
@@ -182,11 +178,32 @@ def write_outputs(result: CircuitResult, out_dir: str | Path) -> dict[str, Path]
         n_layers = int(v["layer"].max()) + 1 if v is not None else None
         n_heads = int(pd.to_numeric(v["head"], errors="coerce").max()) + 1 if v is not None else None
         title = f"top circuit: {result.task.name}"
-        put("circuit.png", circuit_figure(result.circuit, _graph_edges(result), scores, n_layers, n_heads, title=title))
-    put("report.md", report_markdown(result))
+        out["circuit.png"] = circuit_figure(
+            result.circuit, _graph_edges(result), scores, n_layers, n_heads, title=title
+        )
+    out["report.md"] = report_markdown(result)
     record = dict(result.info, circuit=result.circuit, solved=bool(result.task.solved))
-    put("circuit.json", json.dumps(record, indent=2, default=str) + "\n")
-    return written
+    out["circuit.json"] = json.dumps(record, indent=2, default=str) + "\n"
+    return out
+
+
+def _write_files(result: CircuitResult, out_dir: str | Path) -> dict[str, Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return {name: atomic_write(out / name, data) for name, data in files(result).items()}
+
+
+def write(result: CircuitResult, folder: str | Path, force: bool = False) -> Path:
+    """Write the report's files (``files``) into ``folder`` as one output set (``interp.io.write_set``;
+    inside a command's open set, into its staging folder). Returns ``folder``."""
+    return write_set(folder, OUTPUTS, lambda tmp: _write_files(result, tmp), command="interp circuit", force=force)
+
+
+def write_outputs(result: CircuitResult, out_dir: str | Path) -> dict[str, Path]:
+    """Deprecated: ``write(result, folder)`` (one output set). Writes the files straight into
+    ``out_dir``, each atomically, and returns {name: path} as before."""
+    warnings.warn("write_outputs is deprecated; use analyses.circuits.write", DeprecationWarning, stacklevel=2)
+    return _write_files(result, out_dir)
 
 
 def all_curves(result: CircuitResult) -> pd.DataFrame:

@@ -1,38 +1,37 @@
 """One circuit analysis (``interp circuit``): a task's solved pairs -> node scores (EAP, EAP-IG) and
 edge scores on the discovery pairs -> exact per-head patching on the same pairs (the ground truth,
 with Spearman agreement) -> faithfulness curves on the held-out pairs against random and
-pattern-label circuits -> ``CircuitResult``, which ``analyses.circuits.report`` writes."""
+pattern-label circuits -> ``CircuitResult``, which ``analyses.circuits.report.write`` writes.
+
+``run(model, task, ...)`` is the package's runner (``analyse_circuit`` is its deprecated name); it
+takes a loaded model or a model name (loaded with ``dtype``), and the pattern-label baseline as a
+table or as the command line's choice (``labels="auto"``, ``"patterns"``, ``"none"`` or a heads.csv
+path: ``pick_labels``)."""
 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from analyses.circuits.attribution import METHODS
-from analyses.circuits.faithfulness import (
-    INPUT,
-    MIB_PROPORTIONS,
-    PairBatch,
-    as_batch,
-    edge_faithfulness_curve,
-    exact_head_effects,
-    faithfulness_curve,
-    logit_diff,
-    node_name,
-    rank_agreement,
-    scores_to_series,
-    summarise_curve,
-    to_pairs,
-    top_nodes,
-)
+from analyses.circuits.exact import exact_patching, rank_agreement
+from analyses.circuits.faithfulness import MIB_PROPORTIONS, edge_faithfulness_curve, faithfulness_curve, summarise_curve
+from analyses.circuits.nodes import INPUT, all_nodes, node_name, parse_node, scores_to_series, top_nodes
 from analyses.circuits.tasks import TASK_ROLES, TASKS, CircuitTask, check_task, task_accuracy
+from analyses.contract import head_table, make_info
+from interp.pairs import Pairs, logit_diff
 from interp.view import view
 
-__all__ = ["CircuitResult", "analyse_circuit", "role_labels", "edge_level_ok"]
+__all__ = ["CircuitResult", "run", "analyse_circuit", "role_labels", "edge_level_ok", "pick_labels", "PATTERN_ROLES"]
+
+# what labels="auto" means: the roles pattern_labels reads off attention patterns
+PATTERN_ROLES = ("induction", "previous_token")
 
 
 @dataclass
@@ -42,7 +41,12 @@ class CircuitResult:
     edges per method (method, upstream, downstream, score) or None; curve: ``faithfulness_curve``'s
     rows (node level), edge_curve: ``edge_faithfulness_curve``'s (edge level, where edges were
     scored); summary: CPR / CMD per method and level; agreement: Spearman rho of each method vs exact patching;
-    circuit: the nodes of the circuit drawn in the graph figure."""
+    circuit: the nodes of the circuit drawn in the graph figure; info: ``analyses.contract.make_info``
+    (analysis, model, seed, params) plus the run's record (task, times; circuit.json). Per pair
+    (not written to files): exact_pairs [pair, head] the exact patching effect of each head on each
+    pair (heads in ``nodes``' head order); curve_pairs [curve row, pair] each pair's faithfulness
+    (``faithfulness.pair_faithfulness``: its mean over pairs is the curve's f). heads: the per-head
+    table (model, layer, head, task, a score column per method, exact_effect, exact_normalised)."""
 
     model_name: str
     task: CircuitTask
@@ -56,6 +60,18 @@ class CircuitResult:
     info: dict = field(default_factory=dict)
     edge_curve: pd.DataFrame | None = None
     edge_tables: dict = field(default_factory=dict)
+    exact_pairs: np.ndarray | None = None
+    curve_pairs: np.ndarray | None = None
+
+    @property
+    def heads(self) -> pd.DataFrame | None:
+        """One row per head: model, layer, head, task, then the nodes table's score columns."""
+        if self.nodes is None:
+            return None
+        rows = self.nodes[self.nodes["head"].astype(str) != "mlp"].drop(columns="node")
+        rows = rows.astype({"head": int}).reset_index(drop=True)
+        rows.insert(2, "task", self.task.name)
+        return head_table(rows, self.model_name)
 
 
 def edge_level_ok(model: Any) -> str:
@@ -82,29 +98,21 @@ def role_labels(labels: pd.DataFrame | None, task: str) -> pd.DataFrame | None:
     return rows[["layer", "head", "role", "label", "score"]].astype({"layer": int, "head": int})
 
 
-def _metric(logits: Any, batch: Any) -> Any:
-    return logit_diff(logits, as_batch(batch))
-
-
 def _node_scores(
-    model: Any, pairs: PairBatch, method: str, steps: int, batch_size: int, progress: bool = False
+    model: Any, pairs: Pairs, method: str, steps: int, batch_size: int, progress: bool = False
 ) -> pd.Series:
     from analyses.circuits.attribution import node_scores
 
-    table = node_scores(
-        model, to_pairs(pairs), _metric, method=method, steps=steps, batch_size=batch_size, progress=progress
-    )
+    table = node_scores(model, pairs, logit_diff, method=method, steps=steps, batch_size=batch_size, progress=progress)
     return scores_to_series(table)
 
 
 def _edge_scores(
-    model: Any, pairs: PairBatch, method: str, steps: int, batch_size: int, progress: bool = False
+    model: Any, pairs: Pairs, method: str, steps: int, batch_size: int, progress: bool = False
 ) -> pd.DataFrame:
     from analyses.circuits.edges import edge_scores
 
-    table = edge_scores(
-        model, to_pairs(pairs), _metric, method=method, steps=steps, batch_size=batch_size, progress=progress
-    )
+    table = edge_scores(model, pairs, logit_diff, method=method, steps=steps, batch_size=batch_size, progress=progress)
     return table.assign(method=method)
 
 
@@ -114,8 +122,6 @@ def _top_edges(table: pd.DataFrame, top: int) -> pd.DataFrame:
 
 
 def _nodes_table(model: Any, scores: dict[str, pd.Series], exact: pd.DataFrame | None) -> pd.DataFrame:
-    from analyses.circuits.faithfulness import all_nodes, parse_node
-
     rows = []
     for name in all_nodes(model):
         kind, layer, head = parse_node(name)
@@ -142,30 +148,26 @@ def _top_circuit(curve: pd.DataFrame, scores: dict[str, pd.Series], target: floa
     return [INPUT, *top_nodes(scores[best], min(k, cap))]
 
 
-def analyse_circuit(
-    model: Any,
-    task: str,
-    n: int = 240,
-    seed: int = 0,
-    methods: Sequence[str] = METHODS,
-    steps: int = 5,
-    edges: bool = True,
-    n_top_edges: int = 200,
-    labels: pd.DataFrame | None = None,
-    n_random: int = 10,
-    proportions: Sequence[float] = MIB_PROPORTIONS,
-    batch_size: int = 16,
-    exact: bool = True,
-    exact_pairs: int | None = 32,
-    edge_curve: bool = True,
-    all_tasks: bool = True,
-    progress: bool = False,
-    **task_kw: Any,
-) -> CircuitResult:
-    """The whole analysis of one task on one model (see the module docstring). ``all_tasks``: measure
-    the model's accuracy on every task (the table says which it does not solve); the analysis runs on
-    ``task`` only, and only if the model solves it. ``labels``: a heads table (``interp probe``'s
-    heads.csv, or ``pattern_labels``) for the pattern-label baseline."""
+def pick_labels(model: Any, task: str, choice: Any = "auto", seed: int = 0) -> tuple[pd.DataFrame | None, str]:
+    """The pattern-label baseline's heads table and where it came from: ``choice`` is a table, None,
+    "none", "patterns" (previous-token and induction heads read off attention patterns:
+    ``analyses.validation.pattern_labels``), "auto" (patterns where the task's role is one of
+    ``PATTERN_ROLES``, else none) or the path of ``interp probe``'s heads.csv."""
+    from analyses.validation import pattern_labels, read_labels
+
+    if choice is None or isinstance(choice, pd.DataFrame):
+        return choice, "given" if choice is not None else "none"
+    if choice == "auto":
+        choice = "patterns" if set(TASK_ROLES[task]) & set(PATTERN_ROLES) else "none"
+    if choice == "none":
+        return None, "none (pass --labels heads.csv from `interp probe` for this task's role)"
+    if choice == "patterns":
+        return pattern_labels(model, seed=seed), "previous-token and induction heads from patterns"
+    return read_labels(choice), f"read from `{choice}`"
+
+
+def _check_run(model: Any, task: str, methods: Sequence[str]) -> Any:
+    """The view of ``model``, after checking the task, the methods and the LM head."""
     check_task(task)
     for m in methods:
         if m not in METHODS:
@@ -176,11 +178,35 @@ def analyse_circuit(
             f"{v.name} has no LM head: the circuits' metric is a logit difference of next-token predictions "
             "(all-MiniLM-L6-v2 ships without its masked-LM head)"
         )
-    t0, info = time.perf_counter(), dict(model=v.name, task=task, n=n, seed=seed, steps=steps, methods=list(methods))
+    return v
+
+
+def _exact(model: Any, discovery: Pairs, exact_pairs: int | None, batch_size: int, progress: bool, scores, result):
+    """Exact per-head patching on the first ``exact_pairs`` discovery pairs, and its agreement with
+    each method's scores (into ``result``). Returns the effects table."""
+    t = time.perf_counter()
+    sub = discovery if exact_pairs is None else discovery[slice(0, exact_pairs)]
+    result.info["exact_pairs"] = len(sub)
+    effects = exact_patching(model, sub, batch_size=batch_size, progress=progress)
+    result.info["t_exact"] = time.perf_counter() - t
+    result.exact_pairs = effects.per_pair
+    cols = ("spearman_rho", "p_value", "n_heads")
+    result.agreement = pd.DataFrame(
+        [dict(method=m, **dict(zip(cols, rank_agreement(s, effects.table)))) for m, s in scores.items()]
+    )
+    return effects.table
+
+
+def _analyse(model: Any, task: str, n: int, seed: int, methods: Sequence[str], steps: int, edges: bool,
+             n_top_edges: int, labels: pd.DataFrame | None, n_random: int, proportions: Sequence[float],
+             batch_size: int, exact: bool, exact_pairs: int | None, edge_curve: bool, all_tasks: bool,
+             progress: bool, info: dict, task_kw: dict) -> CircuitResult:  # fmt: skip
+    """The analysis itself (``run``'s steps, on a loaded model, ``info`` started)."""
+    t0 = time.perf_counter()
     tasks, built = task_accuracy(model, TASKS if all_tasks else (task,), n=n, seed=seed, **task_kw)
     info["t_tasks"] = time.perf_counter() - t0
     ct = built[task]
-    result = CircuitResult(v.name, ct, tasks, info=info)
+    result = CircuitResult(view(model).name, ct, tasks, info=info)
     if not ct.solved:
         return result
     discovery, evaluation = ct.discovery, ct.evaluation
@@ -189,19 +215,7 @@ def analyse_circuit(
         t = time.perf_counter()
         scores[m] = _node_scores(model, discovery, m, steps, batch_size, progress)
         info[f"t_nodes_{m}"] = time.perf_counter() - t
-    exact_df = None
-    if exact:
-        t = time.perf_counter()
-        sub = discovery if exact_pairs is None else discovery[slice(0, exact_pairs)]
-        info["exact_pairs"] = len(sub)
-        exact_df = exact_head_effects(model, sub, batch_size=batch_size, progress=progress)
-        info["t_exact"] = time.perf_counter() - t
-        result.agreement = pd.DataFrame(
-            [
-                dict(method=m, **dict(zip(("spearman_rho", "p_value", "n_heads"), rank_agreement(s, exact_df))))
-                for m, s in scores.items()
-            ]
-        )
+    exact_df = _exact(model, discovery, exact_pairs, batch_size, progress, scores, result) if exact else None
     result.nodes = _nodes_table(model, scores, exact_df)
     why = edge_level_ok(model) if edges else "not asked for (node level only)"
     info["edges"] = why or "scored"
@@ -211,9 +225,9 @@ def analyse_circuit(
         result.edges = pd.concat([_top_edges(tab, n_top_edges) for tab in result.edge_tables.values()])
         info["t_edges"] = time.perf_counter() - t
     t = time.perf_counter()
-    result.curve = faithfulness_curve(
+    result.curve, result.curve_pairs = faithfulness_curve(
         model, evaluation, scores, proportions=proportions, n_random=n_random,
-        labels=role_labels(labels, task), seed=seed, batch_size=batch_size, progress=progress,
+        labels=role_labels(labels, task), seed=seed, batch_size=batch_size, progress=progress, per_pair=True,
     )  # fmt: skip
     info["t_curve"] = time.perf_counter() - t
     result.summary = summarise_curve(result.curve).assign(level="node")
@@ -228,3 +242,66 @@ def analyse_circuit(
     result.circuit = _top_circuit(result.curve, scores)
     info["t_total"] = time.perf_counter() - t0
     return result
+
+
+def run(
+    model: Any,
+    task: str,
+    n: int = 240,
+    seed: int = 0,
+    methods: Sequence[str] = METHODS,
+    steps: int = 5,
+    edges: bool = True,
+    n_top_edges: int = 200,
+    labels: Any = None,
+    n_random: int = 10,
+    proportions: Sequence[float] = MIB_PROPORTIONS,
+    batch_size: int = 16,
+    exact: bool = True,
+    exact_pairs: int | None = 32,
+    edge_curve: bool = True,
+    all_tasks: bool = True,
+    progress: bool = False,
+    dtype: Any = None,
+    threads: int | None = None,
+    **task_kw: Any,
+) -> CircuitResult:
+    """The whole analysis of one task on one model (see the module docstring). ``model``: a loaded
+    model, or a name or folder that ``models.load`` loads (with ``dtype``). ``all_tasks``: measure
+    the model's accuracy on every task (the table says which it does not solve); the analysis runs
+    on ``task`` only, and only if the model solves it. ``labels``: the pattern-label baseline
+    (``pick_labels``: a heads table, "auto", "patterns", "none" or a heads.csv path). ``threads``:
+    torch CPU threads for the run (restored afterwards). ``task_kw``: ``min_accuracy``,
+    ``min_pairs``."""
+    import torch
+
+    methods = list(methods)
+    check_task(task)
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:  # restored: the run may sit inside a longer process (a notebook, the tests)
+        if isinstance(model, str):
+            import models
+
+            model = models.load(model, dtype=dtype).eval()
+        v = _check_run(model, task, methods)
+        table, source = pick_labels(model, task, labels, seed=seed)
+        params = dict(task=task, n=n, steps=steps, methods=methods, edges=edges, n_top_edges=n_top_edges,
+                      n_random=n_random, proportions=list(proportions), batch_size=batch_size, exact=exact,
+                      exact_pairs=exact_pairs, edge_curve=edge_curve, all_tasks=all_tasks, labels=source,
+                      **task_kw)  # fmt: skip
+        info = make_info("circuits", v.name, seed, **params)
+        info.update(task=task, n=n, steps=steps, methods=methods)  # circuit.json's record, read by the page
+        result = _analyse(model, task, n, seed, methods, steps, edges, n_top_edges, table, n_random, proportions,
+                          batch_size, exact, exact_pairs, edge_curve, all_tasks, progress, info, task_kw)  # fmt: skip
+        result.info["labels"] = source
+        return result
+    finally:
+        torch.set_num_threads(before)
+
+
+def analyse_circuit(*args: Any, **kw: Any) -> CircuitResult:
+    """Deprecated name of ``run``."""
+    warnings.warn("analyse_circuit is deprecated; use analyses.circuits.run", DeprecationWarning, stacklevel=2)
+    return run(*args, **kw)

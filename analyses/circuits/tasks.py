@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analyses.circuits.faithfulness import PairBatch, as_batch, logit_diff
+from analyses.tasks import TASKS, check_task
+from interp.pairs import Pairs, logit_diff
 
 __all__ = [
     "TASKS",
@@ -37,7 +38,6 @@ __all__ = [
     "clean_logit_diff",
 ]
 
-TASKS = ("subject_verb", "pronoun_gender", "ioi", "induction")
 TASK_ROLES = {
     "subject_verb": ("subject_verb",),
     "pronoun_gender": ("anaphora",),
@@ -48,23 +48,16 @@ MIN_PAIRS = 100
 MIN_ACCURACY = 0.7  # a two-way choice: chance is 0.5; below 0.7 the "behaviour" is mostly noise
 
 
-def check_task(task: str) -> str:
-    """``task`` if it is a known task name, else a ValueError listing the known ones."""
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
-    return task
-
-
 @dataclass
 class CircuitTask:
     """One task's pairs on one model.
 
     pairs: the solved pairs (clean logit difference > 0); held_out: a bool per solved pair, True
-    for the faithfulness evaluation. n_generated / accuracy: every generated pair and the share of
-    them the model solves."""
+    for the faithfulness evaluation (the generator's ``Pairs.held_out``). n_generated / accuracy:
+    every generated pair and the share of them the model solves."""
 
     name: str
-    pairs: PairBatch
+    pairs: Pairs
     held_out: np.ndarray
     n_generated: int
     accuracy: float
@@ -72,12 +65,12 @@ class CircuitTask:
     min_pairs: int = MIN_PAIRS
 
     @property
-    def discovery(self) -> PairBatch:
+    def discovery(self) -> Pairs:
         """The pairs that scores (attribution, exact patching) are computed on."""
         return self.pairs[torch.as_tensor(np.flatnonzero(~self.held_out))]
 
     @property
-    def evaluation(self) -> PairBatch:
+    def evaluation(self) -> Pairs:
         """The held-out pairs that faithfulness is measured on."""
         return self.pairs[torch.as_tensor(np.flatnonzero(self.held_out))]
 
@@ -109,17 +102,11 @@ class CircuitTask:
         )
 
 
-_HELD_OUT = ("held_out", "heldout", "is_held_out", "test")
-
-
-def _held_out(pairs: Any, n: int, seed: int) -> np.ndarray:
-    """The generator's held-out flag, or (a pair set without one) a seeded half."""
-    for name in _HELD_OUT:
-        value = getattr(pairs, name, None)
-        if value is not None:
-            flag = np.asarray(value, dtype=bool)
-            if flag.shape == (n,):
-                return flag
+def _held_out(pairs: Pairs, seed: int) -> np.ndarray:
+    """The generator's held-out flag (``Pairs.held_out``), or (pairs without one) a seeded half."""
+    n = len(pairs)
+    if pairs.held_out is not None:
+        return pairs.held_out.numpy().astype(bool)
     rng = np.random.default_rng(seed)
     flag = np.zeros(n, dtype=bool)
     flag[rng.permutation(n)[: n // 2]] = True
@@ -127,18 +114,18 @@ def _held_out(pairs: Any, n: int, seed: int) -> np.ndarray:
 
 
 @torch.no_grad()
-def clean_logit_diff(model: Any, pairs: PairBatch, batch_size: int = 64) -> np.ndarray:
+def clean_logit_diff(model: Any, pairs: Pairs, batch_size: int = 64) -> np.ndarray:
     """[n] logit(right) - logit(wrong) on each clean prompt (the answer position alone unembedded
-    on the toolkit's model: ``faithfulness._run_metric``)."""
-    from analyses.circuits.faithfulness import _run_metric
+    on the toolkit's model: ``runner.pairs_metric``)."""
+    from analyses.circuits.runner import pairs_metric
 
     out = []
     for batch in pairs.batches(batch_size):
-        out.append(_run_metric(model, batch.clean, batch, logit_diff, batch.attention_mask).cpu().numpy())
+        out.append(pairs_metric(model, batch.clean, batch, logit_diff, batch.attention_mask).cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def _generate(task: str, tokenizer: Any, n: int, seed: int) -> Any:
+def _generate(task: str, tokenizer: Any, n: int, seed: int) -> Pairs:
     from analyses.validation.prompts import contrastive_pairs
 
     return contrastive_pairs(task, tokenizer, n=n, seed=seed)
@@ -162,9 +149,12 @@ def circuit_task(
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None:
         raise ValueError("circuit tasks need a model with a tokenizer attached (the pairs are text)")
-    raw = (generator or _generate)(task, tokenizer, n, seed)
-    batch = as_batch(raw)
-    held = _held_out(raw, len(batch), seed)
+    batch = (generator or _generate)(task, tokenizer, n, seed)
+    if not isinstance(batch, Pairs):
+        raise TypeError(
+            f"the pair generator must return interp.pairs.Pairs (a PairSet is one), got {type(batch).__name__}"
+        )
+    held = _held_out(batch, seed)
     diff = clean_logit_diff(model, batch)
     ok = diff > 0
     keep = torch.as_tensor(np.flatnonzero(ok))

@@ -2,7 +2,7 @@
 a behaviour (attribution patching, EAP and EAP-IG, at node and edge level), and how faithful the
 circuits they select are, against random and pattern-label circuits and exact patching.
 
-Writes the files in ``OWNS`` (``analyses.circuits.report``), committed as a set when the run ends:
+Writes the files in ``analyses.circuits.OUTPUTS``, committed as a set when the run ends:
 tasks.csv (the model's accuracy on every task; a task it does not solve is reported and not
 analysed, exit status 1), nodes.csv, edges.csv, faithfulness.csv, summary.csv, faithfulness.png,
 circuit.png, report.md and circuit.json. ``--task`` is checked before the model is loaded.
@@ -17,26 +17,16 @@ from pathlib import Path
 
 from analyses.cli.common import add_dtype_argument, add_force_argument
 
-OWNS = (
-    "tasks.csv",
-    "nodes.csv",
-    "edges.csv",
-    "faithfulness.csv",
-    "summary.csv",
-    "faithfulness.png",
-    "circuit.png",
-    "report.md",
-    "circuit.json",
-)
-# what --labels auto means: the roles pattern_labels reads off attention patterns
-_PATTERN_ROLES = ("induction", "previous_token")
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from analyses.tasks import TASKS  # light: no torch
+
     parser.add_argument("--model", default="smollm2", help="smollm2, or a model folder with an LM head")
-    parser.add_argument("--task", required=True, help="subject_verb, pronoun_gender, ioi or induction")
+    parser.add_argument("--task", required=True, help=f"{', '.join(TASKS[:-1])} or {TASKS[-1]}")
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--n", type=int, default=240, help="pairs generated per task (default 240; half held out)")
+    parser.add_argument(
+        "--n", type=int, default=240, help="pairs generated per task (default 240; a quarter held out for faithfulness)"
+    )
     parser.add_argument("--methods", default="eap,eap-ig", help="attribution methods, comma-separated (eap, eap-ig)")
     parser.add_argument("--steps", type=int, default=5, help="EAP-IG interpolation steps (default 5)")
     parser.add_argument("--no-edges", action="store_true", help="node level only (skip edge attribution)")
@@ -65,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check(args: argparse.Namespace) -> list[str]:
     from analyses.circuits.attribution import METHODS
-    from analyses.circuits.tasks import check_task
+    from analyses.tasks import check_task
 
     check_task(args.task)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -82,20 +72,6 @@ def _check(args: argparse.Namespace) -> list[str]:
     return methods
 
 
-def _labels(args: argparse.Namespace, model):
-    from analyses.circuits.tasks import TASK_ROLES
-    from analyses.validation import pattern_labels, read_labels
-
-    choice = args.labels
-    if choice == "auto":
-        choice = "patterns" if set(TASK_ROLES[args.task]) & set(_PATTERN_ROLES) else "none"
-    if choice == "none":
-        return None, "none (pass --labels heads.csv from `interp probe` for this task's role)"
-    if choice == "patterns":
-        return pattern_labels(model, seed=args.seed), "previous-token and induction heads from patterns"
-    return read_labels(choice), f"read from `{choice}`"
-
-
 def run(args: argparse.Namespace) -> int:
     # OpenMP threads that spin while they wait for work (GNU OpenMP's default) collapse on a machine
     # with more runnable processes than cores: a SmolLM2 forward of 16 short prompts took 12-25 s on
@@ -110,8 +86,17 @@ def run(args: argparse.Namespace) -> int:
         from analyses.validation import read_labels
 
         read_labels(args.labels)  # a bad table fails now, not after the attribution
-    with output_dir(args.out, OWNS, command="interp circuit", what="--out", force=args.force) as tmp:
-        result = _circuit(args, methods, tmp)
+    import analyses.circuits as circuits
+
+    kw = {k: v for k, v in (("min_accuracy", args.min_accuracy), ("min_pairs", args.min_pairs)) if v is not None}
+    with output_dir(args.out, circuits.OUTPUTS, command="interp circuit", what="--out", force=args.force) as tmp:
+        result = circuits.run(
+            args.model, args.task, n=args.n, seed=args.seed, methods=methods, steps=args.steps,
+            edges=not args.no_edges, n_top_edges=args.top_edges, labels=args.labels, n_random=args.n_random,
+            batch_size=args.batch_size, exact=not args.no_exact, exact_pairs=args.exact_pairs or None,
+            edge_curve=not args.no_edge_curve, progress=True, dtype=args.dtype, threads=args.threads, **kw,
+        )  # fmt: skip
+        circuits.write(result, tmp)
     out = Path(args.out) / "report.md"
     if not result.task.solved:
         sys.stdout.write(f"interp circuit: {args.task} not analysed: {result.task.why_not()}; report: {out}\n")
@@ -119,42 +104,3 @@ def run(args: argparse.Namespace) -> int:
     best = ", ".join(f"{r.method} ({r.level}) CPR {r.cpr:.3f} CMD {r.cmd:.3f}" for r in result.summary.itertuples())
     sys.stdout.write(f"interp circuit: {args.task} on {result.model_name}: {best}; report: {out}\n")
     return 0
-
-
-def _circuit(args: argparse.Namespace, methods: list[str], tmp: Path):
-    import torch
-
-    import models
-    from analyses.circuits.report import write_outputs
-    from analyses.circuits.run import analyse_circuit
-
-    before = torch.get_num_threads()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    try:  # restored: main() may run inside a longer process (a notebook, the tests)
-        model = models.load(args.model, dtype=args.dtype).eval()
-        labels, source = _labels(args, model)
-        kw = {k: v for k, v in (("min_accuracy", args.min_accuracy), ("min_pairs", args.min_pairs)) if v is not None}
-        result = analyse_circuit(
-            model,
-            args.task,
-            n=args.n,
-            seed=args.seed,
-            methods=methods,
-            steps=args.steps,
-            edges=not args.no_edges,
-            n_top_edges=args.top_edges,
-            labels=labels,
-            n_random=args.n_random,
-            batch_size=args.batch_size,
-            exact=not args.no_exact,
-            exact_pairs=args.exact_pairs or None,
-            edge_curve=not args.no_edge_curve,
-            progress=True,
-            **kw,
-        )
-        result.info["labels"] = source
-        write_outputs(result, tmp)
-    finally:
-        torch.set_num_threads(before)
-    return result

@@ -147,7 +147,7 @@ def _pair_prompts(model, metric: str, n: int, seed: int) -> tuple[PromptSet, dic
     width = int(kept.attention_mask.sum(1).max()) if len(kept) else 1
     rows = np.arange(len(kept))
     what = f"logit(right) - logit(wrong) on solved {task} pairs (clean prompts)"
-    t = Task(metric, "logit_diff", what, rows, pos=kept.answer_pos.numpy(), right=kept.right.numpy())
+    t = Task(metric, "logit_diff", what, rows, pos=kept.position.numpy(), right=kept.right.numpy())
     t.wrong = kept.wrong.numpy()
     fam = [task] * len(kept)  # one resampling group (a form can have a single prompt)
     ps = PromptSet(kept.clean[:, :width], kept.attention_mask[:, :width], kept.clean_texts, fam, {metric: t})

@@ -17,6 +17,8 @@ from torch import Tensor
 
 from analyses.data.generated import random_repeated_tokens
 from analyses.data.items import is_punctuation
+from analyses.tasks import TASKS, check_task
+from interp.pairs import Pairs, logit_diff
 from interp.view import view
 
 __all__ = [
@@ -372,73 +374,31 @@ def planted_prompts(n: int = 16, length: int = 12, vocab: int = 12, seed: int = 
 # Contrastive pairs (clean / corrupted prompts of the same length), shared with analyses.circuits
 # --------------------------------------------------------------------------------------------------
 
-PAIR_TASKS = ("subject_verb", "pronoun_gender", "ioi", "induction")
+PAIR_TASKS = TASKS  # the one task list (analyses.tasks)
 
 
-@dataclass
-class PairSet:
-    """Contrastive prompt pairs of one task: ``clean[i]`` and ``corrupted[i]`` have the same length
-    in tokens (one ``attention_mask``, right padding); at ``answer_pos[i]`` (the last real token) the
-    metric is ``logit(right[i]) - logit(wrong[i])``, positive on clean when the model does the task.
-    The corruption moves the cue (see ``contrastive_pairs``), so on ``corrupted`` the same
-    difference is negative (``subject_verb``, ``pronoun_gender``, ``induction``) or near zero
-    (``ioi``'s ABC corruption, as in Wang et al. 2022). ``held_out``: pairs kept out of circuit
-    selection (faithfulness is measured on them). ``attractor``: subject-verb pairs with a noun of the
-    other number between subject and verb (False for the other tasks). ``template``: which form
-    each pair comes from."""
+@dataclass(frozen=True, eq=False, kw_only=True)
+class PairSet(Pairs):
+    """Contrastive prompt pairs of one task: a ``Pairs`` (clean and corrupted ids of the same length,
+    one ``attention_mask`` with right padding, ``position`` the answer's position (the last real
+    token), ``right`` and ``wrong``, ``held_out``: pairs kept out of circuit selection) plus its
+    text. ``logit(right) - logit(wrong)`` at ``position`` is positive on clean when the model does
+    the task; the corruption moves the cue (see ``contrastive_pairs``), so on ``corrupted`` it is
+    negative (``subject_verb``, ``pronoun_gender``, ``induction``) or near zero (``ioi``'s ABC
+    corruption, as in Wang et al. 2022). ``attractor``: subject-verb pairs with a noun of the other
+    number between subject and verb (False for the other tasks). ``template``: which form each pair
+    comes from. Indexing (``pairs[mask]``, ``subset``) keeps the text with the ids."""
 
     task: str
-    clean: Tensor  # [n, pos] long
-    corrupted: Tensor  # [n, pos] long
-    attention_mask: Tensor  # [n, pos] long, 1 real, 0 padding (the same for both)
-    answer_pos: Tensor  # [n] long
-    right: Tensor  # [n] long: the answer token on clean
-    wrong: Tensor  # [n] long: the contrasting token
-    held_out: Tensor  # [n] bool
     attractor: Tensor  # [n] bool
     template: list
     clean_texts: list
     corrupted_texts: list
 
-    def __len__(self) -> int:
-        return int(self.clean.shape[0])
-
-    def subset(self, keep) -> PairSet:
-        """The pairs selected by a bool mask or an index array, in that order."""
-        idx = torch.as_tensor(np.asarray(keep))
-        if idx.dtype == torch.bool:
-            if idx.shape != (len(self),):
-                raise ValueError(
-                    f"a mask over {len(self)} pairs must have shape ({len(self)},), got {tuple(idx.shape)}"
-                )
-            idx = idx.nonzero()[:, 0]
-        idx = idx.long()
-        pick = idx.tolist()
-        return PairSet(
-            self.task,
-            self.clean[idx],
-            self.corrupted[idx],
-            self.attention_mask[idx],
-            self.answer_pos[idx],
-            self.right[idx],
-            self.wrong[idx],
-            self.held_out[idx],
-            self.attractor[idx],
-            [self.template[i] for i in pick],
-            [self.clean_texts[i] for i in pick],
-            [self.corrupted_texts[i] for i in pick],
-        )
-
     def logit_diff(self, logits: Tensor, rows: Tensor | None = None) -> Tensor:
-        """[n] logit(right) - logit(wrong) at the answer position, in fp32, from logits [n, pos,
-        vocab] of these pairs (``rows``: the pairs a batch of logits holds; default all)."""
-        rows = torch.arange(len(self)) if rows is None else torch.as_tensor(rows).long()
-        if logits.ndim != 3 or logits.shape[0] != rows.numel():
-            raise ValueError(f"logits must be [{rows.numel()}, pos, vocab] for these pairs, got {tuple(logits.shape)}")
-        b = torch.arange(rows.numel())
-        pos = self.answer_pos[rows].to(logits.device)
-        right, wrong = self.right[rows].to(logits.device), self.wrong[rows].to(logits.device)
-        return (logits[b, pos, right].float() - logits[b, pos, wrong].float()).cpu()
+        """[n] ``interp.pairs.logit_diff`` (fp32, on the CPU) from logits [n, pos, vocab] of these
+        pairs (``rows``: the pairs a batch of logits holds; default all)."""
+        return logit_diff(logits, self if rows is None else self[torch.as_tensor(rows).long()]).cpu()
 
 
 _PAIR_SV_SUBJ = _SV_SUBJ + [
@@ -697,8 +657,7 @@ def contrastive_pairs(task: str, tokenizer, n: int, seed: int = 0, held_out: flo
     Every word that is swapped is a single token (words that are not are skipped, with an error if
     too few are left), so clean and corrupted have the same length; the answers are single tokens.
     Pairs are distinct. Use ``solved`` to keep the pairs a model gets right."""
-    if task not in PAIR_TASKS:
-        raise ValueError(f"unknown task {task!r}; use one of {PAIR_TASKS}")
+    check_task(task)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer (the number of pairs), got {n!r}")
     if not 0 <= held_out < 1:
@@ -712,7 +671,10 @@ def contrastive_pairs(task: str, tokenizer, n: int, seed: int = 0, held_out: flo
     flag = torch.zeros(int(n), dtype=torch.bool)
     flag[torch.as_tensor(rng.permutation(int(n))[: int(round(held_out * n))], dtype=torch.long)] = True
     clean, corrupted, mask, pos, right, wrong, attractor, template, texts_c, texts_k = parts
-    return PairSet(task, clean, corrupted, mask, pos, right, wrong, flag, attractor, template, texts_c, texts_k)
+    return PairSet(
+        clean, corrupted, right, wrong, pos, mask, held_out=flag, task=task, attractor=attractor, template=template,
+        clean_texts=texts_c, corrupted_texts=texts_k,
+    )  # fmt: skip
 
 
 @torch.no_grad()
@@ -723,13 +685,11 @@ def pair_logit_diff(model, pairs: PairSet, which: str = "clean", batch_size: int
         raise ValueError(f"which must be 'clean' or 'corrupted', got {which!r}")
     if not is_lm(model):
         raise ValueError("the logit-difference metric needs a causal model with an LM head (e.g. smollm2)")
-    tokens = pairs.clean if which == "clean" else pairs.corrupted
     out = []
-    for s in range(0, len(pairs), batch_size):
-        rows = torch.arange(s, min(s + batch_size, len(pairs)))
-        width = int(pairs.attention_mask[rows].sum(1).max())
-        logits = model(tokens[rows, :width], attention_mask=pairs.attention_mask[rows, :width])
-        out.append(pairs.logit_diff(logits, rows))
+    for batch in pairs.batches(batch_size):
+        width = int(batch.attention_mask.sum(1).max())
+        tokens = (batch.clean if which == "clean" else batch.corrupted)[:, :width]
+        out.append(logit_diff(model(tokens, attention_mask=batch.attention_mask[:, :width]), batch).cpu())
     return torch.cat(out) if out else torch.zeros(0)
 
 

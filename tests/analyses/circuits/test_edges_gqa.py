@@ -118,5 +118,5 @@ def test_bad_circuits_are_refused(gqa):
         patch_edges(model, pairs, keep=[("a0.h0", "a1.h0<k>")])  # k inputs are per kv head: a1.kv0<k>
     with pytest.raises(ValueError, match="exactly one"):
         patch_edges(model, pairs, keep=[], patch=[])
-    with pytest.raises(ValueError, match="unknown nodes"):
+    with pytest.raises(ValueError, match="not a node name"):
         patch_nodes(model, pairs, keep=["L0H1"])

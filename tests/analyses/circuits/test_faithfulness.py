@@ -8,23 +8,11 @@ import pandas as pd
 import pytest
 import torch
 
-from analyses.circuits.faithfulness import (
-    INPUT,
-    MIB_PROPORTIONS,
-    PairBatch,
-    all_nodes,
-    as_batch,
-    circuit_metrics,
-    cmd,
-    cpr,
-    exact_head_effects,
-    faithfulness_curve,
-    parse_node,
-    rank_agreement,
-    scores_to_series,
-    summarise_curve,
-    top_nodes,
-)
+from analyses.circuits import Pairs
+from analyses.circuits.exact import exact_head_effects, exact_patching, rank_agreement
+from analyses.circuits.faithfulness import MIB_PROPORTIONS, cmd, cpr, faithfulness_curve, summarise_curve
+from analyses.circuits.nodes import INPUT, all_nodes, parse_node, scores_to_series, top_nodes
+from analyses.circuits.runner import circuit_metrics, run_circuits
 from analyses.validation.planted import planted_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -54,7 +42,7 @@ def test_bad_curves_are_refused(x, f):
         cpr(x, f)
 
 
-def _planted_pairs(n: int = 24, length: int = 8, vocab: int = 12, seed: int = 0) -> PairBatch:
+def _planted_pairs(n: int = 24, length: int = 8, vocab: int = 12, seed: int = 0) -> Pairs:
     """Period-2 sequences whose last token is predicted from the token before it (head A copies it);
     the corrupted prompt changes that token, so its answer is the clean prompt's wrong one."""
     rng = np.random.default_rng(seed)
@@ -67,7 +55,7 @@ def _planted_pairs(n: int = 24, length: int = 8, vocab: int = 12, seed: int = 0)
         clean.append(row), corrupted.append(bad), right.append(row[-2]), wrong.append(c)
     t = torch.as_tensor
     pos = torch.full((n,), length - 1)
-    return PairBatch(t(clean), t(corrupted), None, pos, t(right), t(wrong))
+    return Pairs(t(clean), t(corrupted), t(right), t(wrong), pos)
 
 
 @pytest.fixture(scope="module")
@@ -140,4 +128,23 @@ def test_nodes_and_pairs_are_checked(planted):
     with pytest.raises(ValueError, match="does not exist"):
         circuit_metrics(model, pairs, {"x": ["a9.h0"]})
     with pytest.raises(ValueError, match="same shape"):
-        as_batch(dict(clean=pairs.clean, corrupted=pairs.corrupted[:, :-1], right=pairs.right, wrong=pairs.wrong))
+        Pairs(pairs.clean, pairs.corrupted[:, :-1], pairs.right, pairs.wrong, pairs.position)
+
+
+def test_per_pair_values_average_to_the_means(planted):
+    model, heads, pairs = planted
+    runs = run_circuits(model, pairs, {"a": [INPUT, "a0.h0"], "b": ["a0.h1", "m0"]}, batch_size=7)
+    for key in ("clean", "corrupted", "a", "b"):
+        assert runs.per_pair[key].shape == (len(pairs),)
+        assert runs.per_pair[key].mean() == pytest.approx(runs.mean[key], abs=1e-5)
+    assert circuit_metrics(model, pairs, {"a": [INPUT, "a0.h0"]}, batch_size=7)["a"] == runs.mean["a"]
+    effects = exact_patching(model, pairs, batch_size=10)
+    assert effects.per_pair.shape == (len(pairs), len(effects.table))
+    assert np.allclose(effects.per_pair.mean(0), effects.table["effect"], atol=1e-5)
+    assert np.allclose(effects.clean.mean(), effects.table.attrs["clean"], atol=1e-5)
+    a = list(zip(effects.table["layer"], effects.table["head"])).index(heads["A"])
+    assert (effects.per_pair[:, a] < 0).all()  # head A carries the behaviour on every pair
+    scores = effects.table.assign(score=effects.table["effect"])[["layer", "head", "score"]]
+    curve, per = faithfulness_curve(model, pairs, scores, proportions=(0.05, 0.5, 1.0), n_random=3, per_pair=True)
+    assert per.shape == (len(curve), len(pairs))
+    assert np.allclose(per.mean(1), curve.faithfulness, atol=1e-5)

@@ -14,15 +14,9 @@ import pytest
 import torch
 
 from analyses.circuits import Pairs
-from analyses.circuits.faithfulness import (
-    INPUT,
-    STACK_ROWS,
-    all_nodes,
-    as_batch,
-    circuit_metrics,
-    exact_head_effects,
-    random_circuits,
-)
+from analyses.circuits.exact import exact_head_effects
+from analyses.circuits.nodes import INPUT, all_nodes, random_circuits
+from analyses.circuits.runner import STACK_ROWS, circuit_metrics
 from analyses.validation.planted import planted_model
 from tests.factories import randomized, tiny_config
 
@@ -48,7 +42,7 @@ def gqa():
     cfg = tiny_config(name="gqa_fast", positional="rope", mlp="gated", act="silu", n_kv_heads=2)
     model = randomized(cfg, seed=11).eval()
     assert model.cfg.n_heads > model.cfg.kv_heads
-    return model, as_batch(_padded_pairs())
+    return model, _padded_pairs()
 
 
 def _close(a: dict, b: dict) -> None:
@@ -92,7 +86,7 @@ def test_stacked_exact_patching_equals_head_by_head(gqa, which):
         clean = torch.randint(0, 12, (6, 8), generator=gen)
         corrupted = clean.clone()
         corrupted[:, -2] = (clean[:, -2] + 1) % 12
-        pairs = as_batch(Pairs(clean, corrupted, right=clean[:, -2], wrong=corrupted[:, -2], position=[7] * 6))
+        pairs = Pairs(clean, corrupted, right=clean[:, -2], wrong=corrupted[:, -2], position=[7] * 6)
     fast = exact_head_effects(model, pairs, batch_size=4, fast=True)
     slow = exact_head_effects(model, pairs, batch_size=4, fast=False)
     assert fast[["layer", "head"]].equals(slow[["layer", "head"]])

@@ -7,17 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from analyses.circuits.faithfulness import PairBatch
+from analyses.circuits import Pairs
 from analyses.circuits.tasks import TASKS, check_task, circuit_task, task_accuracy
 from analyses.validation.planted import planted_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-class _Pairs(PairBatch):
-    """A pair set with the generator's held-out flag (what contrastive_pairs returns has one)."""
-
-    held_out: torch.Tensor
 
 
 def _generator(flip_every: int):
@@ -36,9 +30,8 @@ def _generator(flip_every: int):
             r, w = (row[-2], c) if i % flip_every else (c, row[-2])
             right.append(r), wrong.append(w)
         t = torch.as_tensor
-        pairs = _Pairs(t(rows), t(bad), None, torch.full((n,), 7), t(right), t(wrong))
-        pairs.held_out = t(np.arange(n) % 3 == 0)
-        return pairs
+        # the generator's held-out flag (what contrastive_pairs returns has one)
+        return Pairs(t(rows), t(bad), t(right), t(wrong), torch.full((n,), 7), held_out=t(np.arange(n) % 3 == 0))
 
     return make
 

@@ -26,7 +26,7 @@ def test_pairs_same_length_single_token_answers(smol_tok, task):
     for i in range(len(p)):
         n = int(lengths[i])
         assert p.attention_mask[i, :n].all() and not p.attention_mask[i, n:].any()  # right padding
-        assert int(p.answer_pos[i]) == n - 1  # SmolLM2 adds no [SEP]: the answer is read at the last token
+        assert int(p.position[i]) == n - 1  # SmolLM2 adds no [SEP]: the answer is read at the last token
         if task != "induction":  # the rows are what the tokenizer makes of the texts, each alone
             assert hf.encode(p.clean_texts[i], add_special_tokens=False) == p.clean[i, :n].tolist()
             assert hf.encode(p.corrupted_texts[i], add_special_tokens=False) == p.corrupted[i, :n].tolist()
@@ -56,7 +56,7 @@ def test_pair_contents_follow_the_cue(smol_tok):
         k = int(ind.template[i].split("=")[1])
         assert int(ind.clean[i, k]) == int(ind.right[i]) and int(ind.corrupted[i, k]) == int(ind.wrong[i])
         assert (ind.clean[i] != ind.corrupted[i]).nonzero()[:, 0].tolist() == [k]
-        assert int(ind.clean[i, ind.answer_pos[i]]) == int(ind.clean[i, k - 1])  # the token before the answer
+        assert int(ind.clean[i, ind.position[i]]) == int(ind.clean[i, k - 1])  # the token before the answer
     ioi = contrastive_pairs("ioi", smol_tok, 40, seed=0)
     for i in range(len(ioi)):
         io, s = hf.decode([int(ioi.right[i])]).strip(), hf.decode([int(ioi.wrong[i])]).strip()
