@@ -1,5 +1,6 @@
 """Contrastive pairs (``contrastive_pairs``, ``solved``): the API the circuits work builds on."""
 
+import dataclasses
 import re
 
 import numpy as np
@@ -79,8 +80,8 @@ def test_solved_is_the_clean_logit_difference(smollm2, one_thread):
     assert 0 < int(mask.sum()) < len(p)  # this task has prompts the model gets wrong: the filter bites
     kept = p.subset(mask)
     assert (pair_logit_diff(smollm2, kept) > 0).all() and len(kept) == int(mask.sum())
-    swapped = p.subset(np.arange(len(p)))
-    swapped.right, swapped.wrong = p.wrong.clone(), p.right.clone()
+    swapped = dataclasses.replace(p.subset(np.arange(len(p))), right=p.wrong.clone(), wrong=p.right.clone())
+    assert swapped.clean_texts == p.clean_texts  # a PairSet (read-only, checked): a changed copy keeps its text
     assert solved(smollm2, swapped).tolist() == (alone < 0).tolist()
 
 

@@ -1,0 +1,64 @@
+"""The circuits package's face (``analyses.contract``): ``run`` -> ``CircuitResult`` with ``info``
+and the per-head table ``heads``, ``write`` through one output set of exactly ``OUTPUTS``' files,
+and ``interp circuit`` owning the library's ``OUTPUTS`` (no copy)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import analyses.circuits as circuits
+import analyses.cli.circuit as cli_circuit
+import models
+from analyses.contract import HEAD_KEYS, check_result
+from tests.factories import tiny_config
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def tiny_lm():
+    from transformers import AutoTokenizer
+
+    from models.loading import smollm2_hf_dir
+
+    tok = models.Tokenizer(AutoTokenizer.from_pretrained(str(smollm2_hf_dir())))
+    cfg = tiny_config(d_vocab=len(tok.hf), n_ctx=64, positional="rope", norm="rmsnorm", act="silu", mlp="gated")
+    return models.Transformer(cfg, tokenizer=tok, seed=0).eval()
+
+
+@pytest.mark.slow
+def test_run_write_and_the_contract(tiny_lm, tmp_path):
+    res = circuits.run(
+        tiny_lm, "subject_verb", n=24, seed=3, steps=2, n_random=2, batch_size=8, edges=False, exact_pairs=4,
+        all_tasks=False, min_accuracy=0, min_pairs=4,
+    )  # fmt: skip
+    assert check_result(res, scores_heads=True) == []
+    assert res.info["analysis"] == "circuits" and res.info["seed"] == 3 and res.info["model"] == res.model_name
+    assert res.info["params"]["task"] == "subject_verb" and res.info["params"]["exact_pairs"] == 4
+    heads = res.heads
+    assert tuple(heads.columns[:3]) == HEAD_KEYS and len(heads) == 2 * 4
+    assert {"task", "eap", "eap-ig", "exact_effect"} <= set(heads.columns) and (heads.task == "subject_verb").all()
+    assert res.exact_pairs.shape == (4, 2 * 4)  # [pair, head]
+    assert res.curve_pairs.shape == (len(res.curve), len(res.task.evaluation))
+    folder = circuits.write(res, tmp_path / "out")
+    written = {p.name for p in folder.iterdir() if not p.name.startswith(".")}
+    assert written == set(circuits.OUTPUTS) - {"edges.csv"}  # no edges asked for
+    assert json.loads((folder / "circuit.json").read_text())["task"] == "subject_verb"
+
+
+def test_the_command_owns_the_librarys_outputs(tmp_path, monkeypatch):
+    import interp.io
+    from analyses.cli import main
+
+    seen = []
+
+    def opened(folder, owned, **kw):
+        seen.append(owned)
+        raise ValueError("stop before the model is loaded")
+
+    monkeypatch.setattr(interp.io, "output_dir", opened)
+    assert main(["circuit", "--task", "ioi", "--out", str(tmp_path / "o")]) == 2
+    assert seen == [circuits.OUTPUTS] and seen[0] is circuits.OUTPUTS
+    assert not hasattr(cli_circuit, "OWNS")
