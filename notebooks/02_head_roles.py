@@ -106,8 +106,10 @@ display(Image(report.pattern_figure(ex)))
 import pathlib
 import tempfile
 
+from analyses.report import compose
+
 out = pathlib.Path(tempfile.mkdtemp())
-print(report.write_comparison({"minilm": df_enc, "smollm2": df_lm}, out).read_text())
+print(compose.write_comparison({"minilm": df_enc, "smollm2": df_lm}, out).read_text())
 
 # %% [markdown]
 # ## Adding a role of your own

@@ -92,18 +92,18 @@ def run(args) -> int:
 
     ranking = None
     if args.ranking:  # read and checked before the model is loaded
-        from analyses.heads.report import read_retrieval
+        from analyses.longctx.retrieval import read_retrieval
 
         ranking = read_retrieval(args.ranking)
-    from analyses.longctx.retrieval import OUTPUTS, run_study, write_outputs
+    from analyses.longctx import retrieval
 
-    with output_dir(args.out, OUTPUTS, command="interp retrieval", what="--out", force=args.force) as tmp:
+    with output_dir(args.out, retrieval.OUTPUTS, command="interp retrieval", what="--out", force=args.force) as tmp:
         import models
 
         model = models.load(args.model, dtype=args.dtype).eval()
         if not (model.cfg.is_causal and model.cfg.lm_head):
             raise ValueError(f"--model {args.model}: retrieval needs a causal LM with an LM head (e.g. smollm2)")
-        study = run_study(
+        result = retrieval.run(
             model,
             lengths=args.lengths,
             n=None if args.n is None else args.n[0] if len(args.n) == 1 else args.n,
@@ -115,5 +115,5 @@ def run(args) -> int:
             seed=args.seed,
             ranking=ranking,
         )
-        write_outputs(study, tmp)
+        retrieval.write(result, tmp)
     return 0

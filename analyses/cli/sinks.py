@@ -62,10 +62,9 @@ def run(args) -> int:
         if args.threads:
             torch.set_num_threads(args.threads)
         model = models.load(args.model, dtype=args.dtype).eval()
-        run_ = S.measure(model, lengths, windows, seed=args.seed, query_block=args.query_block)
-        tables = S.write(run_, tmp)
-    s = tables["summary"]
-    for r in s.itertuples():
+        result = S.run(model, lengths, windows, seed=args.seed, query_block=args.query_block)
+        S.write(result, tmp)
+    for r in S.length_summary(result).itertuples():
         sys.stdout.write(
             f"{r.role:15s} {r.length:5d} tokens: mean {r.mean_score:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}], "
             f"{r.n_label} heads [{r.n_label_low:g}, {r.n_label_high:g}]\n"

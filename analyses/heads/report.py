@@ -1,4 +1,5 @@
-"""Head-probing reports: ``heads.csv``, ``report.md``, seaborn figures, and a cross-model comparison.
+"""Head-probing reports: ``heads.csv``, ``report.md`` and seaborn figures (``analyses.report.compose``
+adds other analyses to them, e.g. retrieval heads, and writes the cross-model comparison).
 Every file is written through ``interp.io.atomic_write``, so a reader never sees half a report. The
 HTML page a person opens (``report.html``: the head explorer, the labelled heads, invariances and
 validation) is rendered from these files by ``analyses.report.page``."""
@@ -6,7 +7,7 @@ validation) is rendered from these files by ``analyses.report.page``."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,12 +27,9 @@ __all__ = [
     "sections_markdown",
     "write_csv",
     "write_report",
-    "write_comparison",
     "heatmap_figure",
     "pattern_figure",
     "role_layers",
-    "read_retrieval",
-    "with_retrieval",
 ]
 
 STATS_TEXT = (
@@ -141,66 +139,6 @@ def write_csv(df: pd.DataFrame, path: str | Path) -> Path:
         raise ValueError(f"heads table lacks columns {missing}; it must have {COLUMNS}")
     cols = COLUMNS + [c for c in df.columns if c not in COLUMNS]
     return atomic_write(path, df[cols].to_csv(index=False, float_format="%.6g"))
-
-
-# --------------------------------------------------------------------------------------------------
-# Retrieval heads (a long-context score from ``interp retrieval``, beside the probe's roles)
-
-
-def read_retrieval(path: str | Path) -> pd.DataFrame:
-    """The per-head scores ``interp retrieval`` writes (``retrieval.csv``): columns layer, head,
-    retrieval (a share in [0, 1], empty where no decode step copied), read strictly."""
-    from interp.io import read_csv_rows
-
-    header, rows = read_csv_rows(path)
-    missing = [c for c in ("layer", "head", "retrieval") if c not in header]
-    if missing:
-        raise ValueError(f"{path} lacks the columns {missing}; give the retrieval.csv that `interp retrieval` writes")
-    col = {c: header.index(c) for c in ("layer", "head", "retrieval")}
-    out = []
-    for line, cells in rows:
-        try:
-            layer, head = int(cells[col["layer"]]), int(cells[col["head"]])
-            score = float(cells[col["retrieval"]]) if cells[col["retrieval"]].strip() else float("nan")
-        except ValueError:
-            raise ValueError(
-                f"{path}, line {line}: layer and head must be whole numbers and retrieval a number"
-            ) from None
-        if not (np.isnan(score) or 0.0 <= score <= 1.0):
-            raise ValueError(f"{path}, line {line}: retrieval={score} is not a share in [0, 1]")
-        out.append({"layer": layer, "head": head, "retrieval": score})
-    return pd.DataFrame(out, columns=["layer", "head", "retrieval"])
-
-
-def with_retrieval(heads_map: pd.DataFrame, retrieval: pd.DataFrame | None) -> pd.DataFrame:
-    """The role map (``probe.role_map``) with each head's ``retrieval`` score (NaN where the table
-    has none) and ``retrieval_head`` (score > ``RETRIEVAL_THRESHOLD``); unchanged without a table."""
-    if retrieval is None:
-        return heads_map
-    scores = retrieval.set_index(["layer", "head"])["retrieval"]
-    out = heads_map.copy()
-    out["retrieval"] = [float(scores.get((int(r.layer), int(r.head)), np.nan)) for r in out.itertuples()]
-    out["retrieval_head"] = out["retrieval"] > RETRIEVAL_THRESHOLD
-    return out
-
-
-def retrieval_markdown(heads_map: pd.DataFrame) -> str:
-    """The report's retrieval section: the retrieval heads with their primary role."""
-    rh = heads_map[heads_map["retrieval_head"]].sort_values("retrieval", ascending=False)
-    table = pd.DataFrame(
-        {
-            "layer": rh["layer"],
-            "head": rh["head"],
-            "retrieval": rh["retrieval"].map(fmt3),
-            "primary": rh["primary"].astype(str),
-        }
-    )
-    return (
-        f"Heads whose retrieval score (Wu et al. 2024: the share of needle tokens copied during "
-        f"needle-in-a-haystack decoding on which the head's largest attention lands on that token; "
-        f"`interp retrieval`, docs/long_context.md) exceeds {RETRIEVAL_THRESHOLD:g}: {len(rh)} of "
-        f"{len(heads_map)}. The map marks them with a corner triangle.\n\n" + md_table(table)
-    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -763,14 +701,16 @@ def report_sections(
     examples: Sequence[dict] = (),
     title: str | None = None,
     command: str | None = None,
-    retrieval: pd.DataFrame | None = None,
+    heads_map: pd.DataFrame | None = None,
+    extra: Sequence[Section] = (),
 ) -> list[Section]:
     """report.md as data: the sections ``write_report`` writes and the report page places by id
-    (``intro``, ``map``, ``map-detail``, ``labelled``; the rest are data and method). ``retrieval``:
-    ``read_retrieval``'s table, which adds a map column and a ``retrieval`` section."""
+    (``intro``, ``map``, ``map-detail``, ``labelled``; the rest are data and method). ``heads_map``:
+    the role map to show (default ``role_map(df)``; with another analysis' columns, e.g. retrieval);
+    ``extra``: sections placed after the map (``analyses.report.compose`` composes both)."""
     attrs = dict(df.attrs)
     model = attrs.get("model", str(df["model"].iloc[0]) if len(df) else "model")
-    heads_map = with_retrieval(role_map(df), retrieval)
+    heads_map = role_map(df) if heads_map is None else heads_map
     the_map = map_table(heads_map)
     L, H = attrs.get("n_layers", df["layer"].max() + 1), attrs.get("n_heads", df["head"].max() + 1)
     kind = "causal (a token sees only earlier tokens)" if attrs.get("causal") else "bidirectional"
@@ -795,8 +735,7 @@ def report_sections(
             + f"\n{n_unclassified} of {len(the_map)} heads earned no label.",
         ),
     ]
-    if retrieval is not None:
-        out.append(Section("retrieval", "Retrieval heads (long context)", retrieval_markdown(heads_map)))
+    out += extra
     if attrs.get("layer_types"):
         text = _layer_type_text(role_map(df), attrs["layer_types"])
         out.append(Section("layer-types", "Sliding-window and full layers", text))
@@ -841,55 +780,19 @@ def write_report(
     examples: Sequence[dict] = (),
     title: str | None = None,
     command: str | None = None,
-    retrieval: pd.DataFrame | None = None,
+    heads_map: pd.DataFrame | None = None,
+    extra: Sequence[Section] = (),
 ) -> dict:
     """Write ``heads.csv``, ``report.md`` (``report_sections``) and PNG figures into ``out_dir``
     (``analyses.report.page`` renders ``report.html`` from them). ``examples``: the figure examples
-    of ``analyses.heads.example_patterns``; ``retrieval``: per-head retrieval scores
-    (``read_retrieval``), marked on the map. Returns {name: path}."""
+    of ``analyses.heads.example_patterns``; ``heads_map``, ``extra``: as ``report_sections`` takes them
+    (the map figure draws the given map). Returns {name: path}."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = df.attrs.get("model", str(df["model"].iloc[0]) if len(df) else "model")
     paths = {"csv": write_csv(df, out / "heads.csv")}
-    paths.update(_write_figures(df, with_retrieval(role_map(df), retrieval), out, model, examples))
-    text = sections_markdown(report_sections(df, examples, title=title, command=command, retrieval=retrieval))
+    heads_map = role_map(df) if heads_map is None else heads_map
+    paths.update(_write_figures(df, heads_map, out, model, examples))
+    text = sections_markdown(report_sections(df, examples, title, command, heads_map, extra))
     paths["report.md"] = atomic_write(out / "report.md", text)
     return paths
-
-
-def write_comparison(dfs: Mapping[str, pd.DataFrame] | Sequence[pd.DataFrame], out_dir: str | Path) -> Path:
-    """``comparison.md``: which roles live in which layers of each model (counts of labelled heads,
-    their layers and mean relative depth), e.g. the encoder (minilm) beside the causal LM (smollm2)."""
-    if not isinstance(dfs, Mapping):
-        dfs = {str(d.attrs.get("model", d["model"].iloc[0])): d for d in dfs}
-    if not dfs:
-        raise ValueError("write_comparison needs at least one heads table")
-    per = {name: role_layers(df).set_index("role") for name, df in dfs.items()}
-    names = list(per)
-    rows = []
-    roles = [r for r in MAP_ROLES if all(r in t.index for t in per.values())]
-    for role in roles:
-        row = {"role": role}
-        for name in names:
-            r = per[name].loc[role]
-            row[f"{name} heads"] = int(r["heads"])
-            row[f"{name} depth"] = fmt(r["mean_depth"], 2, fixed=True)
-            row[f"{name} layers"] = r["layers"] or "-"
-        rows.append(row)
-    table = pd.DataFrame(rows)
-    lines = [
-        "# Where head roles live: " + " vs ".join(names) + "\n",
-        "Labelled heads per role (Holm-controlled labels, see each model's report), the layers they sit "
-        "in (`3x2`: two heads in layer 3) and their mean relative depth (0 = first layer, 1 = last).\n",
-        md_table(table),
-    ]
-    for name, df in dfs.items():
-        kind = "causal" if df.attrs.get("causal") else ("bidirectional" if "causal" in df.attrs else "")
-        t = per[name]
-        present = t[t["heads"] > 0].sort_values("mean_depth")
-        if present.empty:
-            lines.append(f"- **{name}** ({kind}): no labelled heads.")
-            continue
-        shallow = ", ".join(f"{r} ({d:.2f})" for r, d in present["mean_depth"].items())
-        lines.append(f"- **{name}** ({kind}), roles from shallow to deep: {shallow}.")
-    return atomic_write(Path(out_dir) / "comparison.md", "\n".join(lines) + "\n")

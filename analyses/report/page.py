@@ -38,9 +38,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses.heads.report import ROLE_TEXT, Section, read_retrieval, read_sections
+from analyses.heads.report import ROLE_TEXT, Section, read_sections
 from analyses.heads.roles import COLUMNS
 from analyses.html import inline_images, render, render_markdown
+from analyses.longctx.retrieval import read_retrieval
 
 __all__ = [
     "SIZE_BUDGET",
@@ -188,7 +189,7 @@ def page_data(
     means, one record per head (primary role, standardised effect, secondary roles, its scores:
     ``_score_rows``), the per-role score grids, the validation verdicts per head, and the example
     patterns (``ExamplePatterns.page()``, or the ``examples.json`` the probe wrote). ``retrieval``
-    (``analyses.heads.report.read_retrieval``): each head's retrieval score in its record and a
+    (``analyses.longctx.retrieval.read_retrieval``): each head's retrieval score in its record and a
     ``retrieval`` grid among the score grids (the explorer's colour choice offers it)."""
     from analyses.heads.probe import role_map
     from analyses.heads.roles import MAP_PRIMARY
@@ -223,7 +224,7 @@ def page_data(
     roles = [r for r in MAP_PRIMARY if r in set(rmap["primary"].astype(str)) and r != "unclassified"]
     grids = _role_grids(df, L, H)
     if retrieval is not None:  # a long-context score beside the probe's (interp retrieval)
-        from analyses.heads.report import with_retrieval
+        from analyses.report.compose import with_retrieval
 
         rmap = with_retrieval(rmap, retrieval)
         grid = [[None] * H for _ in range(L)]
@@ -461,7 +462,8 @@ def render_page(
     retrieval_html = []
     if retrieval is not None:
         from analyses.heads.probe import role_map
-        from analyses.heads.report import retrieval_markdown, role_map_figure, with_retrieval
+        from analyses.heads.report import role_map_figure
+        from analyses.report.compose import retrieval_markdown, with_retrieval
 
         heads_map = with_retrieval(role_map(df), retrieval)
         figures["role_map.png"] = role_map_figure(heads_map)

@@ -87,8 +87,10 @@ def test_comparison_counts_the_planted_heads(probed, tmp_path):
     delimiter head; in the causal one '.' ends the sentence, so no query before it can see it and
     no head is a delimiter. The comparison table must say so, read from the rendered text, not
     recomputed with the function's own arithmetic."""
+    from analyses.report import compose
+
     dfs = {name: df for name, (_, df) in probed.items()}
-    text = report.write_comparison(dfs, tmp_path).read_text()
+    text = compose.write_comparison(dfs, tmp_path).read_text()
     header = next(line for line in text.splitlines() if line.startswith("| role |"))
     cols = [c.strip() for c in header.strip("|").split("|")]
     assert cols == ["role"] + [f"{m} {k}" for m in ("bidirectional", "causal") for k in ("heads", "depth", "layers")]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -285,22 +286,36 @@ def probed_planted(tmp_path_factory):
     return df, out
 
 
-def test_report_and_map_show_the_retrieval_heads(probed_planted):
+def test_report_and_map_show_the_retrieval_heads(probed_planted, tmp_path):
     from analyses.heads import report
     from analyses.heads.probe import role_map
+    from analyses.report import compose
 
     df, out = probed_planted
-    table = report.read_retrieval(out / "retrieval" / "retrieval.csv")
+    table = R.read_retrieval(out / "retrieval" / "retrieval.csv")
     assert np.isnan(table.loc[3, "retrieval"])
-    hm = report.with_retrieval(role_map(df), table)
+    hm = compose.with_retrieval(role_map(df), table)
     assert hm.loc[hm["retrieval_head"], ["layer", "head"]].values.tolist() == [[0, 1]]
     assert report.map_table(hm)["retrieval"].tolist() == ["0.000", "0.800", "0.050", ""]
-    sections = {s.id: s for s in report.report_sections(df, retrieval=table)}
-    assert "retrieval" in sections and "| 0 | 1 | 0.800 |" in sections["retrieval"].markdown
-    header = next(line for line in sections["map-detail"].markdown.splitlines() if line.startswith("| layer"))
+    sections = compose.report_sections(df, retrieval=table)
+    ids = [s.id for s in sections]
+    assert ids[ids.index("map-detail") + 1] == "retrieval"  # right after the map, as the report had it
+    by_id = {s.id: s for s in sections}
+    assert "| 0 | 1 | 0.800 |" in by_id["retrieval"].markdown
+    header = next(line for line in by_id["map-detail"].markdown.splitlines() if line.startswith("| layer"))
     assert header.endswith("| retrieval |")
-    assert "retrieval" not in {s.id for s in report.report_sections(df)}  # nothing without a table
+    plain = report.report_sections(df)
+    assert "retrieval" not in {s.id for s in plain}  # nothing without a table
+    assert compose.report_sections(df) == plain
     assert "retrieval" not in report.map_table(role_map(df))
+    # write_report with the retrieval heads: the section in report.md, the marks on the map figure
+    marked, bare = tmp_path / "marked", tmp_path / "bare"
+    compose.write_report(df, marked, retrieval=table)
+    report.write_report(df, bare)
+    assert "Retrieval heads (long context)" in (marked / "report.md").read_text()
+    assert "Retrieval heads" not in (bare / "report.md").read_text()
+    assert (marked / "role_map.png").read_bytes() != (bare / "role_map.png").read_bytes()
+    assert (marked / "heads.csv").read_bytes() == (bare / "heads.csv").read_bytes()
 
 
 def test_page_embeds_the_retrieval_scores_and_report(probed_planted):
@@ -330,12 +345,10 @@ def test_page_embeds_the_retrieval_scores_and_report(probed_planted):
     ],
 )
 def test_read_retrieval_refuses_bad_tables_in_one_line(tmp_path, text, message):
-    from analyses.heads import report
-
     path = tmp_path / "retrieval.csv"
     path.write_text(text)
     with pytest.raises(ValueError, match=message):
-        report.read_retrieval(path)
+        R.read_retrieval(path)
 
 
 def test_cli_refuses_bad_arguments_before_loading_a_model(tmp_path, capsys):
@@ -351,3 +364,71 @@ def test_cli_refuses_bad_arguments_before_loading_a_model(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["retrieval", "--out", str(out), "--lengths", "512,x"])
     assert e.value.code == 2 and "comma-separated list of lengths" in capsys.readouterr().err
+
+
+# -- the contract face: run, write, heads, info (the whole study on the planted model) ---------------
+
+
+@pytest.fixture(scope="module")
+def planted_study():
+    """``R.run`` end to end on the planted model: niah's trials replaced by planted haystacks (one
+    needle token: the code), the model given a stand-in tokenizer (the rows decode ids) and room for
+    the chat prompt the length check counts."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    def planted_trials(tokenizer, length, n, depths=niah.DEPTHS, seed=0, skip=0, per_depth=True):
+        out = []
+        for i in range(skip, skip + n):
+            for d in depths if per_depth else (depths[i % len(depths)],):
+                t = planted_trial(100 * i + int(10 * d), length)
+                out.append(dataclasses.replace(t, depth=d, window=i))
+        return out
+
+    m = planted_retrieval_model()
+    object.__setattr__(m.cfg, "n_ctx", 256)  # the check adds 200 tokens of chat prompt; planted trials have none
+    m.tokenizer = SimpleNamespace(decode=lambda ids: " ".join(map(str, ids)))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(niah, "trials", planted_trials)
+        return R.run(m, lengths=(16,), n=1, mask_lengths=(16,), mask_n=4, k=1, draws=1, seed=2, progress=False)
+
+
+def test_run_gives_the_contract_result(planted_study):
+    from analyses.contract import check_result
+
+    res = planted_study
+    assert isinstance(res, R.RetrievalResult) and check_result(res, scores_heads=True) == []
+    info = res.info
+    assert (info["analysis"], info["model"], info["seed"]) == ("longctx.retrieval", "planted-retrieval", 2)
+    assert info["params"]["lengths"] == [16] and info["params"]["k"] == 1 and info["params"]["ranking"] == "this run"
+    assert list(res.heads.columns[:3]) == ["model", "layer", "head"]
+    assert res.heads.set_index(["layer", "head"])["retrieval"].to_dict() == {(0, 0): 1.0, (0, 1): 0.0}
+    assert info["solved_lengths"] == [16] and info["top_heads"] == [[0, 0]] and info["random_heads"] == [[[0, 1]]]
+    drops = res.masking.set_index("condition")["exact_drop"]
+    assert drops["top"] == 1.0 and drops["random"] == 0.0  # the planted head carries the copy
+
+
+def test_write_is_the_output_set_and_read_retrieval_reads_it_back(planted_study, tmp_path):
+    import json
+
+    res = planted_study
+    out = tmp_path / "retrieval"
+    assert R.write(res, out) == out
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted(R.OUTPUTS)
+    back = R.read_retrieval(out / "retrieval.csv")
+    pd.testing.assert_frame_equal(back, res.heads[["layer", "head", "retrieval"]].astype({"layer": int, "head": int}))
+    record = json.loads((out / "retrieval.json").read_text())
+    assert "analysis" not in record and "params" not in record  # the run's record as it was
+    assert list(record) == [k for k in res.info if k not in ("analysis", "params")]
+    assert (out / "retrieval.png").read_bytes()[:4] == b"\x89PNG"
+    R.write(res, out)  # a set the toolkit wrote is replaced without --force
+
+
+def test_old_names_warn_and_still_work(planted_study, tmp_path):
+    with pytest.warns(DeprecationWarning, match=r"retrieval\.run_study is deprecated; use .*retrieval\.run"):
+        assert R.run_study is R.run
+    with pytest.warns(DeprecationWarning, match="Study"):
+        assert R.Study is R.RetrievalResult
+    with pytest.warns(DeprecationWarning, match="write_outputs"):
+        paths = R.write_outputs(planted_study, tmp_path / "old")
+    assert sorted(paths) == sorted(R.OUTPUTS) and all(p.is_file() for p in paths.values())

@@ -150,9 +150,9 @@ def _sink_model():
     return m, tok
 
 
-def test_measure_on_a_planted_model(tmp_path):
+def test_run_on_a_planted_model(tmp_path):
     m, tok = _sink_model()
-    run = S.measure(m, lengths=(8, 16), n_windows=(2, 3), progress=False, tokenizer=tok)
+    run = S.run(m, lengths=(8, 16), n_windows=(2, 3), progress=False, tokenizer=tok)
     w = run.windows
     assert len(w) == 2 * (2 + 3) * len(S.ROLES) * m.cfg.n_heads  # inputs x windows x roles x heads
     assert set(w.groupby("length")["window"].nunique().items()) == {(8, 2), (16, 3)}
@@ -171,20 +171,21 @@ def test_measure_on_a_planted_model(tmp_path):
     pos = S.position_table(run)
     p16 = pos[pos.length == 16]
     assert list(p16["pos_lo"]) == [1, 2, 4, 8] and list(p16["pos_hi"]) == [2, 4, 8, 16]
-    tables = S.write(run, tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(S.OUTPUTS)
+    assert S.write(run, tmp_path) == tmp_path
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == sorted(S.OUTPUTS)
+    tables = S.tables(run)
     back = pd.read_csv(tmp_path / "sinks_summary.csv")
     np.testing.assert_allclose(back["mean_score"], tables["summary"]["mean_score"], rtol=1e-12)
     assert (tmp_path / "sinks.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("rows", [1, 3, 5])
-def test_measure_in_query_blocks_equals_the_whole_pattern_run(rows):
+def test_run_in_query_blocks_equals_the_whole_pattern_run(rows):
     """With the eager attention in query blocks (models.blockwise.pattern_blocks) the hook gets
     rows q0..q1 (hook.query_rows) and the reducer's block sums give the whole-pattern scores."""
     m, tok = _sink_model()
-    whole = S.measure(m, (8, 16), (2, 3), progress=False, tokenizer=tok)
-    blocked = S.measure(m, (8, 16), (2, 3), progress=False, tokenizer=tok, query_block=rows)
+    whole = S.run(m, (8, 16), (2, 3), progress=False, tokenizer=tok)
+    blocked = S.run(m, (8, 16), (2, 3), progress=False, tokenizer=tok, query_block=rows)
     assert all(a.attn.query_block is None for a in (b for b in m.blocks))  # restored
     a, b = whole.windows, blocked.windows
     assert a[["input", "length", "window", "role", "layer", "head"]].equals(
@@ -196,34 +197,36 @@ def test_measure_in_query_blocks_equals_the_whole_pattern_run(rows):
 
 def test_runs_split_over_inputs_and_lengths_combine_to_the_whole_run():
     m, tok = _sink_model()
-    whole = S.measure(m, (8, 16), (2, 3), progress=False, tokenizer=tok)
+    whole = S.run(m, (8, 16), (2, 3), progress=False, tokenizer=tok)
     saved = []
     parts = [
-        S.measure(m, (8,), (2,), progress=False, tokenizer=tok),
-        S.measure(m, (16,), (3,), progress=False, tokenizer=tok, inputs=("text",), checkpoint=saved.append),
-        S.measure(m, (16,), (3,), progress=False, tokenizer=tok, inputs=("repeated",)),
+        S.run(m, (8,), (2,), progress=False, tokenizer=tok),
+        S.run(m, (16,), (3,), progress=False, tokenizer=tok, inputs=("text",), checkpoint=saved.append),
+        S.run(m, (16,), (3,), progress=False, tokenizer=tok, inputs=("repeated",)),
     ]
     assert len(saved) == 1 and saved[0].windows.equals(parts[1].windows)  # 3 windows of 16: one forward
     both = S.combine(parts)
+    assert both.info["params"]["combined"] == [p.info["params"] for p in parts]
+    assert [p["lengths"] for p in both.info["params"]["combined"]] == [[8], [16], [16]]
     key = ["input", "length", "window", "role", "layer", "head"]
     a, b = whole.windows.sort_values(key, ignore_index=True), both.windows.sort_values(key, ignore_index=True)
     pd.testing.assert_frame_equal(a, b)
     with pytest.raises(ValueError, match="measured twice"):
         S.combine([parts[0], parts[0]])
     with pytest.raises(ValueError, match="subset of"):
-        S.measure(m, (8,), (2,), progress=False, tokenizer=tok, inputs=("noise",))
+        S.run(m, (8,), (2,), progress=False, tokenizer=tok, inputs=("noise",))
 
 
-def test_measure_refuses_bad_arguments():
+def test_run_refuses_bad_arguments():
     m, tok = _sink_model()
     with pytest.raises(ValueError, match="one window count per length"):
-        S.measure(m, (8, 16), (2,), progress=False, tokenizer=tok)
+        S.run(m, (8, 16), (2,), progress=False, tokenizer=tok)
     with pytest.raises(ValueError, match="context of 16"):
-        S.measure(m, (8, 32), (2, 2), progress=False, tokenizer=tok)
+        S.run(m, (8, 32), (2, 2), progress=False, tokenizer=tok)
     with pytest.raises(ValueError, match="at least 2 windows"):
-        S.measure(m, (8,), (1,), progress=False, tokenizer=tok)
+        S.run(m, (8,), (1,), progress=False, tokenizer=tok)
     with pytest.raises(ValueError, match="no sink token"):
-        S.measure(planted_model(attention="causal"), (8,), (2,), progress=False)
+        S.run(planted_model(attention="causal"), (8,), (2,), progress=False)
 
 
 def test_repeated_window():
@@ -235,7 +238,7 @@ def test_repeated_window():
         S.repeated_window([1, 2, 3])
 
 
-def _run(scores: dict, baseline: float = 0.05) -> S.SinkRun:
+def _run(scores: dict, baseline: float = 0.05) -> S.SinksResult:
     """A run from hand-set scores: {(role, length): [window, head] array} on one layer."""
     rows = []
     for (role, n), a in scores.items():
@@ -249,7 +252,7 @@ def _run(scores: dict, baseline: float = 0.05) -> S.SinkRun:
     cost = pd.DataFrame(
         [dict(input=i, length=n, n_windows=2, batch=2, cpu_s=4.0, wall_s=2.0) for i in S.INPUTS for n in (64, 512)]
     )
-    return S.SinkRun(model="m", windows=w, positions=pd.DataFrame(), cost=cost)
+    return S.SinksResult(model="m", windows=w, positions=pd.DataFrame(), cost=cost)
 
 
 def test_length_tables_bookkeeping():
@@ -306,7 +309,7 @@ def test_position_table_uniform_share():
         for h, s in ((0, 1.0), (1, 0.0))
         for lo, hi in ((1, 2), (2, 4), (4, 8))
     ]
-    run = S.SinkRun(model="m", windows=pd.DataFrame(), positions=pd.DataFrame(rows), cost=pd.DataFrame())
+    run = S.SinksResult(model="m", windows=pd.DataFrame(), positions=pd.DataFrame(rows), cost=pd.DataFrame())
     t = S.position_table(run)
     assert t["uniform"].tolist() == pytest.approx([1 / 2, (1 / 3 + 1 / 4) / 2, (1 / 5 + 1 / 6 + 1 / 7 + 1 / 8) / 4])
     assert t["sink"].tolist() == pytest.approx([0.5, 0.5, 0.5])
@@ -318,3 +321,33 @@ def test_cli_refuses_mismatched_windows(tmp_path, capsys):
     assert rc == 2 and "one per length" in capsys.readouterr().err
     rc = main(["sinks", "--out", str(tmp_path / "o"), "--lengths", "64"])
     assert rc == 2 and "--windows" in capsys.readouterr().err
+
+
+def test_the_contract_face_run_write_heads_info(tmp_path):
+    """analyses.contract on the sink analysis: run -> SinksResult with info and a per-head table
+    keyed model, layer, head; write through an output set, exactly OUTPUTS, also inside a set open in
+    the folder (the command's way); the old names warn and give the new objects."""
+    from analyses.contract import check_result
+    from interp.io import output_dir
+
+    m, tok = _sink_model()
+    res = S.run(m, (8, 16), (2, 2), seed=3, progress=False, tokenizer=tok)
+    assert check_result(res, scores_heads=True) == []
+    assert res.info["analysis"] == "longctx.sinks" and res.info["seed"] == 3 and res.info["model"] == res.model
+    assert res.info["params"] == dict(lengths=[8, 16], n_windows=[2, 2], inputs=["text", "repeated"], query_block=None)
+    heads = res.heads
+    assert list(heads.columns[:3]) == ["model", "layer", "head"]
+    assert len(heads) == len(S.ROLES) * 2 * m.cfg.n_heads  # one row per role, length and head
+    pd.testing.assert_frame_equal(heads[S.head_table(res).columns], S.head_table(res))  # the same table, rekeyed
+    with output_dir(tmp_path / "set", S.OUTPUTS, command="interp sinks") as staging:
+        assert S.write(res, staging) == staging  # the command's way: into the open set's staging folder
+        assert sorted(p.name for p in staging.iterdir()) == sorted(S.OUTPUTS)
+    written = sorted(p.name for p in (tmp_path / "set").iterdir() if not p.name.startswith("."))
+    assert written == sorted(S.OUTPUTS)
+    assert (tmp_path / "set" / "sinks_heads.csv").read_text() == S.head_table(res).to_csv(index=False)
+    with pytest.warns(DeprecationWarning, match=r"sinks\.measure is deprecated; use .*sinks\.run"):
+        assert S.measure is S.run
+    with pytest.warns(DeprecationWarning, match="SinkRun"):
+        assert S.SinkRun is S.SinksResult
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        S.nothing  # noqa: B018
