@@ -11,11 +11,10 @@ circuit.png, report.md and circuit.json. ``--task`` is checked before the model 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from analyses.cli.common import add_dtype_argument, add_force_argument
+from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument
 
 OWNS = (
     "tasks.csv",
@@ -33,10 +32,10 @@ _PATTERN_ROLES = ("induction", "previous_token")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="smollm2", help="smollm2, or a model folder with an LM head")
+    add_model_arguments(parser, causal=True)
     parser.add_argument("--task", required=True, help="subject_verb, pronoun_gender, ioi or induction")
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--n", type=int, default=240, help="pairs generated per task (default 240; half held out)")
+    parser.add_argument("--n", type=int, default=240, help="pairs generated per task (default 240; a quarter held out)")
     parser.add_argument("--methods", default="eap,eap-ig", help="attribution methods, comma-separated (eap, eap-ig)")
     parser.add_argument("--steps", type=int, default=5, help="EAP-IG interpolation steps (default 5)")
     parser.add_argument("--no-edges", action="store_true", help="node level only (skip edge attribution)")
@@ -57,9 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--min-accuracy", type=float, default=None, help="accuracy a task needs (default 0.7)")
     parser.add_argument("--min-pairs", type=int, default=None, help="solved pairs a task needs (default 100)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    add_dtype_argument(parser)
+    add_seed_argument(parser)
     add_force_argument(parser)
 
 
@@ -97,12 +94,6 @@ def _labels(args: argparse.Namespace, model):
 
 
 def run(args: argparse.Namespace) -> int:
-    # OpenMP threads that spin while they wait for work (GNU OpenMP's default) collapse on a machine
-    # with more runnable processes than cores: a SmolLM2 forward of 16 short prompts took 12-25 s on
-    # 2 threads under a load of 12, 0.5-0.8 s with passive waiting (docs/circuits.md). Read once, when
-    # torch loads its OpenMP runtime: so here, before the first torch import; a user's setting wins.
-    if "torch" not in sys.modules:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from interp.io import output_dir
 
     methods = _check(args)  # before the model is loaded

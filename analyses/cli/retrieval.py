@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from analyses.cli.common import add_dtype_argument, add_force_argument
+from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument
 
 
 def _mask_lengths(text: str) -> list[int]:
@@ -47,7 +47,7 @@ def _counts(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="smollm2", help="a causal LM with a chat template (default: smollm2)")
+    add_model_arguments(parser, causal=True)  # a causal LM with a chat template
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument(
         "--lengths",
@@ -82,8 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="mask the top-k heads of this retrieval.csv (an earlier run's) instead of this run's scores",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    add_dtype_argument(parser)
+    add_seed_argument(parser)
     add_force_argument(parser)
 
 
