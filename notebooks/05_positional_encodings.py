@@ -3,7 +3,7 @@
 #
 # The seeds say: attention alone is order-blind (shuffle the words, same answer); learned absolute
 # positions do not extrapolate past the trained length; RoPE and ALiBi depend on distance only. The
-# second-round study (`python -m analyses.positional --budget full --jobs 2`, see
+# second-round study (`interp positional --budget full --jobs 2`, see
 # `docs/positional.md`) tests each claim on a task that isolates it, over every scheme and three
 # seeds, and trains one model per scheme on natural text. This notebook shows the study's tables
 # (if the full run is in `docs/positional_study/`), then re-runs small versions of each experiment

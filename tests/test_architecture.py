@@ -34,6 +34,7 @@ LAYERS = {
     "analyses.report": 6,
     "analyses.explore": 7,  # the live app reads heads.csv and the examples through report/heads
     "analyses.cli": 8,
+    "analyses.positional.__main__": 9,  # an entry point above the command line: it runs `interp positional`
 }
 
 

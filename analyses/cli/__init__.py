@@ -1,9 +1,13 @@
-"""The ``interp`` command line: one subcommand per analysis (tour, probe, invariance, validate,
-circuit, train, summary), each parsing its arguments and calling the library.
+"""The ``interp`` command line: one subcommand per analysis, each parsing its arguments and calling
+the library. ``SUBCOMMANDS`` lists them (``interp --help`` shows the list, made from it).
 
 Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and ``run(args)
--> int``; modules are imported only when used. The work itself lives outside ``cli/``: the worker
-launcher in ``analyses.workers``, the training config reader in ``models.training``.
+-> int``; modules are imported only when used. The flags they share, with one help text and one
+default rule each, come from ``analyses.cli.common``. Every command runs with
+``OMP_WAIT_POLICY=PASSIVE`` unless the user set it (``common.passive_openmp``, before torch is
+imported) and, given ``--threads``, with that many torch threads, the previous count put back when it
+ends (``common.threads``). The work itself lives outside ``cli/``: the worker launcher in
+``analyses.workers``, the training config reader in ``models.training``.
 
 Errors a user can fix (a bad argument, a missing or malformed file, a model that does not exist, an
 unusable ``--out``: ``ValueError``, ``OSError`` and ``interp.io.OutputError``, which the library
@@ -23,8 +27,10 @@ import sys
 import threading
 
 from analyses.cli.common import Terminated
+from analyses.cli.common import passive_openmp as _passive_openmp
+from analyses.cli.common import threads as _threads
 
-__all__ = ["Terminated", "main"]
+__all__ = ["Terminated", "build_parser", "main"]
 
 SUBCOMMANDS = {
     "tour": ("analyses.cli.tour", "the model, its hooks and shapes, one attention pattern as a PNG"),
@@ -37,7 +43,13 @@ SUBCOMMANDS = {
     "sinks": ("analyses.cli.sinks", "the attention sink and previous-token / induction heads at 64 to 4,096 tokens"),
     "explore": ("analyses.cli.explore", "a local web page that runs the model on the text you type"),
     "retrieval": ("analyses.cli.retrieval", "retrieval heads at long context: needle-in-a-haystack, scores, masking"),
+    "positional": ("analyses.cli.positional", "the positional-encoding study: synthetic tasks and natural text"),
 }
+DESCRIPTION = (
+    "The interp command line: one subcommand per analysis ("
+    + ", ".join(SUBCOMMANDS)
+    + "), each parsing its arguments and calling the library."
+)
 
 
 def _on_sigterm(signum, frame):
@@ -65,10 +77,10 @@ def _one_line(e: BaseException) -> str:
     return " ".join((str(e) or type(e).__name__).split())
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="interp", description=" ".join(__doc__.split("\n\n")[0].replace("``", "").split())
-    )
+def build_parser() -> argparse.ArgumentParser:
+    """``interp``'s parser: one subparser per entry of ``SUBCOMMANDS`` (a module that is missing from
+    this build gives a subcommand that says so)."""
+    parser = argparse.ArgumentParser(prog="interp", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module, help_) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
@@ -81,6 +93,12 @@ def main(argv=None) -> int:
             continue
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv=None) -> int:
+    _passive_openmp()  # first: OpenMP reads it once, when torch loads
+    parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "_missing", None):
         parser.error(f"'{args.command}' is not available in this build ({args._missing} is missing)")
@@ -90,7 +108,8 @@ def main(argv=None) -> int:
 
     before = len(committed_sets())
     try:
-        return int(args._run(args) or 0)
+        with _threads(getattr(args, "threads", None)):
+            return int(args._run(args) or 0)
     except KeyboardInterrupt:
         sys.stderr.write(f"interp {args.command}: interrupted; {_what_was_written(before)}\n")
         return 130

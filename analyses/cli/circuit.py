@@ -11,17 +11,16 @@ circuit.png, report.md and circuit.json. ``--task`` is checked before the model 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from analyses.cli.common import add_dtype_argument, add_force_argument
+from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, load_model
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from analyses.tasks import TASKS  # light: no torch
 
-    parser.add_argument("--model", default="smollm2", help="smollm2, or a model folder with an LM head")
+    add_model_arguments(parser, causal=True)
     parser.add_argument("--task", required=True, help=f"{', '.join(TASKS[:-1])} or {TASKS[-1]}")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument(
@@ -47,9 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--min-accuracy", type=float, default=None, help="accuracy a task needs (default 0.7)")
     parser.add_argument("--min-pairs", type=int, default=None, help="solved pairs a task needs (default 100)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    add_dtype_argument(parser)
+    add_seed_argument(parser)
     add_force_argument(parser)
 
 
@@ -67,18 +64,10 @@ def _check(args: argparse.Namespace) -> list[str]:
     for name in ("n", "steps", "n_random", "batch_size", "top_edges"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be a positive number of torch CPU threads, got {args.threads}")
     return methods
 
 
 def run(args: argparse.Namespace) -> int:
-    # OpenMP threads that spin while they wait for work (GNU OpenMP's default) collapse on a machine
-    # with more runnable processes than cores: a SmolLM2 forward of 16 short prompts took 12-25 s on
-    # 2 threads under a load of 12, 0.5-0.8 s with passive waiting (docs/circuits.md). Read once, when
-    # torch loads its OpenMP runtime: so here, before the first torch import; a user's setting wins.
-    if "torch" not in sys.modules:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from interp.io import output_dir
 
     methods = _check(args)  # before the model is loaded
@@ -91,10 +80,10 @@ def run(args: argparse.Namespace) -> int:
     kw = {k: v for k, v in (("min_accuracy", args.min_accuracy), ("min_pairs", args.min_pairs)) if v is not None}
     with output_dir(args.out, circuits.OUTPUTS, command="interp circuit", what="--out", force=args.force) as tmp:
         result = circuits.run(
-            args.model, args.task, n=args.n, seed=args.seed, methods=methods, steps=args.steps,
+            load_model(args, causal=True), args.task, n=args.n, seed=args.seed, methods=methods, steps=args.steps,
             edges=not args.no_edges, n_top_edges=args.top_edges, labels=args.labels, n_random=args.n_random,
             batch_size=args.batch_size, exact=not args.no_exact, exact_pairs=args.exact_pairs or None,
-            edge_curve=not args.no_edge_curve, progress=True, dtype=args.dtype, threads=args.threads, **kw,
+            edge_curve=not args.no_edge_curve, progress=True, **kw,
         )  # fmt: skip
         circuits.write(result, tmp)
     out = Path(args.out) / "report.md"

@@ -16,12 +16,12 @@ import ipaddress
 import socket
 import sys
 
-from analyses.cli.common import Terminated, add_dtype_argument
+from analyses.cli.common import Terminated, add_model_arguments, load_model
 from analyses.explore.limits import DEFAULT_MAX_TOKENS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="minilm", help="minilm (default), smollm2, or a model/checkpoint folder")
+    add_model_arguments(parser)
     parser.add_argument("--heads", default=None, help="a heads.csv from `interp probe`: colours the grid by role")
     parser.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0: any free port)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
@@ -31,7 +31,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_TOKENS,
         help=f"token budget per text (default {DEFAULT_MAX_TOKENS}; the model's context is the hard limit)",
     )
-    add_dtype_argument(parser)
 
 
 def _is_loopback(host: str) -> bool:
@@ -85,7 +84,6 @@ def run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace, sock: socket.socket) -> None:
     import uvicorn
 
-    import models
     from analyses.explore.server import allowed_hosts, create_app
     from analyses.explore.session import Session
     from analyses.report.page import read_heads
@@ -97,7 +95,7 @@ def _serve(args: argparse.Namespace, sock: socket.socket) -> None:
                 print(f"interp explore: {session.view.name} at http://{shown}:{port}/ (Ctrl-C stops it)", flush=True)
 
     heads = read_heads(args.heads) if args.heads else None
-    session = Session(models.load(args.model, dtype=args.dtype).eval(), heads=heads, max_tokens=args.max_tokens)
+    session = Session(load_model(args), heads=heads, max_tokens=args.max_tokens)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host and not args.host.startswith("[") else args.host
     app = create_app(session, allowed_hosts(args.host, port))

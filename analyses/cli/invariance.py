@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from analyses.cli.common import add_dtype_argument, add_force_argument
+from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, add_text_argument
 
 OWNS = (
     "invariance.csv",
@@ -28,21 +28,12 @@ OWNS = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model", required=True, help="'minilm', 'smollm2', a Hugging Face folder or a toolkit checkpoint"
-    )
+    add_model_arguments(parser)
     parser.add_argument("--out", required=True, help="output folder (created if missing)")
-    parser.add_argument("--text", default=None, help="input text (default: a fixed English sentence)")
+    add_text_argument(parser)
     parser.add_argument("--n-tokens", type=int, default=16, help="at most this many tokens of input (default 16)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="torch CPU threads (default: torch's choice; 1 is much faster on an oversubscribed machine)",
-    )
+    add_seed_argument(parser)
     parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
-    add_dtype_argument(parser)
     add_force_argument(parser)
 
 

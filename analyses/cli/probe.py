@@ -21,7 +21,13 @@ import sys
 import time
 from pathlib import Path
 
-from analyses.cli.common import add_dtype_argument, add_force_argument, add_worker_arguments
+from analyses.cli.common import (
+    add_deprecated_alias,
+    add_force_argument,
+    add_model_arguments,
+    add_seed_argument,
+    add_worker_arguments,
+)
 from analyses.workers import run_with_workers
 
 # pattern_<role>.png, lowercase: a tour's pattern_L3H0.png in the same folder is not the probe's
@@ -39,16 +45,16 @@ DEFAULT_N = 100  # items per relation: ~2 min for minilm, a few minutes for smol
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="minilm", help="minilm (default), smollm2, or a model/checkpoint folder")
+    add_model_arguments(parser)
     parser.add_argument("--out", required=True, help="output folder (created if missing)")
     parser.add_argument("--n", type=int, default=DEFAULT_N, help=f"items per relation (default {DEFAULT_N})")
-    parser.add_argument("--seed", type=int, default=0)
+    add_seed_argument(parser)
     parser.add_argument(
         "--sources",
         default=None,
         help="comma-separated data sources: generated, winobias, spacy, xsum, sonnets, and your own files "
         "conllu=FILE (a CoNLL-U treebank: its nsubj arcs) and text=FILE (plain text, one sentence a line, "
-        "parsed by spaCy: silver arcs); default: generated, or only your files where --conllu/--text or "
+        "parsed by spaCy: silver arcs); default: generated, or only your files where --conllu/--text-file or "
         "a FILE source is given",
     )
     parser.add_argument(
@@ -68,15 +74,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--conllu", default=None, help="a CoNLL-U treebank: its nsubj arcs become subject-verb items (= conllu=FILE)"
     )
-    parser.add_argument("--text", default=None, help="plain text, one sentence a line, parsed by spaCy (= text=FILE)")
+    parser.add_argument(
+        "--text-file",
+        dest="text",
+        default=None,
+        metavar="FILE",
+        help="plain text, one sentence a line, parsed by spaCy (= text=FILE)",
+    )
+    add_deprecated_alias(parser, "--text", "--text-file", dest="text")
     parser.add_argument(
         "--examples",
         default=None,
         metavar="FILE",
         help="your sentences for the report page's head detail, one a line (default: four built-in ones)",
     )
-    parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda, ...)")
-    add_dtype_argument(parser)
     parser.add_argument("--no-null", action="store_true", help="skip the randomly initialised null model")
     parser.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates (default 200)")
     parser.add_argument("--batch-size", type=int, default=32)

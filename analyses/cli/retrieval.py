@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from analyses.cli.common import add_dtype_argument, add_force_argument
+from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, load_model
 
 
 def _mask_lengths(text: str) -> list[int]:
@@ -47,7 +47,7 @@ def _counts(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="smollm2", help="a causal LM with a chat template (default: smollm2)")
+    add_model_arguments(parser, causal=True)  # a causal LM with a chat template
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument(
         "--lengths",
@@ -82,8 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="mask the top-k heads of this retrieval.csv (an earlier run's) instead of this run's scores",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    add_dtype_argument(parser)
+    add_seed_argument(parser)
     add_force_argument(parser)
 
 
@@ -98,11 +97,7 @@ def run(args) -> int:
     from analyses.longctx import retrieval
 
     with output_dir(args.out, retrieval.OUTPUTS, command="interp retrieval", what="--out", force=args.force) as tmp:
-        import models
-
-        model = models.load(args.model, dtype=args.dtype).eval()
-        if not (model.cfg.is_causal and model.cfg.lm_head):
-            raise ValueError(f"--model {args.model}: retrieval needs a causal LM with an LM head (e.g. smollm2)")
+        model = load_model(args, causal=True)
         result = retrieval.run(
             model,
             lengths=args.lengths,

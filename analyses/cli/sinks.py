@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from analyses.cli.common import add_dtype_argument, add_force_argument
+from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, load_model
 
 
 def _ints(text: str) -> list[int]:
@@ -24,19 +24,17 @@ def _ints(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="smollm2", help="a causal LM: smollm2 or a model folder (default: smollm2)")
+    add_model_arguments(parser, causal=True)
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--lengths", type=_ints, default=None, help="context lengths (default: 64,512,2048,4096)")
     parser.add_argument("--windows", type=_ints, default=None, help="windows per length (default: 8,8,4,3)")
-    parser.add_argument("--seed", type=int, default=0, help="shuffles the passages the windows are built from")
+    add_seed_argument(parser)  # it shuffles the passages the windows are built from
     parser.add_argument(
         "--query-block",
         type=int,
         default=None,
         help="compute each layer's pattern this many query rows at a time (memory block x n, not n^2; e.g. 256)",
     )
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    add_dtype_argument(parser)
     add_force_argument(parser)
 
 
@@ -52,16 +50,8 @@ def run(args) -> int:
         raise ValueError("--lengths given without --windows: give one window count per length (e.g. --windows 8,4)")
     if len(windows) != len(lengths):
         raise ValueError(f"--windows has {len(windows)} counts for {len(lengths)} --lengths; give one per length")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be a positive number of torch CPU threads, got {args.threads}")
     with output_dir(args.out, S.OUTPUTS, command="interp sinks", what="--out", force=args.force) as tmp:
-        import torch
-
-        import models
-
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        model = models.load(args.model, dtype=args.dtype).eval()
+        model = load_model(args, causal=True)
         result = S.run(model, lengths, windows, seed=args.seed, query_block=args.query_block)
         S.write(result, tmp)
     for r in S.length_summary(result).itertuples():

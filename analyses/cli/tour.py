@@ -8,16 +8,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analyses.cli.common import add_dtype_argument, add_force_argument
+from analyses.cli.common import add_force_argument, add_model_arguments, add_text_argument, load_model
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="minilm", help="minilm (default), smollm2, or a checkpoint folder")
+    add_model_arguments(p)
     p.add_argument("--out", default="out/tour", help="folder for the PNG")
-    p.add_argument("--text", default=None, help="input text (default: a short English sentence)")
+    add_text_argument(p)
     p.add_argument("--layer", type=int, default=None, help="default: the middle layer")
     p.add_argument("--head", type=int, default=0)
-    add_dtype_argument(p)
     add_force_argument(p)
 
 
@@ -28,11 +27,10 @@ def run(args) -> int:
         raise ValueError("--text is empty; give a sentence, or leave --text out for the default one")
     out = check_out(args.out, "--out")
     with output_lock(out, "interp tour"):
-        import models
         from analyses.report.tour import DEFAULT_TEXT, hook_shapes, plot_pattern
 
         text = DEFAULT_TEXT if args.text is None else args.text
-        model = models.load(args.model, dtype=args.dtype)
+        model = load_model(args)
         layer = model.cfg.n_layers // 2 if args.layer is None else args.layer
         if not 0 <= layer < model.cfg.n_layers or not 0 <= args.head < model.cfg.n_heads:
             raise ValueError(

@@ -11,8 +11,9 @@ The config (JSON, or TOML when the name ends in .toml) has three tables:
 See configs/*.toml (read by ``models.training.read_config``; ``--config <(...)``, a pipe, works
 too). A DIR that already holds a checkpoint is refused unless ``--resume`` (continue it from its
 optimizer state, bit-identically; the config's [model] must match the checkpoint's) or
-``--overwrite`` (replace it); so is a DIR holding files of a checkpoint's names that no toolkit run
-wrote (a user's ``vocab.txt``), unless one of the two. Owns the checkpoint's files in DIR
+``--force`` (replace it; ``--overwrite``, its former name, is a hidden alias that warns); so is a DIR
+holding files of a checkpoint's names that no toolkit run wrote (a user's ``vocab.txt``), unless one
+of the two. Owns the checkpoint's files in DIR
 (``models.training.CHECKPOINT_FILES``), each checkpoint committed as a set; other files there (a
 model card) stay.
 """
@@ -22,12 +23,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from analyses.cli.common import add_deprecated_alias, add_force_argument
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--config", required=True, help="a .json or .toml file with [model], [training], [data]")
     parser.add_argument("--out", required=True, help="checkpoint folder (weights, tokenizer, optimizer state)")
     parser.add_argument("--resume", action="store_true", help="continue from the optimizer state saved in --out")
-    parser.add_argument("--overwrite", action="store_true", help="replace a checkpoint already in --out")
+    add_force_argument(parser)
+    add_deprecated_alias(parser, "--overwrite", "--force", dest="force", nargs=0)
     parser.add_argument("--steps", type=int, default=None, help="override training.steps")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -66,8 +70,8 @@ def run(args) -> int:
     from interp.io import check_out, check_recorded, output_lock
 
     out = Path(args.out)
-    if args.resume and args.overwrite:
-        raise ValueError("--resume and --overwrite: give either (continue the checkpoint, or replace it), not both")
+    if args.resume and args.force:
+        raise ValueError("--resume and --force: give either (continue the checkpoint, or replace it), not both")
     check_out(out, "--out", must_exist=args.resume)  # first: fails in well under a second
     with output_lock(out, "interp train"):
         from models.training import TrainConfig, read_config
@@ -79,14 +83,14 @@ def run(args) -> int:
             tc = tc.replace(steps=args.steps)
         if args.resume and not _has_checkpoint(out):
             raise FileNotFoundError(f"--out {out}: no checkpoint to resume (no interp_config.json there)")
-        if _has_checkpoint(out) and not (args.resume or args.overwrite):
+        if _has_checkpoint(out) and not (args.resume or args.force):
             raise ValueError(
-                f"--out {out} already holds a checkpoint; pass --resume to continue it, or --overwrite to replace it"
+                f"--out {out} already holds a checkpoint; pass --resume to continue it, or --force to replace it"
             )
         from models.training import CHECKPOINT_FILES
 
         # a user's vocab.txt or an older version's checkpoint: refused now, not at the first checkpoint
-        check_recorded(out, CHECKPOINT_FILES, "interp train", args.resume or args.overwrite, "pass --overwrite")
+        check_recorded(out, CHECKPOINT_FILES, "interp train", args.resume or args.force, "pass --force")
         if args.resume:
             saved = json.loads((out / "interp_config.json").read_text(encoding="utf-8"))
             diff = _model_differences(conf["model"], saved["config"])
@@ -94,7 +98,7 @@ def run(args) -> int:
                 raise ValueError(
                     f"--resume: the [model] of {args.config} differs from the checkpoint in {out}: "
                     + ", ".join(diff)
-                    + "; resume with the checkpoint's model, or --overwrite to train a new one"
+                    + "; resume with the checkpoint's model, or --force to train a new one"
                 )
         return _train(args, conf, tc, out)
 
@@ -141,7 +145,7 @@ def _train(args, conf: dict, tc, out: Path) -> int:
             f"training {cfg.name}: {sum(p.numel() for p in trainer.model.parameters()):,} parameters, "
             f"{train_ids.numel():,} training tokens, {heldout_ids.numel():,} held-out tokens"
         )
-    history = trainer.train(out_dir=out, progress=not args.no_progress, force=args.resume or args.overwrite)
+    history = trainer.train(out_dir=out, progress=not args.no_progress, force=args.resume or args.force)
     last = history[-1]
     print(
         f"step {trainer.step}: train loss {last['train_loss']:.4f}, "

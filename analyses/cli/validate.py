@@ -26,14 +26,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analyses.cli.common import add_dtype_argument, add_force_argument, add_worker_arguments
+from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, add_worker_arguments
 from analyses.workers import run_with_workers
 
 OWNS = ("validation.csv", "unlabelled.csv", "validation.md", "validation.json")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="minilm", help="minilm, smollm2 or a model folder (default: minilm)")
+    add_model_arguments(parser)
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument(
         "--labels",
@@ -60,8 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the powered run (causal LMs): many solved prompts per metric, layer-matched nulls, group ablations",
     )
     parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--seed", type=int, default=0)
-    add_dtype_argument(parser)
+    add_seed_argument(parser)
     add_worker_arguments(parser)
     add_force_argument(parser)
 

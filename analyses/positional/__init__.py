@@ -1,4 +1,7 @@
-"""The positional-encoding study (run it with ``python -m analyses.positional``).
+"""The positional-encoding study (run it with ``interp positional``, or ``python -m analyses.positional``).
+
+Its face in the analyses' contract (``result``): ``run(budget, ...) -> PositionalResult`` (every run's
+result; the budget, not a model: the study trains its own), ``OUTPUTS`` and ``write(result, folder)``.
 
 - ``tasks``: synthetic tasks, one claim each (order, copy k back, induction) and planted models;
 - ``synthetic``: train and measure one model on one task (resumable);
@@ -16,6 +19,7 @@
 """
 
 from analyses.positional.report import claims_table, fill_doc, write_report
+from analyses.positional.result import OUTPUTS, PositionalResult, run, write
 from analyses.positional.runs import STUDY_BUDGETS, Run, StudyBudget, execute, plan, run_all, study_budget
 from analyses.positional.study import (
     BUDGETS,
@@ -42,12 +46,14 @@ from analyses.positional.tasks import CopyBackTask, InductionTask, OrderTask
 
 __all__ = [
     "BUDGETS",
+    "OUTPUTS",
     "SCHEMES",
     "STUDY_BUDGETS",
     "Budget",
     "CopyBackTask",
     "InductionTask",
     "OrderTask",
+    "PositionalResult",
     "Run",
     "StudyBudget",
     "TaskSpec",
@@ -65,6 +71,7 @@ __all__ = [
     "prepare_data",
     "repeated_sequence_scores",
     "repeated_tokens",
+    "run",
     "run_all",
     "shift_invariance",
     "shuffled_loss",
@@ -73,5 +80,6 @@ __all__ = [
     "train_scheme",
     "train_task",
     "window_losses",
+    "write",
     "write_report",
 ]

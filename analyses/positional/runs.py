@@ -394,38 +394,3 @@ def run_all(
                 bar.update(1)
     bar.close()
     return [results[r.id] for r in runs]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-
-    from analyses.positional.report import fill_doc, write_report
-
-    p = argparse.ArgumentParser(
-        prog="python -m analyses.positional",
-        description="The positional-encoding study: synthetic tasks (order, length extrapolation, induction heads) "
-        "over every scheme and seed, and one model per scheme on natural text. Resumable: finished runs are skipped.",
-    )
-    p.add_argument("--budget", choices=sorted(STUDY_BUDGETS), default="quick")
-    p.add_argument(
-        "--out", default="reports/positional", help="tables and figures (docs/positional_study for the docs)"
-    )
-    p.add_argument("--work", default=None, help="run results and resumable state (default out/positional-<budget>)")
-    p.add_argument("--checkpoints", default=None, help="where the natural-text models are saved (a few MB each)")
-    p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
-    p.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=SCHEMES)
-    p.add_argument("--jobs", type=int, default=1, help="runs at once, one process and one torch thread each")
-    p.add_argument("--doc", default=None, help="a markdown file whose <!-- begin X.md --> blocks get the new tables")
-    args = p.parse_args(argv)
-    b = study_budget(args.budget)
-    work = Path(args.work or f"out/positional-{b.name}")
-    start = time.perf_counter()
-    results = run_all(b, work, args.checkpoints, args.kinds, args.schemes, jobs=args.jobs)
-    files = write_report(results, args.out, copy_train_len=b.copy_back.task.length)
-    cpu = sum(r.get("wall_seconds", 0.0) for r in results)
-    print(f"{len(results)} runs; {cpu / 60:.1f} CPU-minutes in the runs; this call {time.perf_counter() - start:.0f} s")
-    print(Path(files["claims"]).read_text())
-    if args.doc:
-        print(f"{args.doc}: filled {', '.join(fill_doc(args.doc, args.out)) or 'nothing'}")
-    print(f"report: {Path(args.out).resolve()}")
-    return 0

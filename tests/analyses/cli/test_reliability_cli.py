@@ -266,7 +266,7 @@ def test_train_refuses_an_existing_checkpoint_unless_told(tmp_path, capsys):
 
     assert main(["train", "--config", str(two), "--out", str(run), "--no-progress"]) == 2
     err = _one_line_error(capsys, "train")
-    assert "already holds a checkpoint" in err and "--resume" in err and "--overwrite" in err
+    assert "already holds a checkpoint" in err and "--resume" in err and "--force" in err
     assert (run / "model.safetensors").read_bytes() == weights
 
     assert main(["train", "--config", str(two), "--out", str(run), "--no-progress", "--resume", "--steps", "3"]) == 2
@@ -274,7 +274,7 @@ def test_train_refuses_an_existing_checkpoint_unless_told(tmp_path, capsys):
     assert "n_layers" in err and "d_mlp" in err and "1" in err and "2" in err and "n_heads" not in err
     assert (run / "model.safetensors").read_bytes() == weights
 
-    assert main(["train", "--config", str(two), "--out", str(run), "--resume", "--overwrite"]) == 2
+    assert main(["train", "--config", str(two), "--out", str(run), "--resume", "--force"]) == 2
     assert "either" in _one_line_error(capsys, "train")
 
     assert main(["train", "--config", str(two), "--out", str(tmp_path / "none"), "--resume"]) == 2
@@ -283,7 +283,7 @@ def test_train_refuses_an_existing_checkpoint_unless_told(tmp_path, capsys):
     assert main(["train", "--config", str(two), "--out", str(tmp_path / "empty"), "--resume"]) == 2
     assert "no checkpoint to resume" in _one_line_error(capsys, "train")
 
-    assert main(["train", "--config", str(two), "--out", str(run), "--no-progress", "--overwrite"]) == 0
+    assert main(["train", "--config", str(two), "--out", str(run), "--no-progress", "--force"]) == 0
     assert json.loads((run / "interp_config.json").read_text())["config"]["n_layers"] == 2
 
 
@@ -463,7 +463,7 @@ def test_train_refuses_a_users_file_of_a_checkpoint_name_before_the_work(tmp_pat
     (run / "vocab.txt").write_text("my word list")  # the tokenizer's `vocab.*`
     assert main(["train", "--config", str(_config(tmp_path)), "--out", str(run), "--no-progress"]) == 2
     err = _one_line_error(capsys, "train")
-    assert "vocab.txt" in err and "no toolkit run recorded" in err and "--overwrite" in err
+    assert "vocab.txt" in err and "no toolkit run recorded" in err and "--force" in err
     assert (run / "vocab.txt").read_text() == "my word list"
 
 
