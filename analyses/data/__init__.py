@@ -4,6 +4,9 @@ and the CMU Pronouncing Dictionary), and the source registry (``sources``).
 
 Every public name of the five modules is re-exported here by name (``from analyses.data import Item``);
 modules inside this package import each other by their full module name, never through this file.
+The word lists themselves (``lexicon``: the generators' and the validation prompts') are data, read
+by module name (``from analyses.data.lexicon import ANIMATE``); its ``noun_number`` and
+``noun_gender`` are re-exported here.
 """
 
 from analyses.data.corpora import (

@@ -195,12 +195,12 @@ def test_delimiter_positions_and_sentence_ends():
 def test_generator_reports_exhausted_families(monkeypatch):
     # a one-noun, one-verb lexicon: the "simple" family can make only a dozen sentences
     for name, value in [
-        ("_ANIMATE", [("dog", "dogs")]),
-        ("_ADJ", ["old"]),
-        ("_INTRANSITIVE", [("sleeps", "sleep")]),
-        ("_PLACES", ["park"]),
-        ("_PERSON_ADJ", ["tired"]),
-        ("_COPULA", [("is", "are")]),
+        ("ANIMATE", [("dog", "dogs")]),
+        ("ANIMATE_ADJ", ["old"]),
+        ("INTRANSITIVE", [("sleeps", "sleep")]),
+        ("PLACES", ["park"]),
+        ("PERSON_ADJ", ["tired"]),
+        ("COPULA", [("is", "are")]),
     ]:
         monkeypatch.setattr(generated, name, value)
     monkeypatch.setattr(generated, "_fronted", lambda rng: [])  # no fronted adverbials
