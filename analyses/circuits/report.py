@@ -15,7 +15,8 @@ import pandas as pd
 
 from analyses.circuits.figures import circuit_figure, faithfulness_figure
 from analyses.circuits.run import CircuitResult
-from interp.io import atomic_write, fmt, md_table
+from interp.display import fmt, md_table
+from interp.io import atomic_write
 
 __all__ = [
     "OUTPUTS",

@@ -583,7 +583,7 @@ def _log_ticks(ax, ticks) -> None:
 
 
 def report(run: SinkRun, heads: pd.DataFrame, summary: pd.DataFrame, persist: pd.DataFrame) -> str:
-    from interp.io import md_table
+    from interp.display import md_table
 
     layers = layer_table(heads)
     sink_layers = layers[layers["role"] == "attention_sink"].pivot(index="layer", columns="length", values="score")
@@ -658,7 +658,7 @@ def write(run: SinkRun, folder) -> dict:
     """Write ``OUTPUTS`` into ``folder`` (a staging folder of ``interp.io.output_dir``); returns the tables."""
     from pathlib import Path
 
-    from interp.io import png_bytes
+    from interp.display import png_bytes
 
     folder = Path(folder)
     heads = head_table(run)
