@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     import models
     from analyses import validation as V
     from analyses.validation.powered import POWERED_METRICS
-    from interp.io import md_table
+    from interp.display import md_table
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labels", default="patterns")

@@ -42,8 +42,11 @@ __all__ = [
 ]
 
 
-class UnknownHookError(KeyError):
-    """A hook name that the model does not have. The message lists the nearest real names."""
+class UnknownHookError(KeyError, ValueError):
+    """A hook name that the model does not have. The message lists the nearest real names.
+
+    A ``KeyError`` (what TransformerLens code catches) and a ``ValueError`` (bad input: the command
+    line prints it as one line, exit status 2, not a traceback)."""
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return str(self.args[0])

@@ -1,5 +1,5 @@
-"""The toolkit's one way to write files, its one strict reader of a user's CSV, and its one way to
-format numbers and markdown tables.
+"""The toolkit's one way to write files and its one strict reader of a user's CSV (numbers, markdown
+tables and figures for the reports are formatted by ``interp.display``).
 
 - ``atomic_write(path, data)``: text or bytes through a temporary file in the same folder and
   ``os.replace``: a reader sees the old file or the new one, never half of one.
@@ -14,7 +14,6 @@ format numbers and markdown tables.
 - ``write_set(folder, owned, write_files)``: every analysis's ``write(result, folder)`` in one line.
 - ``read_csv_rows(path)``: a user's CSV file, strictly (UTF-8, a header, no ragged rows), with
   one-line errors naming the file and line.
-- ``fmt(x)`` and ``md_table(df)``: numbers and tables for the markdown reports.
 
 Imports nothing heavy (no torch, no pandas at import time).
 """
@@ -25,8 +24,6 @@ import contextlib
 import errno
 import fnmatch
 import hashlib
-import math
-import numbers
 import os
 import re
 import shutil
@@ -37,11 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # pandas and matplotlib are imported by the callers that pass them
-    import pandas as pd
-    from matplotlib.figure import Figure
+from typing import Any
 
 __all__ = [
     "readable_input",
@@ -60,9 +53,6 @@ __all__ = [
     "sha256_file",
     "read_csv_rows",
     "decode_text",
-    "fmt",
-    "md_table",
-    "png_bytes",
 ]
 
 PathLike = str | os.PathLike
@@ -664,47 +654,3 @@ def read_csv_rows(path: str | os.PathLike, data: bytes | None = None) -> tuple[l
     except csv.Error as e:
         raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
     return header or [], rows
-
-
-def fmt(x: Any, digits: int = 3, fixed: bool = False) -> str:
-    """A number as a report shows it: "" for None and NaN; ``fixed``: ``digits`` decimals (scores,
-    accuracies); otherwise ``digits`` significant digits, in scientific notation below 1e-3 and
-    from 1e4 on (errors, tolerances, p-values). Anything else is ``str(x)``."""
-    if x is None:
-        return ""
-    if isinstance(x, numbers.Integral) or not isinstance(x, numbers.Real):  # ints, bools, strings
-        return str(x)
-    v = float(x)
-    if math.isnan(v):
-        return ""
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    if fixed:
-        return f"{v:.{digits}f}"
-    if v == 0 or 1e-3 <= abs(v) < 1e4:
-        return f"{v:.{digits}g}"
-    return f"{v:.{max(digits - 1, 0)}e}"
-
-
-def md_table(df: pd.DataFrame, columns: Sequence[str] | None = None, empty: str = "_(none)_", digits: int = 3) -> str:
-    """A pandas DataFrame as a GitHub markdown table: numbers through ``fmt``, ``|`` escaped.
-    ``columns`` picks and orders the columns (default: all). ``empty`` is returned for no rows."""
-    cols = list(df.columns) if columns is None else list(columns)
-    if len(df) == 0:
-        return empty + "\n"
-    lines = ["| " + " | ".join(str(c) for c in cols) + " |", "|" + "---|" * len(cols)]
-    for row in df[cols].itertuples(index=False):
-        lines.append("| " + " | ".join(fmt(v, digits).replace("|", "\\|") for v in row) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def png_bytes(fig: Figure, dpi: int = 90, **savefig_kwargs: Any) -> bytes:
-    """A matplotlib figure as PNG bytes; the figure is closed."""
-    import io
-
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, **savefig_kwargs)
-    plt.close(fig)
-    return buf.getvalue()

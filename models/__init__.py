@@ -11,6 +11,7 @@ by name where they are needed.
 """
 
 from models.config import Config
+from models.generate import KVCache
 from models.loading import (
     DTYPES,
     KNOWN_MODELS,
@@ -29,7 +30,6 @@ from models.loading import (
     smollm2_hf_dir,
 )
 from models.positions import alibi_slopes, rope_planes
-from models.tl_api import KVCache
 from models.tokenizer import Batch, LostWordsWarning, Tokenizer, UnreadableTextError
 from models.transformer import Transformer
 from models.weights import WeightEditError

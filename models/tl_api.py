@@ -7,21 +7,24 @@ keeps the token-to-word alignment), ``to_str_tokens`` / ``to_single_token`` / ``
 weights stacked over layers (``model.W_Q`` [layer, head, d_model, d_head], copies) with
 ``model.OV`` / ``model.QK`` as ``FactoredMatrix``, ``tokens_to_residual_directions``,
 ``inputs_bound`` (forward arguments bound to a token tensor, for ``transformer_lens.patching``) and
-``generate`` with a ``KVCache`` that keeps Hugging Face's operations. Everything here reads the
+``generate`` with a ``KVCache`` that keeps Hugging Face's operations (both in ``models/generate.py``:
+``generate`` is bound here as the method, ``KVCache`` re-exported). Everything here reads the
 model through its public parts (``cfg``, ``blocks``, ``W_U``, ``tokenizer``, ``forward``) and
 ``_unembed``; nothing here takes part in an unhooked forward pass.
 """
 
 from __future__ import annotations
 
-import math
 import numbers
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
 from torch import Tensor
+
+from models.generate import KVCache
+from models.generate import generate as _generate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,51 +36,7 @@ if TYPE_CHECKING:
     # token ids [batch, pos] or [pos], in any form ``torch.as_tensor`` takes
     TokenIds: TypeAlias = Tensor | np.ndarray | Sequence[int] | Sequence[Sequence[int]]
 
-__all__ = ["KVCache", "TransformerLensAPI"]
-
-
-# --------------------------------------------------------------------------------------------------
-# Keys and values of earlier tokens, for generation
-
-
-class _LayerKV:
-    """One layer's keys (after RoPE) and values of the tokens seen so far, [batch, kv_head, pos,
-    d_head]: what Hugging Face's ``DynamicCache`` holds, concatenated the same way."""
-
-    __slots__ = ("k", "v")
-
-    def __init__(self) -> None:
-        self.k: Tensor | None = None
-        self.v: Tensor | None = None
-
-    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        if self.k is None:
-            self.k, self.v = k.contiguous(), v.contiguous()
-        else:
-            self.k, self.v = torch.cat([self.k, k], dim=-2), torch.cat([self.v, v], dim=-2)
-        return self.k, self.v
-
-
-class KVCache:
-    """The keys and values of every layer for the tokens a causal model has already read, so that
-    ``model(new_tokens, past_kv_cache=cache)`` computes only the new positions (what ``generate``
-    does; TransformerLens's ``past_kv_cache``). ``mask`` [batch, pos] marks the real tokens seen so
-    far (None: all real). Hooks fire on the new positions only."""
-
-    def __init__(self, n_layers: int) -> None:
-        self.layers = [_LayerKV() for _ in range(n_layers)]
-        self.length = 0
-        self.mask: Tensor | None = None
-
-    def _extend_mask(self, new: Tensor | None, batch: int, n: int) -> Tensor | None:
-        """The key mask over past and new tokens, and remember it (None while every token is real)."""
-        if self.mask is None and new is None:
-            return None
-        device = (self.mask if self.mask is not None else new).device
-        past = self.mask if self.mask is not None else torch.ones(batch, self.length, dtype=torch.bool, device=device)
-        now = new if new is not None else torch.ones(batch, n, dtype=torch.bool, device=device)
-        self.mask = torch.cat([past, now], dim=-1)
-        return self.mask
+__all__ = ["KVCache", "TransformerLensAPI"]  # KVCache: re-exported from models/generate.py
 
 
 # Forward arguments ``inputs_bound`` may bind to a token tensor
@@ -467,195 +426,6 @@ class TransformerLensAPI:
                 exact = value
         return given["attention_mask"], given["token_type_ids"], return_type, allow_beyond_ctx, exact
 
-    # -- generation --------------------------------------------------------------------------------
+    # -- generation: models/generate.py ----------------------------------------------------------
 
-    @torch.no_grad()
-    def generate(
-        self,
-        input: str | Sequence[str] | Tensor = "",
-        max_new_tokens: int = 10,
-        stop_at_eos: bool = True,
-        eos_token_id: int | Sequence[int] | None = None,
-        do_sample: bool = True,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        temperature: float = 1.0,
-        freq_penalty: float = 0.0,
-        use_past_kv_cache: bool = True,
-        prepend_bos: bool | None = None,
-        padding_side: str | None = None,
-        return_type: str | None = "input",
-        verbose: bool = False,
-        attention_mask: Tensor | None = None,
-    ) -> str | list[str] | Tensor:
-        """TransformerLens's ``generate``: continue a text, a list of texts or token ids [batch, pos]
-        by up to ``max_new_tokens`` tokens (causal models with an LM head).
-
-        Greedy when ``do_sample=False`` or ``temperature=0``; otherwise samples with
-        TransformerLens's own ``sample_logits`` (``top_k``, ``top_p``, ``temperature``,
-        ``freq_penalty``; seed with ``torch.manual_seed``). With ``stop_at_eos`` a sequence stops
-        at the EOS token (``eos_token_id``, default the model's) and is padded after it; the loop
-        ends when every sequence has stopped. ``use_past_kv_cache`` (default) keeps each layer's
-        keys and values (``KVCache``) and runs only the new token per step, the way Hugging Face's
-        ``generate`` does: greedy output equals Hugging Face's token for token. Without it every
-        step reruns the whole sequence. Texts are tokenised as ``to_tokens`` does (same BOS
-        default), several texts left-padded with a mask; token ids may come with
-        ``attention_mask``. ``return_type``: "input" (text in, text out; ids in, ids out), "str"
-        or "tokens" (prompt and continuation, [batch, pos]). ``verbose`` is accepted and ignored
-        (the toolkit prints nothing). Hooks attached with ``model.hooks(...)`` fire at every step.
-
-        The arguments are checked before any forward pass: ``max_new_tokens`` and ``top_k`` whole
-        numbers (>= 0, >= 1), ``temperature`` finite and >= 0, ``top_p`` in (0, 1],
-        ``freq_penalty`` finite; a generation that would read more than ``n_ctx`` tokens is
-        refused up front, not after the steps that fit.
-        """
-        cfg = self.cfg
-        if not (cfg.is_causal and cfg.lm_head):
-            raise ValueError(f"generate needs a causal model with an LM head; {cfg.name!r} is not one")
-        if return_type not in ("input", "str", "tokens"):
-            raise ValueError(f"return_type={return_type!r}; use 'input', 'str' or 'tokens'")
-        _check_generation_arguments(max_new_tokens, top_k, top_p, temperature, freq_penalty)
-        tokens, mask, kind = self._prompt_tokens(input, attention_mask, prepend_bos, padding_side)
-        self._check_room(tokens.shape[1], max_new_tokens)
-        eos, pad = self._eos_and_pad(eos_token_id, stop_at_eos)
-        if not do_sample or temperature == 0.0:
-            pick: Callable[[Tensor, Tensor], Tensor] = lambda logits, tokens: logits.argmax(dim=-1)  # noqa: E731
-        else:
-            from transformer_lens.utilities import sample_logits
-
-            def pick(logits: Tensor, tokens: Tensor) -> Tensor:
-                return sample_logits(
-                    logits, top_k=top_k, top_p=top_p, temperature=temperature, freq_penalty=freq_penalty, tokens=tokens
-                )
-
-        use_cache = use_past_kv_cache and cfg.positional != "alibi"
-        tokens = self._continue(tokens, mask, max_new_tokens, pick, eos if stop_at_eos else None, pad, use_cache)
-        if return_type == "tokens" or (return_type == "input" and kind == "tokens"):
-            return tokens
-        hf = self._require_tokenizer().hf
-        texts = [hf.decode(row.tolist(), skip_special_tokens=True) for row in tokens]
-        return texts[0] if isinstance(input, str) else texts
-
-    def _prompt_tokens(
-        self,
-        input: str | Sequence[str] | Tensor,
-        attention_mask: Tensor | None,
-        prepend_bos: bool | None,
-        padding_side: str | None,
-    ) -> tuple[Tensor, Tensor | None, str]:
-        """The prompt as token ids [batch, pos] on the model's device, its mask (None: no padding)
-        and what it came as ("str" or "tokens")."""
-        device = self.W_E.device
-        if isinstance(input, str) or (isinstance(input, (list, tuple)) and input and isinstance(input[0], str)):
-            texts = [input] if isinstance(input, str) else list(input)
-            # left padding: every row's last real token is the last position
-            tokens, mask = self._pad(self._token_rows(texts, prepend_bos, truncate=False), padding_side or "left")
-            if padding_side == "right" and len(set(mask.sum(-1).tolist())) > 1:
-                raise ValueError("generate continues every row from its last position: pad several texts on the left")
-            kind = "str"
-        else:
-            tokens = torch.as_tensor(input)
-            tokens = tokens[None] if tokens.ndim == 1 else tokens
-            mask = attention_mask
-            kind = "tokens"
-        tokens = tokens.to(device)
-        mask = None if mask is None else torch.as_tensor(mask, device=device).bool()
-        if mask is not None and mask.all():
-            mask = None
-        return tokens, mask, kind
-
-    def _check_room(self, n_prompt: int, max_new_tokens: int) -> None:
-        """Refuse, before any forward pass, a generation that would make the model read past n_ctx
-        (the last new token is never read back, hence the - 1)."""
-        n_ctx, reads = self.cfg.n_ctx, n_prompt + max_new_tokens - 1
-        if max_new_tokens and reads > n_ctx:
-            fix = f"use max_new_tokens <= {n_ctx - n_prompt + 1}" if n_prompt <= n_ctx else "shorten the prompt"
-            raise ValueError(
-                f"generate: a prompt of {n_prompt} tokens and max_new_tokens={max_new_tokens} would make the model "
-                f"read {reads} tokens, more than the context of {self.cfg.name!r} (n_ctx={n_ctx}); {fix}"
-            )
-
-    def _eos_and_pad(self, eos_token_id: int | Sequence[int] | None, stop_at_eos: bool) -> tuple[Tensor, int]:
-        """The EOS ids [n] (the model's by default) and the id written after a sequence stopped."""
-        if eos_token_id is None:
-            eos_token_id = self.cfg.eos_token_id
-            if eos_token_id is None and self.tokenizer is not None:
-                eos_token_id = self.tokenizer.hf.eos_token_id
-        if stop_at_eos and eos_token_id is None:
-            raise ValueError("stop_at_eos=True but the model has no EOS token; pass eos_token_id or stop_at_eos=False")
-        eos = torch.as_tensor(
-            [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id or []), device=self.W_E.device
-        )
-        pad = self.tokenizer.pad_token_id if self.tokenizer is not None else int(eos[0]) if len(eos) else 0
-        return eos, pad
-
-    def _continue(
-        self,
-        tokens: Tensor,
-        mask: Tensor | None,
-        max_new_tokens: int,
-        pick: Callable[[Tensor, Tensor], Tensor],
-        eos: Tensor | None,
-        pad: int,
-        use_cache: bool,
-    ) -> Tensor:
-        """The generation loop: ``tokens`` [batch, pos] and up to ``max_new_tokens`` more, each the
-        ``pick`` of the last position's logits; a row that produced an ``eos`` id (None: never
-        stop) is padded with ``pad`` from then on, and the loop ends when every row has stopped."""
-        cache = KVCache(self.cfg.n_layers) if use_cache else None
-        finished = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
-        step_tokens, step_mask = tokens, mask
-        for _ in range(max_new_tokens):
-            if cache is not None:
-                hidden = self(step_tokens, attention_mask=step_mask, return_type="hidden", past_kv_cache=cache)
-            else:
-                hidden = self(tokens, attention_mask=mask, return_type="hidden")
-            logits = self._unembed(hidden[:, -1:, :])[:, -1]  # the last position only, as HF does
-            new = pick(logits, tokens)
-            if eos is not None:
-                new = torch.where(finished, torch.full_like(new, pad), new)
-                finished |= torch.isin(new, eos)
-            tokens = torch.cat([tokens, new[:, None]], dim=1)
-            if mask is not None:
-                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            step_tokens, step_mask = new[:, None], None
-            if eos is not None and bool(finished.all()):
-                break
-        return tokens
-
-
-def _whole(name: str, value: object, least: int, meaning: str) -> None:
-    """``value`` must be an int (not a bool) >= ``least``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"generate: {name} must be a whole number >= {least}{meaning}, got {value!r} ({type(value).__name__})"
-        )
-    if value < least:
-        raise ValueError(f"generate: {name} must be a whole number >= {least}{meaning}, got {value}")
-
-
-def _real(name: str, value: object, accepted: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"generate: {name} must be {accepted}, got {value!r} ({type(value).__name__})")
-    return float(value)
-
-
-def _check_generation_arguments(
-    max_new_tokens: object, top_k: object, top_p: object, temperature: object, freq_penalty: object
-) -> None:
-    """TypeError/ValueError naming the argument and what it accepts (TransformerLens's
-    ``sample_logits`` would fail with a bare assertion, or sample from a wrong distribution: a
-    negative temperature inverts it)."""
-    _whole("max_new_tokens", max_new_tokens, 0, "")
-    accepted = "a finite number >= 0 (0: greedy)"
-    if not (math.isfinite(t := _real("temperature", temperature, accepted)) and t >= 0):
-        raise ValueError(f"generate: temperature must be {accepted}, got {temperature}")
-    if top_k is not None:
-        _whole("top_k", top_k, 1, " (or None: no top-k cut)")
-    if top_p is not None:
-        accepted = "a number in (0, 1] (or None: no nucleus cut)"
-        if not 0 < _real("top_p", top_p, accepted) <= 1:
-            raise ValueError(f"generate: top_p must be {accepted}, got {top_p}")
-    accepted = "a finite number (0: no penalty)"
-    if not math.isfinite(_real("freq_penalty", freq_penalty, accepted)):
-        raise ValueError(f"generate: freq_penalty must be {accepted}, got {freq_penalty}")
+    generate = _generate

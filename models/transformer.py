@@ -60,6 +60,7 @@ from torch import Tensor, nn
 
 from interp.hooks import HookedModule, HookPoint, QueryRows
 from models.config import Config
+from models.generate import KVCache, _LayerKV
 from models.hook_state import _HOOK_SHAPES, _hooked, _snapshot, _untouched, _watched
 from models.inputs import InputPreparation
 from models.masks import Masks
@@ -72,7 +73,7 @@ from models.split_inputs import (
     reads_inputs,
     split_block_forward,
 )
-from models.tl_api import KVCache, TransformerLensAPI, _LayerKV
+from models.tl_api import TransformerLensAPI
 from models.weights import _view_param, _weight_view
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from analyses.circuits.nodes import INPUT, parse_node
-from interp.io import png_bytes
+from interp.display import png_bytes
 
 __all__ = ["faithfulness_figure", "circuit_graph", "circuit_figure", "edge_endpoint"]
 

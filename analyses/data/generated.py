@@ -2,7 +2,8 @@
 generator of repeated random token sequences.
 
 - ``generate_subject_verb``, ``generate_anaphora``, ``generate_delimiter``: sentence families.
-- ``noun_number`` / ``noun_gender``: features of the generators' lexicon.
+- ``noun_number`` / ``noun_gender``: features of the generators' lexicon (``analyses.data.lexicon``,
+  which holds every word list the generators draw from; re-exported here).
 - ``random_repeated_tokens``: a random token sequence repeated (induction, duplicate and
   previous-token scores; token level, no words).
 """
@@ -17,6 +18,36 @@ import numpy as np
 from analyses.data.items import Item, delimiter_positions
 from analyses.data.items import check_n as _check_n
 from analyses.data.items import rng as _rng
+from analyses.data.lexicon import (
+    ADVERBS,
+    ANIMATE,
+    ANIMATE_ADJ,
+    COPULA,
+    FEMALE_NAMES,
+    FEMALE_NOUNS,
+    FRONT_EVENTS,
+    FRONT_PREPOSITIONS,
+    INANIMATE,
+    INTRANSITIVE,
+    INTRANSITIVE_PAST,
+    MALE_NAMES,
+    MALE_NOUNS,
+    PERSON_ADJ,
+    PERSON_PERSON_VERBS,
+    PERSON_PREDICATES,
+    PERSON_THING_VERBS,
+    PLACES,
+    PLURAL_PEOPLE,
+    POSSESSED,
+    PREPOSITIONS,
+    PRONOUN_FEATURES,
+    THING_ADJ,
+    THING_PREDICATES,
+    THINGS,
+    TRANSITIVE,
+    noun_gender,
+    noun_number,
+)
 
 __all__ = [
     "SUBJECT_VERB_FAMILIES",
@@ -33,229 +64,6 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------------------------------------
-# Lexicon. Nouns come as (singular, plural). No singular noun ends in "s", so that number can be
-# read off a word by anyone (the tests do) without this table.
-# ---------------------------------------------------------------------------------------------
-
-_ANIMATE = [
-    ("dog", "dogs"),
-    ("cat", "cats"),
-    ("horse", "horses"),
-    ("bird", "birds"),
-    ("wolf", "wolves"),
-    ("mouse", "mice"),
-    ("child", "children"),
-    ("man", "men"),
-    ("woman", "women"),
-    ("boy", "boys"),
-    ("girl", "girls"),
-    ("teacher", "teachers"),
-    ("student", "students"),
-    ("doctor", "doctors"),
-    ("farmer", "farmers"),
-    ("pilot", "pilots"),
-    ("senator", "senators"),
-    ("painter", "painters"),
-    ("lawyer", "lawyers"),
-    ("manager", "managers"),
-    ("nurse", "nurses"),
-    ("singer", "singers"),
-    ("dancer", "dancers"),
-    ("soldier", "soldiers"),
-    ("worker", "workers"),
-    ("guard", "guards"),
-    ("neighbor", "neighbors"),
-    ("officer", "officers"),
-    ("customer", "customers"),
-    ("driver", "drivers"),
-    ("player", "players"),
-    ("scientist", "scientists"),
-    ("chef", "chefs"),
-    ("clerk", "clerks"),
-    ("baker", "bakers"),
-    ("author", "authors"),
-    ("actor", "actors"),
-    ("king", "kings"),
-    ("queen", "queens"),
-    ("baby", "babies"),
-    ("friend", "friends"),
-    ("visitor", "visitors"),
-    ("tourist", "tourists"),
-    ("engineer", "engineers"),
-    ("sailor", "sailors"),
-    ("hunter", "hunters"),
-    ("rabbit", "rabbits"),
-    ("monkey", "monkeys"),
-]
-_INANIMATE = [
-    ("key", "keys"),
-    ("book", "books"),
-    ("picture", "pictures"),
-    ("letter", "letters"),
-    ("door", "doors"),
-    ("window", "windows"),
-    ("box", "boxes"),
-    ("car", "cars"),
-    ("road", "roads"),
-    ("tree", "trees"),
-    ("bridge", "bridges"),
-    ("table", "tables"),
-    ("cabinet", "cabinets"),
-    ("house", "houses"),
-    ("garden", "gardens"),
-    ("river", "rivers"),
-    ("building", "buildings"),
-    ("lamp", "lamps"),
-    ("chair", "chairs"),
-    ("wall", "walls"),
-    ("shelf", "shelves"),
-    ("painting", "paintings"),
-    ("bottle", "bottles"),
-    ("cup", "cups"),
-    ("map", "maps"),
-    ("report", "reports"),
-    ("computer", "computers"),
-    ("machine", "machines"),
-    ("bell", "bells"),
-    ("flower", "flowers"),
-    ("tower", "towers"),
-    ("ship", "ships"),
-    ("train", "trains"),
-    ("village", "villages"),
-    ("city", "cities"),
-    ("school", "schools"),
-    ("office", "offices"),
-    ("station", "stations"),
-    ("hill", "hills"),
-    ("forest", "forests"),
-    ("island", "islands"),
-    ("farm", "farms"),
-    ("kitchen", "kitchens"),
-    ("library", "libraries"),
-    ("museum", "museums"),
-]
-# intransitive verbs (3rd singular, plural) for animate subjects
-_INTRANSITIVE = [
-    ("sleeps", "sleep"),
-    ("runs", "run"),
-    ("laughs", "laugh"),
-    ("smiles", "smile"),
-    ("waits", "wait"),
-    ("sings", "sing"),
-    ("works", "work"),
-    ("swims", "swim"),
-    ("arrives", "arrive"),
-    ("leaves", "leave"),
-    ("wins", "win"),
-    ("stops", "stop"),
-    ("jumps", "jump"),
-    ("shouts", "shout"),
-    ("cries", "cry"),
-    ("rests", "rest"),
-    ("returns", "return"),
-    ("dances", "dance"),
-    ("walks", "walk"),
-    ("listens", "listen"),
-    ("sits", "sit"),
-    ("falls", "fall"),
-]
-_TRANSITIVE = [
-    ("chases", "chase"),
-    ("sees", "see"),
-    ("likes", "like"),
-    ("follows", "follow"),
-    ("helps", "help"),
-    ("admires", "admire"),
-    ("watches", "watch"),
-    ("calls", "call"),
-    ("visits", "visit"),
-    ("knows", "know"),
-    ("meets", "meet"),
-    ("trusts", "trust"),
-    ("loves", "love"),
-    ("hates", "hate"),
-    ("pushes", "push"),
-    ("finds", "find"),
-]
-_COPULA = [("is", "are"), ("was", "were")]
-_THING_ADJ = [
-    "old",
-    "broken",
-    "heavy",
-    "new",
-    "red",
-    "expensive",
-    "empty",
-    "open",
-    "closed",
-    "clean",
-    "dirty",
-    "small",
-    "large",
-    "famous",
-    "beautiful",
-    "cheap",
-]
-_PERSON_ADJ = [
-    "tired",
-    "happy",
-    "hungry",
-    "late",
-    "ready",
-    "angry",
-    "busy",
-    "sick",
-    "quiet",
-    "lonely",
-    "worried",
-    "bored",
-    "famous",
-    "careful",
-]
-_ADJ = [
-    "old",
-    "young",
-    "small",
-    "tall",
-    "happy",
-    "quiet",
-    "clever",
-    "tired",
-    "big",
-    "little",
-    "brave",
-    "lazy",
-    "friendly",
-    "strange",
-]
-_ADV = ["often", "quietly", "always", "usually", "rarely", "never", "sometimes", "slowly"]
-_PREP = ["near", "behind", "beside", "of", "from", "with", "to", "under", "in", "above", "by"]
-_PLACES = [
-    "garden",
-    "kitchen",
-    "park",
-    "office",
-    "library",
-    "station",
-    "village",
-    "market",
-    "church",
-    "school",
-    "hospital",
-    "museum",
-    "hotel",
-    "harbor",
-    "forest",
-    "city",
-]
-
-# fronted phrases before a sentence's subject: they put 0, 1 or 2 nouns before it, so that the
-# subject (or antecedent) is not always the first or the k-th noun (no noun heuristic passes)
-_FRONT_PREP = ["near", "behind", "in", "outside", "after", "before"]
-_FRONT_TIME = ["the meeting", "the storm", "the game", "the party", "the concert", "the match"]
-
-
 def _fronted(rng: np.random.Generator) -> list[list[str]]:
     """A fronted adverbial as noun phrases to mention: [] (a quarter of the time), one ("Near the
     park ,", "After the storm"), or two ("In the garden of the hotel ,"); the comma is added by the
@@ -263,264 +71,14 @@ def _fronted(rng: np.random.Generator) -> list[list[str]]:
     r = rng.random()
     if r < 0.25:
         return []
-    prep = _pick(rng, _FRONT_PREP)
+    prep = _pick(rng, FRONT_PREPOSITIONS)
     if prep in ("after", "before"):
-        first = [prep, *_pick(rng, _FRONT_TIME).split()]
+        first = [prep, *_pick(rng, FRONT_EVENTS).split()]
     else:
-        first = [prep, "the", _pick(rng, _PLACES)]
+        first = [prep, "the", _pick(rng, PLACES)]
     if r < 0.55:
         return [first, [","] if rng.random() < 0.7 else []]
-    return [first, ["of", "the", _pick(rng, _PLACES)], [","]]
-
-
-_MALE_NOUNS = [
-    "king",
-    "prince",
-    "man",
-    "boy",
-    "father",
-    "son",
-    "brother",
-    "husband",
-    "uncle",
-    "nephew",
-    "grandfather",
-    "actor",
-    "waiter",
-    "monk",
-    "duke",
-    "gentleman",
-    "groom",
-    "emperor",
-    "policeman",
-    "businessman",
-    "landlord",
-    "headmaster",
-    "steward",
-]
-_FEMALE_NOUNS = [
-    "queen",
-    "princess",
-    "woman",
-    "girl",
-    "mother",
-    "daughter",
-    "sister",
-    "wife",
-    "aunt",
-    "niece",
-    "grandmother",
-    "actress",
-    "waitress",
-    "nun",
-    "duchess",
-    "lady",
-    "bride",
-    "empress",
-    "policewoman",
-    "businesswoman",
-    "landlady",
-    "headmistress",
-    "stewardess",
-]
-_MALE_NAMES = [
-    "John",
-    "David",
-    "Michael",
-    "James",
-    "Robert",
-    "Peter",
-    "Thomas",
-    "Daniel",
-    "Paul",
-    "Mark",
-    "George",
-    "Henry",
-    "Edward",
-    "Samuel",
-    "Jack",
-    "Oliver",
-    "Harry",
-    "William",
-    "Richard",
-    "Charles",
-    "Frank",
-    "Kevin",
-    "Brian",
-    "Steven",
-    "Andrew",
-]
-_FEMALE_NAMES = [
-    "Mary",
-    "Sarah",
-    "Emma",
-    "Anna",
-    "Laura",
-    "Alice",
-    "Susan",
-    "Linda",
-    "Julia",
-    "Rachel",
-    "Emily",
-    "Olivia",
-    "Sophie",
-    "Lucy",
-    "Helen",
-    "Karen",
-    "Jessica",
-    "Grace",
-    "Hannah",
-    "Claire",
-    "Kate",
-    "Rose",
-    "Diana",
-    "Nancy",
-    "Amy",
-]
-# gender-neutral plural person nouns for "they"
-_PLURAL_PEOPLE = [
-    "students",
-    "soldiers",
-    "workers",
-    "children",
-    "farmers",
-    "tourists",
-    "players",
-    "visitors",
-    "neighbors",
-    "doctors",
-    "teachers",
-    "engineers",
-    "guests",
-    "pilots",
-    "sailors",
-    "dancers",
-    "singers",
-    "lawyers",
-]
-# inanimate singular nouns for "it"
-_THINGS = [
-    "vase",
-    "box",
-    "bag",
-    "phone",
-    "letter",
-    "ring",
-    "cake",
-    "lamp",
-    "chair",
-    "bottle",
-    "painting",
-    "clock",
-    "mirror",
-    "bicycle",
-    "basket",
-    "coat",
-    "camera",
-    "guitar",
-    "map",
-    "book",
-]
-_PERSON_PERSON_VERBS = [
-    "thanked",
-    "called",
-    "helped",
-    "visited",
-    "met",
-    "praised",
-    "blamed",
-    "warned",
-    "greeted",
-    "followed",
-    "admired",
-    "ignored",
-    "invited",
-    "interviewed",
-    "paid",
-    "phoned",
-    "watched",
-    "saw",
-    "hugged",
-    "trusted",
-]
-_PERSON_THING_VERBS = [
-    "dropped",
-    "carried",
-    "sold",
-    "bought",
-    "lost",
-    "found",
-    "repaired",
-    "opened",
-    "hid",
-    "wrapped",
-    "cleaned",
-    "painted",
-]
-_PERSON_PRED = [
-    ["was", "tired"],
-    ["was", "late"],
-    ["was", "happy"],
-    ["was", "angry"],
-    ["was", "sick"],
-    ["was", "lonely"],
-    ["was", "worried"],
-    ["was", "hungry"],
-    ["was", "bored"],
-    ["was", "busy"],
-    ["smiled"],
-    ["laughed"],
-    ["left", "early"],
-    ["cried"],
-    ["waved"],
-    ["was", "grateful"],
-    ["was", "nervous"],
-]
-_THING_PRED = [
-    ["was", "heavy"],
-    ["was", "fragile"],
-    ["was", "broken"],
-    ["was", "old"],
-    ["was", "expensive"],
-    ["was", "wet"],
-    ["was", "dirty"],
-    ["was", "ugly"],
-    ["was", "cheap"],
-    ["was", "too", "small"],
-]
-_POSSESSED = ["house", "car", "garden", "office", "room", "kitchen", "shop", "boat", "studio", "apartment"]
-_INTRANS_PAST = ["arrived", "cried", "laughed", "fell", "left", "smiled", "returned", "shouted", "woke", "sang"]
-
-_SG = {s: "sg" for s, _ in _ANIMATE + _INANIMATE}
-_PL = {p: "pl" for _, p in _ANIMATE + _INANIMATE}
-_NUMBER = {**_SG, **_PL, **{w: "pl" for w in _PLURAL_PEOPLE}, **{w: "sg" for w in _THINGS}}
-_GENDER = {**{w: "m" for w in _MALE_NOUNS + _MALE_NAMES}, **{w: "f" for w in _FEMALE_NOUNS + _FEMALE_NAMES}}
-
-_PRONOUN_FEATURES = {  # pronoun -> (gender or None, number, animate)
-    "he": ("m", "sg", True),
-    "his": ("m", "sg", True),
-    "him": ("m", "sg", True),
-    "she": ("f", "sg", True),
-    "her": ("f", "sg", True),
-    "they": (None, "pl", True),
-    "their": (None, "pl", True),
-    "them": (None, "pl", True),
-    "it": (None, "sg", False),
-    "its": (None, "sg", False),
-}
-
-
-def noun_number(word: str) -> str | None:
-    """ "sg" / "pl" for a noun of the generators' lexicon (names and gendered nouns are "sg"),
-    None for a word it does not know."""
-    if word in _GENDER:
-        return "sg"
-    return _NUMBER.get(word, _NUMBER.get(word.lower()))
-
-
-def noun_gender(word: str) -> str | None:
-    """ "m" / "f" for a gendered noun or name of the generators' lexicon, else None."""
-    return _GENDER.get(word, _GENDER.get(word.lower()))
+    return [first, ["of", "the", _pick(rng, PLACES)], [","]]
 
 
 def _pick(rng: np.random.Generator, seq):
@@ -576,7 +134,7 @@ def _np(rng, pool, number: str, adj_p: float = 0.0) -> list[str]:
     sg, pl = _pick(rng, pool)
     words = ["the"]
     if rng.random() < adj_p:
-        words.append(_pick(rng, _ADJ if pool is _ANIMATE else _THING_ADJ))
+        words.append(_pick(rng, ANIMATE_ADJ if pool is ANIMATE else THING_ADJ))
     words.append(sg if number == "sg" else pl)
     return words
 
@@ -607,31 +165,31 @@ def _sv_item(fam: str, rng: np.random.Generator) -> Item:
         words.extend(phrase)
         if phrase and phrase[-1] != ",":
             nouns.append(len(words) - 1)
-    add_np(_ANIMATE if animate else _INANIMATE, number, adj_p=0.3)
+    add_np(ANIMATE if animate else INANIMATE, number, adj_p=0.3)
     subject = nouns[-1]
     if fam == "adverb":
-        words.append(_pick(rng, _ADV))
+        words.append(_pick(rng, ADVERBS))
     elif fam in ("pp", "pp2"):
         for _ in range(1 if fam == "pp" else 2):
-            words.append(_pick(rng, _PREP))
-            add_np(_INANIMATE if rng.random() < 0.6 else _ANIMATE, inter_number(), adj_p=0.25)
+            words.append(_pick(rng, PREPOSITIONS))
+            add_np(INANIMATE if rng.random() < 0.6 else ANIMATE, inter_number(), adj_p=0.25)
     elif fam == "rc_object":  # the dog that the boys chase runs
         words.append("that")
         n2 = inter_number()
-        add_np(_ANIMATE, n2)
-        words.append(_pick(rng, _TRANSITIVE)[0 if n2 == "sg" else 1])
+        add_np(ANIMATE, n2)
+        words.append(_pick(rng, TRANSITIVE)[0 if n2 == "sg" else 1])
     elif fam == "rc_subject":  # the dog that chases the boys runs
         words.append("that")
-        words.append(_pick(rng, _TRANSITIVE)[idx])
-        add_np(_ANIMATE, inter_number())
+        words.append(_pick(rng, TRANSITIVE)[idx])
+        add_np(ANIMATE, inter_number())
     verb = len(words)
     if animate and rng.random() < 0.75:
-        words.append(_pick(rng, _INTRANSITIVE)[idx])
+        words.append(_pick(rng, INTRANSITIVE)[idx])
         if rng.random() < 0.3:
-            words += ["in", "the", _pick(rng, _PLACES)]
+            words += ["in", "the", _pick(rng, PLACES)]
     else:
-        words.append(_pick(rng, _COPULA)[idx])
-        words.append(_pick(rng, _PERSON_ADJ if animate else _THING_ADJ))
+        words.append(_pick(rng, COPULA)[idx])
+        words.append(_pick(rng, PERSON_ADJ if animate else THING_ADJ))
     words.append(".")
     words = _cap(words)
     attractors = [i for i in nouns if subject < i < verb and noun_number(words[i]) != number]
@@ -695,9 +253,9 @@ ANAPHORA_FAMILIES = (
 def _person(rng, gender: str, names_p: float = 0.35) -> tuple[list[str], str]:
     """A gendered mention: (words, head word). Names half of the time-ish, else "the <noun>"."""
     if rng.random() < names_p:
-        name = _pick(rng, _MALE_NAMES if gender == "m" else _FEMALE_NAMES)
+        name = _pick(rng, MALE_NAMES if gender == "m" else FEMALE_NAMES)
         return [name], name
-    noun = _pick(rng, _MALE_NOUNS if gender == "m" else _FEMALE_NOUNS)
+    noun = _pick(rng, MALE_NOUNS if gender == "m" else FEMALE_NOUNS)
     return ["the", noun], noun
 
 
@@ -724,13 +282,13 @@ _ANA_DEFAULTS = ("across_clauses", "gender")  # (scope, cue) unless a family say
 
 def _ana_within_clause(s: _Words, rng, g1: str, g2: str) -> tuple:  # The king met the queen in her garden .
     a = s.mention(_person(rng, g1)[0])
-    s.words.append(_pick(rng, _PERSON_PERSON_VERBS))
+    s.words.append(_pick(rng, PERSON_PERSON_VERBS))
     b = s.mention(_person(rng, g2)[0])
     target, g = (a, g1) if rng.random() < 0.5 else (b, g2)
     s.words.append("in")
     pron = len(s.words)
     s.words.append(_POSS_PRON[g])
-    s.words += [_pick(rng, _POSSESSED), "."]
+    s.words += [_pick(rng, POSSESSED), "."]
     return target, pron, "clause", "gender"
 
 
@@ -739,74 +297,74 @@ def _ana_subordinate(
 ) -> tuple:  # When the king met the nurse in the garden , she smiled .
     s.words.append("when")
     a = s.mention(_person(rng, g1)[0])
-    s.words.append(_pick(rng, _PERSON_PERSON_VERBS))
+    s.words.append(_pick(rng, PERSON_PERSON_VERBS))
     b = s.mention(_person(rng, g2)[0])
     if rng.random() < 0.5:  # an inanimate distractor nearest to the pronoun
         s.words += ["in", "the"]
-        s.mention([_pick(rng, _PLACES)])
+        s.mention([_pick(rng, PLACES)])
     s.words.append(",")
     target, g = (a, g1) if rng.random() < 0.5 else (b, g2)
     pron = len(s.words)
     s.words.append(_SUBJ_PRON[g])
-    s.words += _pick(rng, _PERSON_PRED) + ["."]
+    s.words += _pick(rng, PERSON_PREDICATES) + ["."]
     return (target, pron, *_ANA_DEFAULTS)
 
 
 def _ana_because(s: _Words, rng, g1: str, g2: str) -> tuple:  # The nurse thanked the king because he was kind .
     a = s.mention(_person(rng, g1)[0])
-    s.words.append(_pick(rng, _PERSON_PERSON_VERBS))
+    s.words.append(_pick(rng, PERSON_PERSON_VERBS))
     b = s.mention(_person(rng, g2)[0])
     s.words.append(_pick(rng, ["because", "since", "after", "before"]))
     target, g = (a, g1) if rng.random() < 0.5 else (b, g2)
     pron = len(s.words)
     s.words.append(_SUBJ_PRON[g])
-    s.words += _pick(rng, _PERSON_PRED) + ["."]
+    s.words += _pick(rng, PERSON_PREDICATES) + ["."]
     return (target, pron, *_ANA_DEFAULTS)
 
 
 def _ana_across_sentences(s: _Words, rng, g1: str, g2: str) -> tuple:  # Mary met John at the station . He was late .
     a = s.mention(_person(rng, g1, names_p=0.7)[0])
-    s.words.append(_pick(rng, _PERSON_PERSON_VERBS))
+    s.words.append(_pick(rng, PERSON_PERSON_VERBS))
     b = s.mention(_person(rng, g2, names_p=0.7)[0])
     s.words += ["at", "the"]
-    s.mention([_pick(rng, _PLACES)])
+    s.mention([_pick(rng, PLACES)])
     s.words.append(".")
     target, g = (a, g1) if rng.random() < 0.5 else (b, g2)
     pron = len(s.words)
     s.words.append(_SUBJ_PRON[g].capitalize())
-    s.words += _pick(rng, _PERSON_PRED) + ["."]
+    s.words += _pick(rng, PERSON_PREDICATES) + ["."]
     return target, pron, "across_sentences", "gender"
 
 
 def _ana_animacy(s: _Words, rng, g1: str, g2: str) -> tuple:
     # The boy dropped the vase because it was heavy . / ... because he was tired .
     a = s.mention(_person(rng, g1)[0])
-    s.words.append(_pick(rng, _PERSON_THING_VERBS))
-    b = s.mention(["the", _pick(rng, _THINGS)])
+    s.words.append(_pick(rng, PERSON_THING_VERBS))
+    b = s.mention(["the", _pick(rng, THINGS)])
     s.words.append("because")
     pron = len(s.words)
     if rng.random() < 0.5:
         target = b
         s.words.append("it")
-        s.words += _pick(rng, _THING_PRED) + ["."]
+        s.words += _pick(rng, THING_PREDICATES) + ["."]
     else:
         target = a
         s.words.append(_SUBJ_PRON[g1])
-        s.words += _pick(rng, _PERSON_PRED) + ["."]
+        s.words += _pick(rng, PERSON_PREDICATES) + ["."]
     return target, pron, _ANA_DEFAULTS[0], "animacy"
 
 
 def _ana_number(s: _Words, rng, g1: str, g2: str) -> tuple:  # The students thanked the king because they were late .
     plural_first = rng.random() < 0.5
-    group = ["the", _pick(rng, _PLURAL_PEOPLE)]
+    group = ["the", _pick(rng, PLURAL_PEOPLE)]
     single = _person(rng, g1)[0]
     a = s.mention(group if plural_first else single)
-    s.words.append(_pick(rng, _PERSON_PERSON_VERBS))
+    s.words.append(_pick(rng, PERSON_PERSON_VERBS))
     b = s.mention(single if plural_first else group)
     s.words.append(_pick(rng, ["because", "since", "after", "before"]))
     pl_idx, sg_idx = (a, b) if plural_first else (b, a)
     pron = len(s.words)
-    pred = list(_pick(rng, _PERSON_PRED))
+    pred = list(_pick(rng, PERSON_PREDICATES))
     if rng.random() < 0.5:
         target = pl_idx
         s.words.append("they")
@@ -825,23 +383,23 @@ def _ana_object_distractor(s: _Words, rng, g1: str, g2: str) -> tuple:
     # distractor of the wrong gender (a person like the subject) or number (a group)
     cue = "gender"
     s.mention(_person(rng, g1)[0])
-    s.words.append(_pick(rng, _PERSON_PERSON_VERBS))
+    s.words.append(_pick(rng, PERSON_PERSON_VERBS))
     target, g = s.mention(_person(rng, g2)[0]), g2
     s.words += [_pick(rng, ["near", "with", "beside", "behind"]), "the"]
     if rng.random() < 0.4:  # the distances vary, so no fixed offset finds the antecedent
-        s.words.append(_pick(rng, _ADJ))
+        s.words.append(_pick(rng, ANIMATE_ADJ))
     if rng.random() < 0.5:
-        s.mention([_pick(rng, _PLURAL_PEOPLE)])
+        s.mention([_pick(rng, PLURAL_PEOPLE)])
         cue = "gender+number"
     else:
-        s.mention([_pick(rng, _MALE_NOUNS if g1 == "m" else _FEMALE_NOUNS)])
+        s.mention([_pick(rng, MALE_NOUNS if g1 == "m" else FEMALE_NOUNS)])
     if rng.random() < 0.4:
         s.words += ["in", "the"]
-        s.mention([_pick(rng, _PLACES)])
+        s.mention([_pick(rng, PLACES)])
     s.words += _pick(rng, [["because"], ["since"], ["after"], ["before"], ["even", "though"]])
     pron = len(s.words)
     s.words.append(_SUBJ_PRON[g])
-    s.words += _pick(rng, _PERSON_PRED) + ["."]
+    s.words += _pick(rng, PERSON_PREDICATES) + ["."]
     return target, pron, _ANA_DEFAULTS[0], cue
 
 
@@ -874,7 +432,7 @@ def _ana_item(fam: str, rng: np.random.Generator) -> Item:
     target, pron, scope, cue = _ANA_BUILDERS[fam](s, rng, g1, g2)  # _families guards fam
     words = _cap(s.words)
     pronoun = words[pron].lower()
-    gender, number, _ = _PRONOUN_FEATURES[pronoun]
+    gender, number, _ = PRONOUN_FEATURES[pronoun]
     before = [i for i in s.nouns if i < pron]
     nearest = max(before)
     meta = (
@@ -932,7 +490,7 @@ def generate_anaphora(n: int, seed: int = 0, families: Iterable[str] | None = No
 
 MINIMAL_PAIR_SOURCE = "minimal-pairs"
 _PRONOUN_SWAP = {"he": "she", "she": "he", "his": "her", "her": "his"}
-_NUMBER_SWAP = {**{sg: pl for sg, pl in _ANIMATE + _INANIMATE}, **{pl: sg for sg, pl in _ANIMATE + _INANIMATE}}
+_NUMBER_SWAP = {**{sg: pl for sg, pl in ANIMATE + INANIMATE}, **{pl: sg for sg, pl in ANIMATE + INANIMATE}}
 # the anaphora families whose two people have opposite genders and whose other nouns have none
 _PAIR_ANAPHORA_FAMILIES = ("within_clause", "because", "subordinate", "across_sentences")
 
@@ -1019,11 +577,11 @@ def _simple_clause(rng) -> list[str]:
     number = "sg" if rng.random() < 0.5 else "pl"
     idx = 0 if number == "sg" else 1
     if rng.random() < 0.5:
-        w = _np(rng, _ANIMATE, number, 0.4) + [_pick(rng, _INTRANSITIVE)[idx]]
+        w = _np(rng, ANIMATE, number, 0.4) + [_pick(rng, INTRANSITIVE)[idx]]
         if rng.random() < 0.5:
-            w += ["in", "the", _pick(rng, _PLACES)]
+            w += ["in", "the", _pick(rng, PLACES)]
     else:
-        w = _np(rng, _INANIMATE, number, 0.3) + [_pick(rng, _COPULA)[idx], _pick(rng, _THING_ADJ)]
+        w = _np(rng, INANIMATE, number, 0.3) + [_pick(rng, COPULA)[idx], _pick(rng, THING_ADJ)]
     return w
 
 
@@ -1038,28 +596,28 @@ def _delim_item(fam: str, rng: np.random.Generator) -> Item:
         k = int(rng.integers(3, 5))
         items = []
         for _ in range(k):
-            items.append(_np(rng, _ANIMATE, "sg" if rng.random() < 0.5 else "pl", 0.3))
+            items.append(_np(rng, ANIMATE, "sg" if rng.random() < 0.5 else "pl", 0.3))
         for j, it in enumerate(items):
             words += it
             if j < k - 2:
                 words.append(",")
             elif j == k - 2:
                 words.append("and")
-        words += [_pick(rng, _INTRANS_PAST), "."]
+        words += [_pick(rng, INTRANSITIVE_PAST), "."]
         words = _cap(words)
     elif fam == "quote":  # Mary said , “ The dog sleeps ” and then she left .
         # No punctuation right before or after the closing quote: byte-level BPE merges "?”",
         # ".”", "”," into one token, which would leave a punctuation word without a token.
         g = "m" if rng.random() < 0.5 else "f"
-        who = _pick(rng, _MALE_NAMES if g == "m" else _FEMALE_NAMES)
+        who = _pick(rng, MALE_NAMES if g == "m" else FEMALE_NAMES)
         said = _pick(rng, ["said", "shouted", "whispered", "replied", "wrote"])
         words += [who, said, _pick(rng, [",", ":"]), "“"] + _cap(_simple_clause(rng)) + ["”"]
-        words += [_pick(rng, ["and", "and then", "but"]), {"m": "he", "f": "she"}[g], _pick(rng, _INTRANS_PAST)]
+        words += [_pick(rng, ["and", "and then", "but"]), {"m": "he", "f": "she"}[g], _pick(rng, INTRANSITIVE_PAST)]
         words = words[:-3] + words[-3].split() + words[-2:]
         words.append(_pick(rng, [".", "!"]))
         if rng.random() < 0.5:  # a parenthesis in a second sentence
-            words += _cap(_np(rng, _ANIMATE, "sg", 0.3)) + ["(", "and", "the", _pick(rng, _ANIMATE)[1], ")"]
-            words += [_pick(rng, _INTRANS_PAST), "."]
+            words += _cap(_np(rng, ANIMATE, "sg", 0.3)) + ["(", "and", "the", _pick(rng, ANIMATE)[1], ")"]
+            words += [_pick(rng, INTRANSITIVE_PAST), "."]
             n_sent = 2
     elif fam == "clauses":  # When the dog barked , the cat slept ; the bells are old .
         words += ["when"] + _simple_clause(rng) + [","] + _simple_clause(rng)

@@ -2,8 +2,8 @@
 
 - ``SOURCES``: relation -> the sources that provide it.
 - ``load_dataset(relation, n, seed, sources)``: items of one relation from generated and real
-  sources (real text is read by ``analyses.data.corpora``: WinoBias, spaCy silver arcs, CoNLL-U
-  gold arcs, XSum; poetry by ``analyses.data.poetry``: Shakespeare's sonnets).
+  sources (real text is read by ``analyses.data.corpora``: WinoBias, spaCy silver arcs, XSum;
+  CoNLL-U gold arcs by ``analyses.data.conllu``; poetry by ``analyses.data.poetry``: Shakespeare's sonnets).
 - ``load_items(n, seed, sources, conllu)``: every relation at once (what ``interp probe`` reads).
 - ``describe(items)``: a pandas summary (counts per relation / source / family).
 """
@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+import analyses.data.conllu as conllu
 import analyses.data.corpora as corpora
 import analyses.data.poetry as poetry
 from analyses.data.generated import generate_anaphora, generate_delimiter, generate_minimal_pairs, generate_subject_verb
@@ -78,7 +79,7 @@ def parse_sources(sources: Sequence[str] | str) -> list[str]:
             raise ValueError(f"data source {s.rstrip(':')!r} needs its file: {s.rstrip(':')}=FILE")
         if _is_user_file(s):
             kind, _, path = s.partition(":")
-            corpora.readable_file(path, {"conllu": "CoNLL-U file", "text": "text file"}[kind])
+            conllu.readable_file(path, {"conllu": "CoNLL-U file", "text": "text file"}[kind])
         elif s not in _builtin_sources():
             raise ValueError(f"unknown data source {s!r}; known: {source_names()}")
         out.append(s)
@@ -159,7 +160,7 @@ def load_dataset(
                 out += _subsample(controls, n, seed)
         else:
             kind, _, path = src.partition(":")
-            read = corpora.read_conllu if kind == "conllu" else corpora.read_text
+            read = conllu.read_conllu if kind == "conllu" else corpora.read_text
             out += _subsample(read(path), n, seed)
     return out
 

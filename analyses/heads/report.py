@@ -16,8 +16,8 @@ import pandas as pd
 
 from analyses.heads.probe import detectable_effect, headline, labelled_roles, role_map
 from analyses.heads.roles import COLUMNS, LINGUISTIC_ROLES, MAP_ROLES, RETRIEVAL_THRESHOLD, ROLES
-from interp.display import figure_label
-from interp.io import atomic_write, fmt, md_table, png_bytes
+from interp.display import figure_label, fmt, md_table, png_bytes
+from interp.io import atomic_write
 
 __all__ = [
     "ROLE_TEXT",

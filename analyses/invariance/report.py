@@ -13,7 +13,8 @@ import analyses.invariance.rotation as rot_mod
 import analyses.invariance.scale as scale_mod
 from analyses.invariance.common import GUARD, SAFETY
 from analyses.invariance.run import InvarianceResult
-from interp.io import atomic_write, md_table, png_bytes
+from interp.display import md_table, png_bytes
+from interp.io import atomic_write
 
 __all__ = ["SECTION_INTRO", "invariance_section", "figures", "write_report"]
 

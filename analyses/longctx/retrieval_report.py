@@ -33,7 +33,7 @@ def figure(result: RetrievalResult) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from interp.io import png_bytes
+    from interp.display import png_bytes
 
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), gridspec_kw={"width_ratios": [1, 1.3, 1]})
     acc = result.accuracy[result.accuracy["depth"].notna()]
@@ -84,7 +84,7 @@ PREFIX_TEXT = '"The secret code is "'
 
 def report_markdown(result: RetrievalResult) -> str:
     """The report section: the task, the accuracy table, the top heads, the masking table, the times."""
-    from interp.io import fmt, md_table
+    from interp.display import fmt, md_table
 
     info, h = result.info, result.heads
     acc = result.accuracy.copy()

@@ -82,7 +82,7 @@ def _log_ticks(ax, ticks) -> None:
 
 
 def report(run: SinksResult, heads: pd.DataFrame, summary: pd.DataFrame, persist: pd.DataFrame) -> str:
-    from interp.io import md_table
+    from interp.display import md_table
 
     layers = layer_table(heads)
     sink_layers = layers[layers["role"] == "attention_sink"].pivot(index="layer", columns="length", values="score")
@@ -174,7 +174,7 @@ def write(result: SinksResult, folder, force: bool = False) -> Path:
 
 
 def _write_files(result: SinksResult, folder: Path) -> None:
-    from interp.io import png_bytes
+    from interp.display import png_bytes
 
     t = tables(result)
     result.windows.to_csv(folder / "sinks_windows.csv", index=False)

@@ -21,7 +21,8 @@ import pandas as pd
 from analyses.positional.common import nan_if_none, pyplot, save_figure, scalars, spread
 from analyses.positional.study import SCHEMES
 from analyses.positional.text_report import anchor_table, text_claim, text_report
-from interp.io import atomic_save, atomic_write, md_table
+from interp.display import md_table
+from interp.io import atomic_save, atomic_write
 
 CLAIMS_COLUMNS = ["claim", "what the seeds say", "what we measured", "agrees?"]
 

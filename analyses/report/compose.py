@@ -16,7 +16,8 @@ from analyses.heads import report as heads_report
 from analyses.heads.probe import role_map
 from analyses.heads.report import Section, fmt3, role_layers
 from analyses.heads.roles import MAP_ROLES, RETRIEVAL_THRESHOLD
-from interp.io import atomic_write, fmt, md_table
+from interp.display import fmt, md_table
+from interp.io import atomic_write
 
 __all__ = ["with_retrieval", "retrieval_markdown", "report_sections", "write_report", "write_comparison"]
 

@@ -340,7 +340,7 @@ HEADS_COLUMNS += ("p (Holm)", "n", "verdict")
 
 def _heads_table_view(lab: pd.DataFrame, uid: str) -> dict:
     """The heads table template's values: per row its cells as (text, sort value or None)."""
-    from interp.io import fmt
+    from interp.display import fmt
 
     def f3(x) -> str:
         return fmt(x, 3, fixed=True)
@@ -429,7 +429,7 @@ def _validation_html(validation: pd.DataFrame | None, validation_md: str | None)
     if validation_md:
         return render_markdown(re.sub(r"(?m)\A## .*\n", "", validation_md), heading_shift=1)
     if validation is not None:
-        from interp.io import md_table
+        from interp.display import md_table
 
         return render_markdown(md_table(validation))
     return ""

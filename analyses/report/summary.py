@@ -24,7 +24,8 @@ from analyses.heads.roles import LINGUISTIC_ROLES
 from analyses.invariance.report import invariance_section
 from analyses.report.compose import write_comparison
 from analyses.report.page import label_counts, page_from_folder, read_heads, render_index
-from interp.io import atomic_write, md_table, sha256_file
+from interp.display import md_table
+from interp.io import atomic_write, sha256_file
 
 __all__ = ["summarise", "validation_provenance", "model_dirs", "model_pages", "OUTPUTS"]
 

@@ -17,6 +17,25 @@ from torch import Tensor
 
 from analyses.data.generated import random_repeated_tokens
 from analyses.data.items import is_punctuation
+from analyses.data.lexicon import GENDER_PAIRS as _GENDER
+from analyses.data.lexicon import GENDER_PLURALS as _GENDER_PL
+from analyses.data.lexicon import IOI_NAMES as _IOI_NAMES
+from analyses.data.lexicon import IOI_OBJECTS as _IOI_OBJECTS
+from analyses.data.lexicon import IOI_PLACES as _IOI_PLACES
+from analyses.data.lexicon import MEET_VERBS as _MEET_VERBS
+from analyses.data.lexicon import PAIR_GENDER_PAIRS as _PAIR_GENDER
+from analyses.data.lexicon import PAIR_SV_ATTRACTORS as _PAIR_SV_ATTR
+from analyses.data.lexicon import PAIR_SV_PEOPLE as _PAIR_SV_PEOPLE
+from analyses.data.lexicon import PAIR_SV_RC_VERBS as _PAIR_SV_RC_VERBS
+from analyses.data.lexicon import PAIR_SV_SUBJECTS as _PAIR_SV_SUBJ
+from analyses.data.lexicon import PERSON_PREPOSITIONS as _PREPS_PERSON
+from analyses.data.lexicon import PROMPT_NOUNS as _NOUNS
+from analyses.data.lexicon import PROMPT_PAST_VERBS as _VERBS
+from analyses.data.lexicon import PROMPT_PERSON_PREDICATES as _VP
+from analyses.data.lexicon import PROMPT_SV_ATTRACTORS as _SV_ATTR
+from analyses.data.lexicon import PROMPT_SV_PREPOSITIONS as _SV_PREP
+from analyses.data.lexicon import PROMPT_SV_SUBJECTS as _SV_SUBJ
+from analyses.data.lexicon import REFLEXIVE_VERBS as _REFLEXIVE_VERBS
 from analyses.tasks import TASKS, check_task
 from interp.pairs import Pairs, logit_diff
 from interp.view import view
@@ -70,47 +89,6 @@ class PromptSet:
         if self.token_type_ids is not None:
             kw["token_type_ids"] = self.token_type_ids
         return kw
-
-
-_SV_SUBJ = [
-    ("key", "keys"),
-    ("dog", "dogs"),
-    ("book", "books"),
-    ("teacher", "teachers"),
-    ("car", "cars"),
-    ("girl", "girls"),
-    ("picture", "pictures"),
-    ("student", "students"),
-    ("bird", "birds"),
-    ("song", "songs"),
-]
-_SV_ATTR = [
-    ("cabinet", "cabinets"),
-    ("table", "tables"),
-    ("tree", "trees"),
-    ("house", "houses"),
-    ("window", "windows"),
-    ("door", "doors"),
-    ("garden", "gardens"),
-    ("box", "boxes"),
-]
-_SV_PREP = ["to", "near", "behind", "next to", "on", "under", "by", "beside"]
-_GENDER = [
-    ("king", "queen"),
-    ("man", "woman"),
-    ("father", "mother"),
-    ("boy", "girl"),
-    ("brother", "sister"),
-    ("husband", "wife"),
-    ("son", "daughter"),
-    ("uncle", "aunt"),
-    ("prince", "princess"),
-    ("actor", "actress"),
-]
-_GENDER_PL = {0: ["men", "boys", "kings", "brothers"], 1: ["women", "girls", "queens", "sisters"]}
-_VP = ["was late", "was tired", "left early", "smiled", "was happy", "laughed"]
-_NOUNS = ["dog", "cat", "bird", "boy", "girl", "car", "tree", "child", "man", "horse"]
-_VERBS = ["slept", "ran", "sang", "waited", "stopped", "fell", "jumped", "left"]
 
 
 def is_lm(model) -> bool:
@@ -401,28 +379,6 @@ class PairSet(Pairs):
         return logit_diff(logits, self if rows is None else self[torch.as_tensor(rows).long()]).cpu()
 
 
-_PAIR_SV_SUBJ = _SV_SUBJ + [
-    ("letter", "letters"),
-    ("player", "players"),
-    ("doctor", "doctors"),
-    ("friend", "friends"),
-    ("painting", "paintings"),
-    ("report", "reports"),
-]
-_PAIR_SV_ATTR = _SV_ATTR + [("wall", "walls"), ("lake", "lakes"), ("road", "roads"), ("shelf", "shelves")]
-_PAIR_SV_PEOPLE = [("man", "men"), ("woman", "women"), ("child", "children"), ("teacher", "teachers"), ("boy", "boys")]
-_PAIR_SV_RC_VERBS = ["liked", "saw", "found", "wanted", "painted", "praised"]
-_PAIR_GENDER = _GENDER + [("nephew", "niece"), ("grandfather", "grandmother"), ("groom", "bride")]
-_REFLEXIVE_VERBS = ["blamed", "hurt", "praised", "introduced", "reminded", "taught", "saw", "asked"]
-_MEET_VERBS = ["met", "saw", "called", "helped", "visited", "thanked"]
-_PREPS_PERSON = ["near", "behind", "next to", "beside", "with"]
-_IOI_NAMES = [
-    "Mary", "John", "Tom", "James", "Anna", "Sarah", "Mike", "David", "Lisa", "Emma", "Paul", "Kate",
-    "Peter", "Jane", "Mark", "Laura", "Alex", "Chris", "Sam", "Ben", "Dan", "Tim", "Amy", "Kevin",
-    "Daniel", "Michael", "Rachel", "Jessica",
-]  # fmt: skip
-_IOI_PLACES = ["store", "park", "school", "garden", "station", "restaurant", "office", "hospital", "beach"]
-_IOI_OBJECTS = ["drink", "book", "ring", "gift", "bottle", "snack", "necklace", "computer"]
 # Wang et al. (2022)'s forms: {A} the indirect object, {B} the subject (named twice), {P}, {O}
 _IOI_TEMPLATES = [
     "Then, {X} and {Y} went to the {P}. {B} gave a {O} to",

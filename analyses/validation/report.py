@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from analyses.validation.verdicts import VERDICTS
-from interp.io import atomic_write, md_table
+from interp.display import md_table
+from interp.io import atomic_write
 
 __all__ = [
     "report_markdown",

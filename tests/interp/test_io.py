@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp.io import atomic_dir, atomic_save, atomic_write, fmt, md_table
+from interp.display import fmt, md_table
+from interp.io import atomic_dir, atomic_save, atomic_write
 
 
 def test_atomic_write_replaces_and_leaves_nothing_behind(tmp_path):

@@ -20,6 +20,23 @@ def _noop(value, hook):
 # ---- hook names ---------------------------------------------------------------------------------
 
 
+def test_an_unknown_hook_name_reaches_the_command_line_as_one_line(tiny, monkeypatch, capsys):
+    """A KeyError escaped the command line's error handling as a traceback; bad input is one line."""
+    import analyses.cli.tour as tour
+    from analyses.cli import main
+
+    def run(args):
+        _, cache = tiny.run_with_cache(torch.arange(5))
+        return cache["blocks.0.attn.hook_patern"]
+
+    monkeypatch.delenv("INTERP_TRACEBACK", raising=False)
+    monkeypatch.setattr(tour, "run", run)
+    assert main(["tour"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("interp tour: no activation 'blocks.0.attn.hook_patern'"), err
+    assert "did you mean blocks.0.attn.hook_pattern" in err and "Traceback" not in err
+
+
 def test_unknown_hook_name_suggests_near_names(tiny):
     tokens = torch.arange(5)
     bad = "blocks.0.attn.hook_patern"
@@ -38,8 +55,8 @@ def test_unknown_hook_name_suggests_near_names(tiny):
             call()
         msg = str(err.value)
         assert bad in msg and "blocks.0.attn.hook_pattern" in msg
-    # it is also a KeyError, as TransformerLens users would catch
-    assert issubclass(UnknownHookError, KeyError)
+    # it is also a KeyError, as TransformerLens users would catch, and a ValueError (bad input)
+    assert issubclass(UnknownHookError, KeyError) and issubclass(UnknownHookError, ValueError)
     assert sum(len(h._forward_hooks) for h in tiny.hook_dict.values()) == 0
 
 

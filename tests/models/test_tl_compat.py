@@ -782,3 +782,12 @@ def test_tiny_models_side_by_side(kind, tmp_path):
     for use_cache in (True, False):
         got = ours.generate(prompt, max_new_tokens=10, do_sample=False, stop_at_eos=False, use_past_kv_cache=use_cache)
         assert torch.equal(got, ref), (kind, use_cache, got.tolist(), ref.tolist())
+
+
+def test_generate_and_the_kv_cache_live_in_models_generate():
+    import models.generate
+    import models.tl_api
+
+    # the TransformerLens API binds the module's function as its method and re-exports the cache
+    assert models.Transformer.generate is models.generate.generate
+    assert models.tl_api.KVCache is models.generate.KVCache is models.KVCache

@@ -195,12 +195,12 @@ def test_delimiter_positions_and_sentence_ends():
 def test_generator_reports_exhausted_families(monkeypatch):
     # a one-noun, one-verb lexicon: the "simple" family can make only a dozen sentences
     for name, value in [
-        ("_ANIMATE", [("dog", "dogs")]),
-        ("_ADJ", ["old"]),
-        ("_INTRANSITIVE", [("sleeps", "sleep")]),
-        ("_PLACES", ["park"]),
-        ("_PERSON_ADJ", ["tired"]),
-        ("_COPULA", [("is", "are")]),
+        ("ANIMATE", [("dog", "dogs")]),
+        ("ANIMATE_ADJ", ["old"]),
+        ("INTRANSITIVE", [("sleeps", "sleep")]),
+        ("PLACES", ["park"]),
+        ("PERSON_ADJ", ["tired"]),
+        ("COPULA", [("is", "are")]),
     ]:
         monkeypatch.setattr(generated, name, value)
     monkeypatch.setattr(generated, "_fronted", lambda rng: [])  # no fronted adverbials
@@ -590,3 +590,11 @@ def test_n_for_overrides_per_relation_source_or_both():
     assert counts == {"subject_verb": 7, "anaphora": 7, "delimiter": 4}
     with pytest.raises(ValueError, match="unknown relations or sources"):
         data.load_items(n=3, n_for={"anaphor": 3})
+
+
+def test_the_conllu_reader_lives_in_conllu_and_keeps_its_corpora_address():
+    import analyses.data.conllu as conllu
+    import analyses.data.corpora as corpora
+
+    assert corpora.read_conllu is conllu.read_conllu is data.read_conllu
+    assert corpora.readable_file is conllu.readable_file is data.readable_file

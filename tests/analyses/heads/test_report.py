@@ -132,7 +132,7 @@ def test_a_tall_role_map_has_no_blank_band_above_or_below():
     heads_map["primary"] = pd.Categorical(heads_map["primary"], [*heads.MAP_ROLES, "unclassified"])
     img = mpimg.imread(io.BytesIO(report.role_map_figure(heads_map, title="smollm2: primary role per head")))
     inked = np.nonzero((img[..., :3] < 0.95).any(axis=(1, 2)))[0]  # pixel rows with anything drawn
-    dpi = 90  # interp.io.png_bytes
+    dpi = 90  # interp.display.png_bytes
     assert inked[0] < 0.2 * dpi and img.shape[0] - inked[-1] < 0.2 * dpi, (inked[0], img.shape[0] - inked[-1])
 
 
