@@ -24,8 +24,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analyses.heads.probe import adapt, top_head
+from analyses.heads.adapter import adapt
 from analyses.heads.scoring import norm_weighted, value_norms
+from analyses.heads.summaries import top_head
 from interp.display import token_label
 from interp.names import act_name
 from models.tokenizer import UnreadableTextError
@@ -38,6 +39,7 @@ __all__ = [
     "example_patterns",
     "dequantise",
     "readable_sentences",
+    "as_sentences",
 ]
 
 

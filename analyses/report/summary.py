@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses.heads.probe import detectable_effect, labelled_roles, role_map
+from analyses.heads.labels import has_norm_rows, labelled_roles, role_map
+from analyses.heads.summaries import detectable_effect
 from analyses.heads.report import write_comparison
 from analyses.heads.roles import LINGUISTIC_ROLES
 from analyses.invariance.report import invariance_section
@@ -128,7 +129,7 @@ def _lens_validation_section(heads: dict[str, pd.DataFrame], val: dict[str, pd.D
     rows = []
     for name, v in val.items():
         df = heads.get(name)
-        if df is None or "weighting" not in df or not (df["weighting"] == "norm").any():
+        if df is None or not has_norm_rows(df):
             continue
         lab = labelled_roles(df)
         kinds = {}

@@ -10,7 +10,7 @@ import torch
 import models
 from analyses import data, heads
 from analyses.data import Item
-from analyses.heads import probe, scoring
+from analyses.heads import design, scoring
 from tests.factories import ID, planted_items, planted_model, tiny_config, word_tokenizer
 
 EXPECTED = {
@@ -169,7 +169,7 @@ def test_offset_and_candidate_baselines():
         Item(words=("the", "man", "met", "him", "."), relation="anaphora", query=3, target=1, candidates=(1,)),
     ]
     pooled = [
-        t for t in probe._relation_tests(items, causal=True, margin=0.05) if (t.source, t.subset) == ("all", "all")
+        t for t in design._relation_tests(items, causal=True, margin=0.05) if (t.source, t.subset) == ("all", "all")
     ]
     tests = {(t.role, t.direction): t for t in pooled if t.specials == "exclude"}
     t = tests[("anaphora", "pronoun->antecedent")]
