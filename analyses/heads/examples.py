@@ -228,7 +228,7 @@ def example_patterns(
     """Every head's attention (and norm lens) on ``sentences`` (default ``EXAMPLE_SENTENCES``;
     plain strings are fine), one forward pass each. With ``heads_df`` (the probe's table), also a
     figure example per role in ``roles`` that some sentence illustrates and the table scored: the
-    role's best head (``probe.top_head``) on that sentence. ``heads``: the (layer, head) pairs to
+    role's best head (``summaries.top_head``) on that sentence. ``heads``: the (layer, head) pairs to
     keep patterns for (default all)."""
     sents = EXAMPLE_SENTENCES if sentences is None else as_sentences(sentences)
     adapter = adapt(model, tokenizer)

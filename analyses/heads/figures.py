@@ -94,7 +94,7 @@ def heatmap_figure(df: pd.DataFrame, roles: Sequence[str] = ROLES, title: str = 
 
 
 def role_map_figure(heads_map: pd.DataFrame, title: str = "") -> bytes:
-    """Two seaborn layer x head grids side by side. Left, the primary role (``probe.role_map``):
+    """Two seaborn layer x head grids side by side. Left, the primary role (``labels.role_map``):
     colour = the role, number = its ceiling-normalised effect in % (``relative``), a dark frame =
     the head holds a sink label. Right, the sink layer: attention on the sink by weight (colour),
     with the norm-weighted value as the number where the norm lens ran. Returns PNG bytes."""

@@ -122,7 +122,7 @@ def test_run_gives_a_result_that_keeps_the_contract(result):
     pd.testing.assert_frame_equal(back.heads, result.heads)
 
 
-def test_write_writes_the_outputs_as_one_set(result, tmp_path):
+def test_write_writes_the_outputs_as_one_set(result, tmp_path, cheap_figures):
     from analyses.heads import report
 
     out = heads.write(result, tmp_path / "run")

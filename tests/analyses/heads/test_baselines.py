@@ -95,7 +95,9 @@ def _heuristic_model():
 @pytest.fixture(scope="module")
 def heuristic_df():
     items = _items(160, seed=5)
-    return heads.probe_items(_heuristic_model(), items, n_repeat=0, seed=0, n_boot=50, null_model=False)
+    return heads.probe_items(
+        _heuristic_model(), items, n_repeat=0, seed=0, n_boot=50, null_model=False, weighting=("attention",)
+    )
 
 
 def _sv(df, head, source="generated", subset="all"):
@@ -220,7 +222,9 @@ def _cue_pick(toks, q):
 
 def test_minimal_pairs_separate_a_cue_following_head_from_a_position_head():
     items = _pairs(40, seed=1)
-    df = heads.probe_items(_planted(_cue_pick), items, n_repeat=0, seed=0, n_boot=50, null_model=False)
+    df = heads.probe_items(
+        _planted(_cue_pick), items, n_repeat=0, seed=0, n_boot=50, null_model=False, weighting=("attention",)
+    )
     g = df[
         (df["role"] == "anaphora")
         & (df["direction"] == "pronoun->antecedent")
@@ -277,7 +281,9 @@ def test_a_generated_label_needs_real_text_behind_it():
         if it.words[0] == "near"
     ]
     items = _items(160, seed=5) + real
-    df = heads.probe_items(_heuristic_model(), items, n_repeat=0, seed=0, n_boot=50, null_model=False)
+    df = heads.probe_items(
+        _heuristic_model(), items, n_repeat=0, seed=0, n_boot=50, null_model=False, weighting=("attention",)
+    )
     row = _sv(df, SUBJECT)
     assert row["p_adjusted"] <= 0.05 and row["ci_low"] > row["baseline"]  # it would be a label on its own
     assert not row["label"] and not row["gates"]
@@ -307,7 +313,9 @@ def _reverse_pick(toks, q):
 
 def test_a_reverse_label_must_beat_the_other_nouns_control():
     items = _items(120, seed=4)
-    df = heads.probe_items(_planted(_reverse_pick), items, n_repeat=0, seed=0, n_boot=50, null_model=False)
+    df = heads.probe_items(
+        _planted(_reverse_pick), items, n_repeat=0, seed=0, n_boot=50, null_model=False, weighting=("attention",)
+    )
 
     def row(head, subset):
         g = df[

@@ -20,7 +20,9 @@ SEP_WEIGHT = 1.2  # head 2's key weight on [SEP]: above the subject's 1.0, so [S
 @pytest.fixture(scope="module")
 def sep_df():
     m = planted_model(sep_weight=SEP_WEIGHT)
-    return heads.probe_items(m, planted_items(120, seed=3), n_repeat=0, seed=0, n_boot=50, null_model=False)
+    return heads.probe_items(
+        m, planted_items(120, seed=3), n_repeat=0, seed=0, n_boot=50, null_model=False, weighting=("attention",)
+    )
 
 
 def _row(df, head, **where):
@@ -47,7 +49,9 @@ def test_a_sep_heavy_head_is_right_under_clark_and_wrong_when_specials_compete(s
 
 def test_without_special_tokens_both_conventions_agree():
     m = planted_model("causal")  # a tokenizer with no special tokens: nothing to exclude
-    df = heads.probe_items(m, planted_items(60, seed=4), n_repeat=0, n_boot=20, null_model=False)
+    df = heads.probe_items(
+        m, planted_items(60, seed=4), n_repeat=0, n_boot=20, null_model=False, weighting=("attention",)
+    )
     rel = df[df["role"] == "subject_verb"]
     ex = rel[rel["specials"] == "exclude"].set_index(["layer", "head", "source", "subset"]).sort_index()
     inc = rel[rel["specials"] == "include"].set_index(["layer", "head", "source", "subset"]).sort_index()
@@ -63,7 +67,14 @@ def test_descriptive_rows_never_carry_a_label_and_families_are_per_role(sep_df):
     # per role: adding descriptive tests (the include convention) changes no label-carrying p_adjusted
     m = planted_model(sep_weight=SEP_WEIGHT)
     only = heads.probe_items(
-        m, planted_items(120, seed=3), n_repeat=0, seed=0, n_boot=50, null_model=False, specials=("exclude",)
+        m,
+        planted_items(120, seed=3),
+        n_repeat=0,
+        seed=0,
+        n_boot=50,
+        null_model=False,
+        specials=("exclude",),
+        weighting=("attention",),
     )
     key = ["layer", "head", "role", "direction", "source", "subset"]
     a = sep_df[sep_df["family"] != ""].set_index(key)["p_adjusted"].sort_index()
@@ -75,7 +86,9 @@ def test_descriptive_rows_never_carry_a_label_and_families_are_per_role(sep_df):
 def test_bad_specials_are_refused():
     m = planted_model()
     with pytest.raises(ValueError, match="specials"):
-        heads.probe_items(m, planted_items(4, seed=0), specials=("bogus",), null_model=False, n_repeat=0)
+        heads.probe_items(
+            m, planted_items(4, seed=0), specials=("bogus",), null_model=False, n_repeat=0, weighting=("attention",)
+        )
 
 
 def _item(words, q, t, cands, source="generated:x"):
@@ -158,7 +171,9 @@ def _power_frame(n, sd, m, margin):
 
 def test_role_map_gives_each_planted_head_its_role():
     m = planted_model()
-    df = heads.probe_items(m, planted_items(160, seed=1), n_repeat=60, seed=0, n_boot=50, null_model=False)
+    df = heads.probe_items(
+        m, planted_items(160, seed=1), n_repeat=60, seed=0, n_boot=50, null_model=False, weighting=("attention",)
+    )
     rmap = heads.role_map(df).set_index("head")
     assert rmap.loc[2, "primary"] == "subject_verb"
     assert rmap.loc[3, "primary"] == "broad"

@@ -142,7 +142,7 @@ def test_a_sink_head_on_a_model_without_bos_passes_for_a_subject_head_until_a_bo
     items = _first_word_items(60, seed=1)
 
     def sink_head(adapter):
-        df = heads.probe_items(adapter, items, n_repeat=0, n_boot=20, null_model=False)
+        df = heads.probe_items(adapter, items, n_repeat=0, n_boot=20, null_model=False, weighting=("attention",))
         g = df[(df["head"] == 3) & (df["role"] == "subject_verb") & (df["source"] == "all") & (df["subset"] == "all")]
         return g[g["specials"] == "exclude"].iloc[0], df.attrs["sink"]
 
