@@ -22,8 +22,8 @@ import pandas as pd
 import torch
 
 from analyses.explore.limits import DEFAULT_MAX_TOKENS
-from analyses.heads.examples import readable_sentences
 from analyses.heads.adapter import adapt
+from analyses.heads.examples import readable_sentences
 from analyses.heads.labels import labelled_roles, role_map
 from analyses.heads.roles import MAP_ROLES
 from analyses.heads.scoring import norm_weighted, value_norms

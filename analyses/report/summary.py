@@ -20,9 +20,9 @@ from pathlib import Path
 import pandas as pd
 
 from analyses.heads.labels import has_norm_rows, labelled_roles, role_map
-from analyses.heads.summaries import detectable_effect
 from analyses.heads.report import write_comparison
 from analyses.heads.roles import LINGUISTIC_ROLES
+from analyses.heads.summaries import detectable_effect
 from analyses.invariance.report import invariance_section
 from analyses.report.page import label_counts, page_from_folder, read_heads, render_index
 from interp.io import atomic_write, md_table, sha256_file
