@@ -62,7 +62,9 @@ def child(model_name: str, n: int, block: int | None, seed: int) -> dict:
     import torch
 
     import models
-    from analyses.heads.probe import _Batch, _LayerScores, _query_blocks, _RepeatBatch, _tests, adapt
+    from analyses.heads.adapter import adapt
+    from analyses.heads.design import _tests
+    from analyses.heads.engine import _Batch, _LayerScores, _query_blocks, _RepeatBatch
     from analyses.heads.roles import SET_ROLES
     from analyses.heads.scoring import token_plan
     from analyses.longctx.text import long_windows

@@ -52,7 +52,7 @@ def _forward_only(model, items, batch_size: int) -> None:
 def _probe(model, items, batch_size: int):
     from analyses.heads import probe_items
 
-    return probe_items(model, items, n_repeat=0, null_model=False, batch_size=batch_size)
+    return probe_items(model, items, n_repeat=0, null_model=False, batch_size=batch_size, weighting=("attention",))
 
 
 def child(model_name: str, n: int, batch_size: int) -> dict:

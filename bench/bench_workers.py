@@ -48,7 +48,7 @@ def _share(world, task: str, model_name: str, n: int, seed: int) -> list[dict]:
         model = models.load(model_name)
         if task == "probe":
             items = keep_tokenizable(load_items(n=n, seed=seed, sources=SOURCES), model.tokenizer)
-            kw = dict(n_repeat=max(20, min(n, 200)), seed=seed, weighting=("attention", "norm"), world=world)
+            kw = dict(n_repeat=heads.n_repeat_for(n), seed=seed, weighting=("attention", "norm"), world=world)
         else:
             labels = pd.DataFrame(
                 [dict(layer=0, head=h, role="previous_token", score=1.0, label=True) for h in range(2)]

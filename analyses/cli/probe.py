@@ -7,15 +7,15 @@
 
 Writes DIR/heads.csv, DIR/report.md, DIR/report.html (self-contained, interactive: see
 ``analyses.report.page``), DIR/examples.json (every head's attention on a few example sentences, for the
-page) and the PNG figures (role_map.png, heatmaps.png, pattern_<role>.png): the files in ``OWNS``,
-committed as a set when the run ends (``interp.io.output_dir``); anything else in DIR (``invariance/``,
-``validation/``) is left alone.
+page) and the PNG figures (role_map.png, heatmaps.png, pattern_<role>.png): the files in
+``analyses.heads.OUTPUTS``, committed as a set when the run ends (``interp.io.output_dir``); anything else
+in DIR (``invariance/``, ``validation/``) is left alone. The work is ``analyses.heads.run`` and
+``analyses.heads.write``; this module parses the arguments.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 import time
@@ -30,17 +30,6 @@ from analyses.cli.common import (
 )
 from analyses.workers import run_with_workers
 
-# pattern_<role>.png, lowercase: a tour's pattern_L3H0.png in the same folder is not the probe's
-OWNS = (
-    "heads.csv",
-    "report.md",
-    "report.html",  # also re-rendered by `interp summary` once invariance/ and validation/ exist
-    "examples.json",
-    "role_map.png",
-    "heatmaps.png",
-    "lens.png",
-    "pattern_[a-z]*.png",
-)
 DEFAULT_N = 100  # items per relation: ~2 min for minilm, a few minutes for smollm2 on 2 CPU cores
 
 
@@ -124,24 +113,24 @@ def _items(args):
 
 
 def run(args) -> int:
+    from analyses.heads import OUTPUTS
+
     _n_for(args)  # a malformed --n-for or --sources fails here, before any worker starts or --out is touched
     _sources(args)
-    message = run_with_workers(args, "interp probe", OWNS, _compute, _write)
+    message = run_with_workers(args, "interp probe", OUTPUTS, _compute, _write)
     if message:
         sys.stdout.write(message)
     return 0
 
 
-def _compute(world, args) -> dict | None:
-    """The probe on one worker (``world``: ``interp.distributed.World``); rank 0 returns what
-    ``_write`` needs, the other workers None."""
-    import torch
-
+def _compute(world, args):
+    """The probe on one worker (``world``: ``interp.distributed.World``): ``analyses.heads.run``;
+    rank 0 returns its ``ProbeResult`` for ``_write``, the other workers None."""
     from analyses import heads
-    from analyses.heads.run import run_probe
 
     items = _items(args)  # before the model: a bad --conllu or --sources fails at once
-    run = run_probe(
+    mine = _example_sentences(args.examples) if world.is_main else None  # a pipe is read once, here
+    res = heads.run(
         args.model,
         items,
         n=args.n,
@@ -154,25 +143,19 @@ def _compute(world, args) -> dict | None:
         device=args.device,
         dtype=args.dtype,
         world=world,
+        example_sentences=mine,
     )
-    if run.n_dropped and world.is_main:
+    if res.n_dropped and world.is_main:
         sys.stderr.write(
-            f"interp probe: dropped {run.n_dropped} of {len(items)} sentences "
-            f"in which a word got no token of its own under {run.name}'s tokenizer\n"
+            f"interp probe: dropped {res.n_dropped} of {len(items)} sentences "
+            f"in which a word got no token of its own under {res.name}'s tokenizer\n"
         )
-    if (run.words.get("lost") or run.words.get("changed")) and world.is_main:
+    if (res.words.get("lost") or res.words.get("changed")) and world.is_main:
         sys.stderr.write(
-            f"interp probe: {run.words['lost']} of {run.words['words']} words lost to the unknown token and "
-            f"{run.words['changed']} changed by normalisation under {run.name}'s tokenizer\n"
+            f"interp probe: {res.words['lost']} of {res.words['words']} words lost to the unknown token and "
+            f"{res.words['changed']} changed by normalisation under {res.name}'s tokenizer\n"
         )
-    if not world.is_main:
-        return None
-    model, df = run.model, run.df
-    with torch.no_grad():  # one pass: every head's patterns, for the figures and the page
-        examples = heads.example_patterns(model, df)
-        mine = _example_sentences(args.examples)
-        page_examples = (examples if mine is None else heads.example_patterns(model, sentences=mine)).page()
-    return dict(df=df, examples=examples, page_examples=page_examples, n_items=run.n_items, name=run.name)
+    return res if world.is_main else None
 
 
 def _example_sentences(path) -> list[str] | None:
@@ -189,20 +172,18 @@ def _example_sentences(path) -> list[str] | None:
     return sentences
 
 
-def _write(args, tmp: Path, result: dict, t0: float) -> str:
-    from analyses.heads import report
+def _write(args, tmp: Path, result, t0: float) -> str:
+    """Rank 0's ``ProbeResult`` into the open output set: ``analyses.heads.write``, then the page."""
+    from analyses import heads
     from analyses.report import page
 
-    df, examples, page_examples = result["df"], result["examples"], result["page_examples"]
     command = "interp probe " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else None
-    report.write_report(df, tmp, examples=examples, command=command)
-    from interp.io import atomic_write
-
-    atomic_write(tmp / "examples.json", json.dumps(page_examples, separators=(",", ":")))
+    heads.write(result, tmp, command=command)
     page.write_page(tmp)  # report.html: the explorer, the labelled heads, data and method
+    df = result.heads
     n_lab = int(df["label"].sum())
     workers = f" on {df.attrs['workers']} workers" if df.attrs.get("workers", 1) > 1 else ""
     return (
-        f"{result['name']}: {result['n_items']} sentences, {n_lab} labels{workers}; wrote {args.out} "
+        f"{result.name}: {result.n_items} sentences, {n_lab} labels{workers}; wrote {args.out} "
         f"(heads.csv, report.md, report.html) in {time.perf_counter() - t0:.0f} s\n"
     )

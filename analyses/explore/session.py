@@ -22,8 +22,9 @@ import pandas as pd
 import torch
 
 from analyses.explore.limits import DEFAULT_MAX_TOKENS
+from analyses.heads.adapter import adapt
 from analyses.heads.examples import readable_sentences
-from analyses.heads.probe import adapt, labelled_roles, role_map
+from analyses.heads.labels import labelled_roles, role_map
 from analyses.heads.roles import MAP_ROLES
 from analyses.heads.scoring import norm_weighted, value_norms
 from interp.alignment import word_attention

@@ -1,55 +1,65 @@
-"""Head roles (``interp probe``): ``roles`` (names and table columns), ``scoring`` (scorers on
-tensors), ``probe`` (the probe over a dataset, with statistics), ``report`` (heads.csv, report.md,
-report.html, figures), ``run`` (``interp probe``'s work: load, filter, probe). Every public name of
-``roles``, ``scoring``, ``probe`` and ``run`` is re-exported here by name.
+"""Head roles (``interp probe``). The analysis face (``analyses.contract``): ``run(model, ...) ->
+ProbeResult`` (``.heads``: heads.csv's table, model, layer and head first; ``.info``), ``OUTPUTS`` and
+``write(result, folder)``; ``DEFAULTS``, the one record of the probe's defaults.
+
+The modules, lowest first: ``roles`` (names and table columns), ``scoring`` (scorers on tensors),
+``defaults``, ``adapter`` (what the probe needs from a model), ``design`` (tests, strata, noun
+heuristics, baselines), ``engine`` (the batched hook pass), ``labels`` (the table, Holm, the gates,
+the role map), ``summaries``, ``probe`` (``probe_items``, ``probe_heads``), ``examples`` (every
+head's patterns on a few sentences), ``pipeline`` (``run``, ``write``); ``report`` (heads.csv,
+report.md) and ``figures`` (the PNGs) are used as modules. Every name in the ``__all__`` of every
+other module is re-exported here by name (a test holds this).
 
 >>> import models
 >>> from analyses import heads
->>> df = heads.probe_heads(models.load("minilm"), n=200, seed=0)
+>>> df = heads.probe_heads(models.load("minilm"), n=200, seed=0)   # the same defaults as `interp probe`
+>>> res = heads.run("minilm"); heads.write(res, "runs/minilm")
 """
 
-from analyses.heads.examples import EXAMPLE_SENTENCES, EXAMPLES, ExamplePatterns, Sentence, dequantise, example_patterns
-from analyses.heads.probe import (
-    LABEL_SUBSET,
-    SUBSETS,
-    Adapter,
-    adapt,
-    check_sentences,
-    detectable_effect,
-    head_summary,
-    headline,
-    in_stratum,
-    labelled_roles,
-    probe_heads,
-    probe_items,
-    role_map,
-    sink_tokenizer,
-    source_of,
-    top_head,
+from analyses.heads.adapter import SINK_TOKENS, Adapter, adapt, sink_tokenizer
+from analyses.heads.defaults import DEFAULTS, ProbeDefaults, n_repeat_for
+from analyses.heads.design import CONTROL_SUBSET, LABEL_SUBSET, SUBSETS, in_stratum, noun_heuristics, source_of
+from analyses.heads.engine import check_sentences, cluster_order
+from analyses.heads.examples import (
+    EXAMPLE_SENTENCES,
+    EXAMPLES,
+    ExamplePatterns,
+    Sentence,
+    as_sentences,
+    dequantise,
+    example_patterns,
+    readable_sentences,
 )
+from analyses.heads.labels import LABEL_GATES, PAIR_SHARE_MIN, has_norm_rows, headline, labelled_roles, role_map
+from analyses.heads.pipeline import OUTPUTS, ProbeResult, ProbeRun, run, run_probe, write
+from analyses.heads.probe import probe_heads, probe_items
 from analyses.heads.roles import (
     BROAD_REFERENCE,
     CEILINGS,
     COLUMNS,
     IDLE,
     LINGUISTIC_ROLES,
+    MAP_PRIMARY,
     MAP_ROLES,
     NORM_LABEL_ROLES,
     OFFSET_ROLES,
     RELATIONS,
+    RETRIEVAL_THRESHOLD,
     ROLES,
     SET_ROLES,
+    SINK_EXCLUDED_ROLES,
     SINK_ROLES,
     SPECIALS,
     WEIGHTINGS,
 )
-from analyses.heads.run import ProbeRun, run_probe
 from analyses.heads.scoring import (
     RelationPlan,
     TokenPlan,
     broad_reference,
     duplicate_detection,
     norm_weighted,
+    relation_columns,
+    relation_finish,
     relation_scores,
     special_columns,
     tl_detection_score,
@@ -59,30 +69,59 @@ from analyses.heads.scoring import (
     visible_keys,
     word_columns,
 )
+from analyses.heads.summaries import detectable_effect, head_summary, real_text_heads, top_head
 
 __all__ = [
+    # the analysis face
+    "run",
+    "write",
+    "OUTPUTS",
+    "ProbeResult",
+    "DEFAULTS",
+    "ProbeDefaults",
+    "n_repeat_for",
+    "ProbeRun",  # deprecated: ProbeResult
+    "run_probe",  # deprecated: run
+    # probe
+    "probe_heads",
+    "probe_items",
+    # adapter
     "Adapter",
     "adapt",
     "sink_tokenizer",
-    "probe_heads",
-    "probe_items",
-    "check_sentences",
-    "head_summary",
-    "example_patterns",
-    "top_head",
-    "EXAMPLES",
-    "EXAMPLE_SENTENCES",
-    "ExamplePatterns",
-    "Sentence",
-    "dequantise",
-    "headline",
-    "role_map",
-    "labelled_roles",
-    "detectable_effect",
-    "in_stratum",
+    "SINK_TOKENS",
+    # design
     "source_of",
+    "noun_heuristics",
+    "in_stratum",
     "SUBSETS",
     "LABEL_SUBSET",
+    "CONTROL_SUBSET",
+    # engine
+    "check_sentences",
+    "cluster_order",
+    # labels
+    "has_norm_rows",
+    "headline",
+    "labelled_roles",
+    "role_map",
+    "LABEL_GATES",
+    "PAIR_SHARE_MIN",
+    # summaries
+    "real_text_heads",
+    "detectable_effect",
+    "head_summary",
+    "top_head",
+    # examples
+    "Sentence",
+    "EXAMPLE_SENTENCES",
+    "EXAMPLES",
+    "ExamplePatterns",
+    "example_patterns",
+    "dequantise",
+    "readable_sentences",
+    "as_sentences",
+    # roles
     "ROLES",
     "LINGUISTIC_ROLES",
     "RELATIONS",
@@ -96,7 +135,11 @@ __all__ = [
     "MAP_ROLES",
     "SINK_ROLES",
     "IDLE",
+    "MAP_PRIMARY",
     "CEILINGS",
+    "SINK_EXCLUDED_ROLES",
+    "RETRIEVAL_THRESHOLD",
+    # scoring
     "visible_keys",
     "TokenPlan",
     "token_plan",
@@ -106,10 +149,10 @@ __all__ = [
     "duplicate_detection",
     "RelationPlan",
     "relation_scores",
+    "relation_columns",
+    "relation_finish",
     "word_columns",
     "special_columns",
     "value_norms",
     "norm_weighted",
-    "ProbeRun",
-    "run_probe",
 ]

@@ -24,8 +24,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analyses.heads.probe import adapt, top_head
+from analyses.heads.adapter import adapt
 from analyses.heads.scoring import norm_weighted, value_norms
+from analyses.heads.summaries import top_head
 from interp.display import token_label
 from interp.names import act_name
 from models.tokenizer import UnreadableTextError
@@ -38,6 +39,7 @@ __all__ = [
     "example_patterns",
     "dequantise",
     "readable_sentences",
+    "as_sentences",
 ]
 
 
@@ -226,7 +228,7 @@ def example_patterns(
     """Every head's attention (and norm lens) on ``sentences`` (default ``EXAMPLE_SENTENCES``;
     plain strings are fine), one forward pass each. With ``heads_df`` (the probe's table), also a
     figure example per role in ``roles`` that some sentence illustrates and the table scored: the
-    role's best head (``probe.top_head``) on that sentence. ``heads``: the (layer, head) pairs to
+    role's best head (``summaries.top_head``) on that sentence. ``heads``: the (layer, head) pairs to
     keep patterns for (default all)."""
     sents = EXAMPLE_SENTENCES if sentences is None else as_sentences(sentences)
     adapter = adapt(model, tokenizer)

@@ -56,7 +56,7 @@ COLUMNS = [
 ]  # fmt: skip
 # heuristic  the best noun heuristic (relation rows looking back: "nearest noun", "first noun",
 #           "noun k"), heuristic_baseline its accuracy on the row's items; gates: False where a
-#           label-carrying row fails probe.LABEL_GATES (ci_low <= the best heuristic on a subset).
+#           label-carrying row fails labels.LABEL_GATES (ci_low <= the best heuristic on a subset).
 # n_clusters the clusters behind the row (analyses.data.Item.cluster): the test's and the interval's unit.
 # Where a row comes from (the columns after ``margin``):
 # specials  how special tokens ([CLS], [SEP], BOS) enter a word-relation argmax: "exclude" (Clark et

@@ -49,7 +49,8 @@ from torch import Tensor
 
 from analyses.contract import head_table as keyed_head_table
 from analyses.contract import make_info
-from analyses.heads.probe import adapt, probe_items
+from analyses.heads.adapter import adapt
+from analyses.heads.probe import probe_items
 from analyses.heads.roles import SET_ROLES
 from analyses.heads.scoring import TokenPlan, duplicate_detection, token_plan, token_role_scores
 from analyses.longctx.text import long_windows

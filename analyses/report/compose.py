@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from analyses.heads import report as heads_report
-from analyses.heads.probe import role_map
+from analyses.heads.labels import role_map
 from analyses.heads.report import Section, fmt3, role_layers
 from analyses.heads.roles import MAP_ROLES, RETRIEVAL_THRESHOLD
 from interp.display import fmt, md_table

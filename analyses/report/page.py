@@ -122,13 +122,13 @@ def _score_rows(df: pd.DataFrame) -> pd.DataFrame:
     antecedent=other: their p-value is the one that labelled the head). Each row's ``label`` is its
     own in heads.csv (a pooled row is descriptive: not labelled, no p) and ``map_role`` the name
     under which the map counts its label (``noop_sink`` for a boundary label by weight only)."""
-    from analyses.heads.probe import headline, labelled_roles
+    from analyses.heads.labels import has_norm_rows, headline, labelled_roles
     from analyses.heads.roles import NORM_LABEL_ROLES
 
     key = [c for c in _ROW_KEY if c in df]
     own = set(map(tuple, df.loc[df["label"].astype(bool), key].itertuples(index=False)))
     rows = [headline(df).assign(_w="attention")]
-    if "weighting" in df and (df["weighting"] == "norm").any():
+    if has_norm_rows(df):
         norm = df[
             (df["weighting"] == "norm")
             & (df["source"] == "all")
@@ -165,7 +165,7 @@ def _score_record(s) -> dict:
 
 def _role_grids(df: pd.DataFrame, L: int, H: int) -> dict[str, list[list[float | None]]]:
     """Per role: the [layer][head] best headline score (3 decimals), what the colour choice shows."""
-    from analyses.heads.probe import headline
+    from analyses.heads.labels import headline
 
     grids = {}
     for role, g in headline(df).groupby("role", sort=False):
@@ -191,7 +191,7 @@ def page_data(
     patterns (``ExamplePatterns.page()``, or the ``examples.json`` the probe wrote). ``retrieval``
     (``analyses.longctx.retrieval.read_retrieval``): each head's retrieval score in its record and a
     ``retrieval`` grid among the score grids (the explorer's colour choice offers it)."""
-    from analyses.heads.probe import role_map
+    from analyses.heads.labels import role_map
     from analyses.heads.roles import MAP_PRIMARY
 
     if df.empty:
@@ -307,7 +307,7 @@ def label_counts(df: pd.DataFrame) -> tuple[int, int]:
     """(labels, head-roles): the rows of the labelled heads table (one per role, direction and
     source that carries a label, the map's role names) and the distinct (layer, head, role) among
     them. The one count the page and index.html both state."""
-    from analyses.heads.probe import labelled_roles
+    from analyses.heads.labels import labelled_roles
 
     lab = labelled_roles(df) if "family" in df else df[df["label"].astype(bool)]
     return len(lab), len(lab.drop_duplicates(["layer", "head", "role"]))
@@ -316,7 +316,7 @@ def label_counts(df: pd.DataFrame) -> tuple[int, int]:
 def _labelled_rows(df: pd.DataFrame, validation: pd.DataFrame | None) -> pd.DataFrame:
     """One row per label (the map's role names: a boundary head by weight only is ``noop_sink``)
     with its validation verdict ("not tested" when the validation has no row for it)."""
-    from analyses.heads.probe import labelled_roles
+    from analyses.heads.labels import labelled_roles
     from analyses.heads.roles import MAP_ROLES
 
     lab = labelled_roles(df) if "family" in df else df[df["label"]].copy()
@@ -461,7 +461,7 @@ def render_page(
     data = page_data(df, examples=examples, validation=validation, model=model, circuits=circuits, retrieval=retrieval)
     retrieval_html = []
     if retrieval is not None:
-        from analyses.heads.probe import role_map
+        from analyses.heads.labels import role_map
         from analyses.heads.report import role_map_figure
         from analyses.report.compose import retrieval_markdown, with_retrieval
 

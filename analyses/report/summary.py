@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses.heads.probe import detectable_effect, labelled_roles, role_map
+from analyses.heads.labels import has_norm_rows, labelled_roles, role_map
 from analyses.heads.roles import LINGUISTIC_ROLES
+from analyses.heads.summaries import detectable_effect
 from analyses.invariance.report import invariance_section
 from analyses.report.compose import write_comparison
 from analyses.report.page import label_counts, page_from_folder, read_heads, render_index
@@ -129,7 +130,7 @@ def _lens_validation_section(heads: dict[str, pd.DataFrame], val: dict[str, pd.D
     rows = []
     for name, v in val.items():
         df = heads.get(name)
-        if df is None or "weighting" not in df or not (df["weighting"] == "norm").any():
+        if df is None or not has_norm_rows(df):
             continue
         lab = labelled_roles(df)
         kinds = {}

@@ -8,10 +8,10 @@ import importlib.util
 import pytest
 
 import analyses.data as data
-from analyses.heads import probe
+from analyses.heads import design
 from tests.analyses.data.test_data import CONLLU
 
-# the stated bounds: no nearest-, first- or k-th-noun heuristic (k <= probe.MAX_NOUN_K) is right on more
+# the stated bounds: no nearest-, first- or k-th-noun heuristic (k <= design.MAX_NOUN_K) is right on more
 # than this share of the generated items (before this issue: the subject was the first noun in 1000 of
 # 1000 items, the "antecedent=other" antecedent the second noun in 245 of 245)
 SV_BOUND = 0.5
@@ -24,23 +24,23 @@ def subject_verb():
 
 
 def test_no_noun_heuristic_finds_the_generated_subject(subject_verb):
-    subsets = {"all": lambda it: True, **probe.SUBSETS["subject_verb"]}
+    subsets = {"all": lambda it: True, **design.SUBSETS["subject_verb"]}
     for name in ("all", "attractor", "distance 3+"):
         items = [it for it in subject_verb if subsets[name](it)]
         assert len(items) > 300, name
-        heur = probe.noun_heuristics(items)
-        assert set(heur) == {"nearest noun", "first noun", *(f"noun {k}" for k in range(2, probe.MAX_NOUN_K + 1))}
+        heur = design.noun_heuristics(items)
+        assert set(heur) == {"nearest noun", "first noun", *(f"noun {k}" for k in range(2, design.MAX_NOUN_K + 1))}
         assert max(heur.values()) < SV_BOUND, (name, heur)
     # where a noun stands between subject and verb the nearest noun is never the subject
-    assert probe.noun_heuristics([it for it in subject_verb if probe._intervening(it)])["nearest noun"] == 0.0
+    assert design.noun_heuristics([it for it in subject_verb if design._intervening(it)])["nearest noun"] == 0.0
 
 
 def test_the_subject_is_the_first_second_or_third_noun(subject_verb):
-    ranks = [probe._nouns_before(it).index(it.target) + 1 for it in subject_verb]
+    ranks = [design._nouns_before(it).index(it.target) + 1 for it in subject_verb]
     shares = {k: ranks.count(k) / len(ranks) for k in (1, 2, 3)}
     assert all(0.15 < s < 0.5 for s in shares.values()), shares
     fronted = [it for it in subject_verb if it.info["fronted"] > 0]
-    assert fronted and all(it.target == probe._nouns_before(it)[it.info["fronted"]] for it in fronted)
+    assert fronted and all(it.target == design._nouns_before(it)[it.info["fronted"]] for it in fronted)
     # fronted nouns are not attractors: the attractor flag still means a noun of the other number between
     for it in subject_verb:
         between = [c for c in it.candidates if it.target < c < it.query]
@@ -49,12 +49,12 @@ def test_the_subject_is_the_first_second_or_third_noun(subject_verb):
 
 def test_no_noun_heuristic_finds_the_anaphora_label_antecedent():
     items = data.generate_anaphora(2000, seed=0)
-    other = [it for it in items if probe.SUBSETS["anaphora"][probe.LABEL_SUBSET["anaphora"]](it)]
+    other = [it for it in items if design.SUBSETS["anaphora"][design.LABEL_SUBSET["anaphora"]](it)]
     assert len(other) > 500
-    heur = probe.noun_heuristics(other)
+    heur = design.noun_heuristics(other)
     assert heur["first noun"] == 0.0 and heur["nearest noun"] == 0.0  # by the subset's definition
     assert max(heur.values()) < ANAPHORA_OTHER_BOUND, heur
-    ranks = {probe._nouns_before(it).index(it.target) + 1 for it in other}
+    ranks = {design._nouns_before(it).index(it.target) + 1 for it in other}
     assert ranks >= {2, 3, 4}
 
 

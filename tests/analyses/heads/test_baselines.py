@@ -11,14 +11,14 @@ import torch
 import analyses.data as data
 import analyses.heads as heads
 from analyses.data import Item
-from analyses.heads import probe
+from analyses.heads import design, labels, summaries
 from tests.factories import ATTRACTORS, ID, N_CTX, SUBJECTS, VERBS, planted_model
 
 NOUN_IDS = {ID[w] for w in SUBJECTS + ATTRACTORS}
 SUBJECT_IDS = {ID[w] for w in SUBJECTS}
 # the planted heads, by what their verb row attends to
 NEAREST, FIRST, SECOND, SUBJECT = 0, 1, 2, 3
-SV_GATES = [sub for source, sub in probe.LABEL_GATES["subject_verb"] if source == "all"]
+SV_GATES = [sub for source, sub in labels.LABEL_GATES["subject_verb"] if source == "all"]
 
 
 def _items(n: int, seed: int) -> list[Item]:
@@ -95,7 +95,9 @@ def _heuristic_model():
 @pytest.fixture(scope="module")
 def heuristic_df():
     items = _items(160, seed=5)
-    return heads.probe_items(_heuristic_model(), items, n_repeat=0, seed=0, n_boot=50, null_model=False)
+    return heads.probe_items(
+        _heuristic_model(), items, n_repeat=0, seed=0, n_boot=50, null_model=False, weighting=("attention",)
+    )
 
 
 def _sv(df, head, source="generated", subset="all"):
@@ -113,7 +115,7 @@ def _sv(df, head, source="generated", subset="all"):
 
 def test_the_planted_patterns_are_what_they_claim(heuristic_df):
     items = _items(160, seed=5)
-    expect = probe.noun_heuristics(items)
+    expect = design.noun_heuristics(items)
     # each heuristic head scores exactly its heuristic's accuracy over all items
     assert _sv(heuristic_df, NEAREST, "all")["score"] == pytest.approx(expect["nearest noun"])
     assert _sv(heuristic_df, FIRST, "all")["score"] == pytest.approx(expect["first noun"])
@@ -157,19 +159,19 @@ def test_noun_heuristics_by_hand():
         words = ("the", "cat", "near", "the", "dog", "of", "the", "box", "sleeps", ".")
         return Item(words, "subject_verb", query=8, target=target, candidates=(1, 4, 7))
 
-    got = probe.noun_heuristics([item(1), item(4), item(7), item(4)])
+    got = design.noun_heuristics([item(1), item(4), item(7), item(4)])
     assert got["first noun"] == 0.25 and got["nearest noun"] == 0.25
     assert got["noun 2"] == 0.5 and got["noun 3"] == 0.25 and got["noun 4"] == 0.0
 
 
 def test_subject_verb_baselines_hold_the_best_heuristic_on_the_gate_subsets():
     items = _items(80, seed=2)
-    tests = probe._relation_tests(items, causal=False, margin=0.05)
+    tests = design._relation_tests(items, causal=False, margin=0.05)
     by = {(t.direction, t.source, t.subset, t.specials): t for t in tests}
     for sub in SV_GATES:
         t = by[("verb->subject", "all", sub, "exclude")]
-        members = [it for it in items if probe.in_stratum(t, it)]
-        best = max(probe.noun_heuristics(members).values())
+        members = [it for it in items if design.in_stratum(t, it)]
+        best = max(design.noun_heuristics(members).values())
         assert t.heuristic_baseline == pytest.approx(best)
         assert t.baseline_kind in ("first noun", "nearest noun") or t.baseline_kind.startswith(("noun ", "offset"))
     # the label row on all items keeps the positional baselines (the gate does the rest)
@@ -220,7 +222,9 @@ def _cue_pick(toks, q):
 
 def test_minimal_pairs_separate_a_cue_following_head_from_a_position_head():
     items = _pairs(40, seed=1)
-    df = heads.probe_items(_planted(_cue_pick), items, n_repeat=0, seed=0, n_boot=50, null_model=False)
+    df = heads.probe_items(
+        _planted(_cue_pick), items, n_repeat=0, seed=0, n_boot=50, null_model=False, weighting=("attention",)
+    )
     g = df[
         (df["role"] == "anaphora")
         & (df["direction"] == "pronoun->antecedent")
@@ -230,8 +234,8 @@ def test_minimal_pairs_separate_a_cue_following_head_from_a_position_head():
     ].set_index("head")
     assert g.loc[0, "score"] == 1.0 and g.loc[1, "score"] == 0.0 and g.loc[2, "score"] == 0.0
     assert (g["n"] == 80).all() and (g["n_clusters"] == 40).all()  # 40 pairs: the test's and the interval's unit
-    assert g.loc[0, "ci_low"] > max(g.loc[0, "baseline"], probe.PAIR_SHARE_MIN - 0.5)
-    assert g.loc[1, "ci_high"] < probe.PAIR_SHARE_MIN
+    assert g.loc[0, "ci_low"] > max(g.loc[0, "baseline"], labels.PAIR_SHARE_MIN - 0.5)
+    assert g.loc[1, "ci_high"] < labels.PAIR_SHARE_MIN
     # sentence by sentence the position head is right half the time: only the pairs show it ignores the cue
     pooled = df[
         (df["role"] == "anaphora")
@@ -277,13 +281,15 @@ def test_a_generated_label_needs_real_text_behind_it():
         if it.words[0] == "near"
     ]
     items = _items(160, seed=5) + real
-    df = heads.probe_items(_heuristic_model(), items, n_repeat=0, seed=0, n_boot=50, null_model=False)
+    df = heads.probe_items(
+        _heuristic_model(), items, n_repeat=0, seed=0, n_boot=50, null_model=False, weighting=("attention",)
+    )
     row = _sv(df, SUBJECT)
     assert row["p_adjusted"] <= 0.05 and row["ci_low"] > row["baseline"]  # it would be a label on its own
     assert not row["label"] and not row["gates"]
     assert _sv(df, SUBJECT, "spacy-silver")["score"] == 0.0
     assert df.attrs["real_text"] == ["spacy-silver"]
-    best = probe.real_text_heads(df).set_index(["role", "direction"]).loc[("subject_verb", "verb->subject")]
+    best = summaries.real_text_heads(df).set_index(["role", "direction"]).loc[("subject_verb", "verb->subject")]
     assert best["source"] == "spacy-silver" and not best["label"] and best["kept_out_by"]
     # its real-text score is the heuristic head's: the fronted noun is the first noun there
     assert best["head"] == FIRST
@@ -307,7 +313,9 @@ def _reverse_pick(toks, q):
 
 def test_a_reverse_label_must_beat_the_other_nouns_control():
     items = _items(120, seed=4)
-    df = heads.probe_items(_planted(_reverse_pick), items, n_repeat=0, seed=0, n_boot=50, null_model=False)
+    df = heads.probe_items(
+        _planted(_reverse_pick), items, n_repeat=0, seed=0, n_boot=50, null_model=False, weighting=("attention",)
+    )
 
     def row(head, subset):
         g = df[
@@ -323,7 +331,7 @@ def test_a_reverse_label_must_beat_the_other_nouns_control():
 
     every, only = row(0, "all"), row(1, "all")
     assert every["score"] == only["score"] == 1.0
-    assert row(0, probe.CONTROL_SUBSET)["score"] == 1.0 and row(1, probe.CONTROL_SUBSET)["score"] == 0.0
+    assert row(0, design.CONTROL_SUBSET)["score"] == 1.0 and row(1, design.CONTROL_SUBSET)["score"] == 0.0
     assert only["label"] and not every["label"] and not every["gates"]
 
 
@@ -331,7 +339,7 @@ def test_each_stratum_is_tested_once_with_minimal_pairs():
     """The minimal pairs' "all" stratum is also subject-verb's label subset: one test, not two (two
     identical rows made the label gates' index non-unique and stopped the main job)."""
     from analyses.data.generated import generate_minimal_pairs, generate_subject_verb
-    from analyses.heads.probe import _relation_tests
+    from analyses.heads.design import _relation_tests
 
     items = generate_subject_verb(20, seed=0) + generate_minimal_pairs("subject_verb", 10, 0)
     tests = _relation_tests(items, causal=False, margin=0.05)

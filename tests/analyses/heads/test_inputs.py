@@ -47,7 +47,7 @@ def test_an_over_long_sentence_is_refused_before_any_forward_pass_naming_file_an
 
     monkeypatch.setattr(heads.Adapter, "forward", forward)
     with pytest.raises(ValueError, match=rf"^{path}:{start} has 10000 words, more than the context .*n_ctx={N_CTX}"):
-        heads.probe_items(planted_model(), items, n_repeat=0, null_model=False)
+        heads.probe_items(planted_model(), items, n_repeat=0, null_model=False, weighting=("attention",))
 
 
 def test_a_sentence_too_long_in_tokens_names_its_file_and_line(tmp_path):
@@ -56,7 +56,9 @@ def test_a_sentence_too_long_in_tokens_names_its_file_and_line(tmp_path):
     path = tmp_path / "t.conllu"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ValueError, match=rf"^{path}:7 has 17 words"):
-        heads.probe_items(planted_model(), data.read_conllu(path), n_repeat=0, null_model=False)
+        heads.probe_items(
+            planted_model(), data.read_conllu(path), n_repeat=0, null_model=False, weighting=("attention",)
+        )
 
 
 def test_a_one_word_conllu_file_exits_2_with_one_line(tmp_path, capsys):
@@ -161,7 +163,9 @@ def test_the_report_names_the_users_file_and_its_sentence_count(tmp_path):
     sentences = [_conllu_sentence(SHORT, 2, 1, f"s{k}") for k in range(2)]
     sentences.append(_conllu_sentence(["the", "dog", "runs", "."], 2, 1, "s3"))
     path.write_text("".join(sentences), encoding="utf-8")
-    df = heads.probe_items(planted_model(), data.read_conllu(path), n_repeat=0, null_model=False, n_boot=10)
+    df = heads.probe_items(
+        planted_model(), data.read_conllu(path), n_repeat=0, null_model=False, n_boot=10, weighting=("attention",)
+    )
     assert df.attrs["user_files"] == {str(path): {"kind": "conllu", "sentences": 3, "items": 3}}
     assert f"Your data: `{path}`, 3 sentences, 3 subject-verb items from CoNLL-U" in report._data_text(df.attrs)
 

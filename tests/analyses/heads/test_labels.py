@@ -11,7 +11,7 @@ from scipy import stats as st
 
 from analyses import heads
 from analyses.data import Item
-from analyses.heads import probe
+from analyses.heads import design, summaries
 from tests.factories import planted_items, planted_model
 
 SEP_WEIGHT = 1.2  # head 2's key weight on [SEP]: above the subject's 1.0, so [SEP] takes the largest weight
@@ -20,7 +20,9 @@ SEP_WEIGHT = 1.2  # head 2's key weight on [SEP]: above the subject's 1.0, so [S
 @pytest.fixture(scope="module")
 def sep_df():
     m = planted_model(sep_weight=SEP_WEIGHT)
-    return heads.probe_items(m, planted_items(120, seed=3), n_repeat=0, seed=0, n_boot=50, null_model=False)
+    return heads.probe_items(
+        m, planted_items(120, seed=3), n_repeat=0, seed=0, n_boot=50, null_model=False, weighting=("attention",)
+    )
 
 
 def _row(df, head, **where):
@@ -47,7 +49,9 @@ def test_a_sep_heavy_head_is_right_under_clark_and_wrong_when_specials_compete(s
 
 def test_without_special_tokens_both_conventions_agree():
     m = planted_model("causal")  # a tokenizer with no special tokens: nothing to exclude
-    df = heads.probe_items(m, planted_items(60, seed=4), n_repeat=0, n_boot=20, null_model=False)
+    df = heads.probe_items(
+        m, planted_items(60, seed=4), n_repeat=0, n_boot=20, null_model=False, weighting=("attention",)
+    )
     rel = df[df["role"] == "subject_verb"]
     ex = rel[rel["specials"] == "exclude"].set_index(["layer", "head", "source", "subset"]).sort_index()
     inc = rel[rel["specials"] == "include"].set_index(["layer", "head", "source", "subset"]).sort_index()
@@ -63,7 +67,14 @@ def test_descriptive_rows_never_carry_a_label_and_families_are_per_role(sep_df):
     # per role: adding descriptive tests (the include convention) changes no label-carrying p_adjusted
     m = planted_model(sep_weight=SEP_WEIGHT)
     only = heads.probe_items(
-        m, planted_items(120, seed=3), n_repeat=0, seed=0, n_boot=50, null_model=False, specials=("exclude",)
+        m,
+        planted_items(120, seed=3),
+        n_repeat=0,
+        seed=0,
+        n_boot=50,
+        null_model=False,
+        specials=("exclude",),
+        weighting=("attention",),
     )
     key = ["layer", "head", "role", "direction", "source", "subset"]
     a = sep_df[sep_df["family"] != ""].set_index(key)["p_adjusted"].sort_index()
@@ -75,7 +86,9 @@ def test_descriptive_rows_never_carry_a_label_and_families_are_per_role(sep_df):
 def test_bad_specials_are_refused():
     m = planted_model()
     with pytest.raises(ValueError, match="specials"):
-        heads.probe_items(m, planted_items(4, seed=0), specials=("bogus",), null_model=False, n_repeat=0)
+        heads.probe_items(
+            m, planted_items(4, seed=0), specials=("bogus",), null_model=False, n_repeat=0, weighting=("attention",)
+        )
 
 
 def _item(words, q, t, cands, source="generated:x"):
@@ -86,13 +99,13 @@ def test_strata_pick_the_documented_items():
     subj = _item("the king met the queen because he was late", 6, 1, (1, 4))  # antecedent = first noun
     near = _item("the king met the queen because she was late", 6, 4, (1, 4))  # nearest noun
     other = _item("the king met the queen near the boys because she was late", 9, 4, (1, 4, 7), "winobias")
-    t = probe._Test(
+    t = design._Test(
         role="anaphora", direction="pronoun->antecedent", metric="accuracy", kind="relation", relation="anaphora"
     )
     member = {}
     for subset in ("all", "antecedent=subject", "antecedent=nearest", "antecedent=other"):
         t.subset, t.source = subset, "all"
-        member[subset] = [probe.in_stratum(t, it) for it in (subj, near, other)]
+        member[subset] = [design.in_stratum(t, it) for it in (subj, near, other)]
     assert member == {
         "all": [True, True, True],
         "antecedent=subject": [True, False, False],
@@ -100,8 +113,8 @@ def test_strata_pick_the_documented_items():
         "antecedent=other": [False, False, True],
     }
     t.subset, t.source = "all", "winobias"
-    assert [probe.in_stratum(t, it) for it in (subj, near, other)] == [False, False, True]
-    assert probe.LABEL_SUBSET["anaphora"] == "antecedent=other"
+    assert [design.in_stratum(t, it) for it in (subj, near, other)] == [False, False, True]
+    assert design.LABEL_SUBSET["anaphora"] == "antecedent=other"
 
 
 def test_anaphora_labels_are_tested_where_neither_subject_nor_nearest_noun_is_right():
@@ -110,7 +123,7 @@ def test_anaphora_labels_are_tested_where_neither_subject_nor_nearest_noun_is_ri
         _item("the king met the queen near the boys because she was late", 9, 4, (1, 4, 7)),
         _item("the man saw the woman by the men since she left", 9, 4, (1, 4, 7)),
     ]
-    tests = [t for t in probe._relation_tests(items, causal=True, margin=0.05) if t.carries_label]
+    tests = [t for t in design._relation_tests(items, causal=True, margin=0.05) if t.carries_label]
     assert [(t.role, t.source, t.subset, t.specials) for t in tests] == [
         ("anaphora", "generated", "antecedent=other", "exclude")
     ]
@@ -124,7 +137,7 @@ def test_power_figure_is_what_a_simulation_finds(n, sd, m):
     simulated runs; at half the effect above the margin, far less often."""
     margin, alpha = 0.05, 0.05
     df = _power_frame(n, sd, m, margin)
-    delta = float(probe.detectable_effect(df, alpha=alpha).iloc[0]["detectable_effect"])
+    delta = float(summaries.detectable_effect(df, alpha=alpha).iloc[0]["detectable_effect"])
     rng = np.random.default_rng(0)
 
     def rejection_rate(effect, reps=2000):
@@ -158,7 +171,9 @@ def _power_frame(n, sd, m, margin):
 
 def test_role_map_gives_each_planted_head_its_role():
     m = planted_model()
-    df = heads.probe_items(m, planted_items(160, seed=1), n_repeat=60, seed=0, n_boot=50, null_model=False)
+    df = heads.probe_items(
+        m, planted_items(160, seed=1), n_repeat=60, seed=0, n_boot=50, null_model=False, weighting=("attention",)
+    )
     rmap = heads.role_map(df).set_index("head")
     assert rmap.loc[2, "primary"] == "subject_verb"
     assert rmap.loc[3, "primary"] == "broad"
@@ -177,7 +192,7 @@ def test_rhyme_labels_are_tested_where_the_partner_is_not_the_previous_line_end(
     controls = [
         dataclasses.replace(it, relation="rhyme", source="sonnets-control") for it in poetry.rhyme_controls()[:40]
     ]
-    tests = probe._relation_tests(items + controls, causal=True, margin=0.05)
+    tests = design._relation_tests(items + controls, causal=True, margin=0.05)
     labelled = [(t.role, t.source, t.subset) for t in tests if t.carries_label]
     assert labelled == [("rhyme", "sonnets", "partner=earlier line")]
     control = [t for t in tests if t.source == "sonnets-control"]

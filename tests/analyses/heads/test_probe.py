@@ -10,7 +10,7 @@ import torch
 import models
 from analyses import data, heads
 from analyses.data import Item
-from analyses.heads import probe, scoring
+from analyses.heads import design, scoring
 from tests.factories import ID, planted_items, planted_model, tiny_config, word_tokenizer
 
 EXPECTED = {
@@ -30,7 +30,7 @@ EXPECTED = {
 @pytest.fixture(scope="module")
 def planted_df():
     m = planted_model()
-    return heads.probe_items(m, planted_items(160, seed=1), n_repeat=60, seed=0, n_boot=100)
+    return heads.probe_items(m, planted_items(160, seed=1), n_repeat=60, seed=0, n_boot=100, weighting=("attention",))
 
 
 def test_planted_patterns_are_what_the_weights_say():
@@ -72,7 +72,11 @@ def test_schema_and_roles(planted_df):
 
 def test_causal_model_scores_only_looking_back():
     m = planted_model("causal")
-    df = heads.headline(heads.probe_items(m, planted_items(80, seed=2), n_repeat=0, null_model=False, n_boot=20))
+    df = heads.headline(
+        heads.probe_items(
+            m, planted_items(80, seed=2), n_repeat=0, null_model=False, n_boot=20, weighting=("attention",)
+        )
+    )
     assert set(df[df.role == "subject_verb"].direction) == {"verb->subject"}
     prev = df[(df.role == "previous_token")].set_index("head")
     assert prev.loc[0, "label"]
@@ -85,7 +89,7 @@ def test_random_model_gets_no_linguistic_labels(seed):
     cfg = planted_model().cfg
     m = models.Transformer(cfg.replace(name="random"), tokenizer=word_tokenizer(), seed=100 + seed).eval()
     items = planted_items(150, seed=seed)
-    df = heads.probe_items(m, items, n_repeat=40, seed=seed, n_boot=50)
+    df = heads.probe_items(m, items, n_repeat=40, seed=seed, n_boot=50, weighting=("attention",))
     ling = df[df.role.isin(heads.LINGUISTIC_ROLES)]
     assert not ling.label.any()
     # and nothing beyond "broad" (what near-uniform attention is)
@@ -169,7 +173,7 @@ def test_offset_and_candidate_baselines():
         Item(words=("the", "man", "met", "him", "."), relation="anaphora", query=3, target=1, candidates=(1,)),
     ]
     pooled = [
-        t for t in probe._relation_tests(items, causal=True, margin=0.05) if (t.source, t.subset) == ("all", "all")
+        t for t in design._relation_tests(items, causal=True, margin=0.05) if (t.source, t.subset) == ("all", "all")
     ]
     tests = {(t.role, t.direction): t for t in pooled if t.specials == "exclude"}
     t = tests[("anaphora", "pronoun->antecedent")]
@@ -252,7 +256,7 @@ def test_bidirectional_scores_where_detector_needs_causal():
 @pytest.mark.slow
 def test_minilm_small_probe(minilm):
     items = data.load_items(n=12, seed=0)
-    df = heads.probe_items(minilm, items, n_repeat=8, n_boot=20, null_model=False)
+    df = heads.probe_items(minilm, items, n_repeat=8, n_boot=20, null_model=False, weighting=("attention",))
     assert len(df) == len(df.drop_duplicates(["layer", "head", "role", "direction", "source", "subset", "specials"]))
     assert set(df.direction[df.role == "subject_verb"]) == {"verb->subject", "subject->verb"}
     # MiniLM has strong attention-sink / delimiter heads ([CLS], [SEP], punctuation)
@@ -264,7 +268,7 @@ def test_probe_runs_on_a_transformer_lens_bridge(minilm, minilm_bridge):
     """Analyses need only hook names: the bridge (another implementation of the same weights) gets
     the same scores and the same labels as the toolkit's model on the same items."""
     items = data.load_items(n=10, seed=1)
-    kw = dict(n_repeat=6, n_boot=20, null_model=False, seed=0)
+    kw = dict(n_repeat=6, n_boot=20, null_model=False, seed=0, weighting=("attention",))
     ours = heads.probe_items(minilm, items, **kw)
     theirs = heads.probe_items(minilm_bridge, items, **kw)
     key = ["layer", "head", "role", "direction"]
@@ -277,13 +281,13 @@ def test_probe_runs_on_a_transformer_lens_bridge(minilm, minilm_bridge):
 
 def test_empty_dataset_is_an_error():
     with pytest.raises(ValueError, match="empty dataset"):
-        heads.probe_items(planted_model(), [], null_model=False)
+        heads.probe_items(planted_model(), [], null_model=False, weighting=("attention",))
 
 
 def test_sentence_longer_than_context_is_an_error():
     long = Item(words=tuple(["the", "cat"] * 10) + (".",), relation="delimiter")
     with pytest.raises(ValueError, match="more than the context"):
-        heads.probe_items(planted_model(), [long], n_repeat=0, null_model=False)
+        heads.probe_items(planted_model(), [long], n_repeat=0, null_model=False, weighting=("attention",))
 
 
 def test_model_without_pattern_hooks_is_an_error():
@@ -301,4 +305,4 @@ def test_model_without_pattern_hooks_is_an_error():
 def test_model_without_tokenizer_is_an_error():
     m = models.Transformer(tiny_config(), seed=0)
     with pytest.raises(ValueError, match="tokenizer"):
-        heads.probe_items(m, planted_items(3, 0), null_model=False)
+        heads.probe_items(m, planted_items(3, 0), null_model=False, weighting=("attention",))

@@ -25,7 +25,9 @@ def probed():
     out = {}
     for attention in ("bidirectional", "causal"):
         m = planted_model(attention)
-        df = heads.probe_items(m, planted_items(60, seed=5), n_repeat=20, n_boot=30, null_model=False)
+        df = heads.probe_items(
+            m, planted_items(60, seed=5), n_repeat=20, n_boot=30, null_model=False, weighting=("attention",)
+        )
         df["model"] = df.attrs["model"] = f"planted-{attention}"
         out[attention] = (m, df)
     return out

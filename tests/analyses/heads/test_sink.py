@@ -13,7 +13,7 @@ import torch
 import models
 from analyses import heads
 from analyses.data import Item
-from analyses.heads import probe, scoring
+from analyses.heads import engine, scoring
 from tests.factories import ID, N_CTX, SUBJECTS, VERBS, planted_items, planted_model
 
 BETA = 4.0  # as in planted_model: a matching query-key pair scores 20, so softmax is one-hot
@@ -117,8 +117,8 @@ def test_delimiter_leaves_the_sink_out():
 def test_the_delimiter_set_has_no_first_token():
     m = planted_model(sep_weight=0.0)  # [CLS] ... [SEP]
     items = [Item(("the", "cat", "sleeps", "."), "delimiter")]
-    batch = probe.adapt(m).tokenizer.words([list(it.words) for it in items])
-    sets = probe._token_sets(batch, items)
+    batch = heads.adapt(m).tokenizer.words([list(it.words) for it in items])
+    sets = engine._token_sets(batch, items)
     d, s = heads.SET_ROLES.index("delimiter"), heads.SET_ROLES.index("attention_sink")
     assert batch.tokens[0][0] == "[CLS]" and sets[0, 0, s] and not sets[0, 0, d]
     assert sets[0, :, d].nonzero().ravel().tolist() == [4, 5]  # '.' and [SEP]
@@ -135,26 +135,26 @@ def test_a_sink_head_on_a_model_without_bos_passes_for_a_subject_head_until_a_bo
     t.pre_tokenizer = pre_tokenizers.Whitespace()
     hf = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="[UNK]", pad_token="[PAD]", bos_token="[CLS]")
     m = _sink_model("causal", specials=False, tokenizer=models.Tokenizer(hf))  # adds no BOS itself
-    with_bos = probe.adapt(m)
+    with_bos = heads.adapt(m)
     assert with_bos.sink == "[CLS] (prepended)" and with_bos.tokenizer.words([["cat"]]).tokens[0] == ["[CLS]", "cat"]
-    assert probe.adapt(m, sink=False).sink == "first word"
+    assert heads.adapt(m, sink=False).sink == "first word"
     assert m.tokenizer.words([["cat"]]).tokens[0] == ["cat"]  # the model's own tokenizer is untouched
     items = _first_word_items(60, seed=1)
 
     def sink_head(adapter):
-        df = heads.probe_items(adapter, items, n_repeat=0, n_boot=20, null_model=False)
+        df = heads.probe_items(adapter, items, n_repeat=0, n_boot=20, null_model=False, weighting=("attention",))
         g = df[(df["head"] == 3) & (df["role"] == "subject_verb") & (df["source"] == "all") & (df["subset"] == "all")]
         return g[g["specials"] == "exclude"].iloc[0], df.attrs["sink"]
 
-    before, what = sink_head(probe.adapt(m, sink=False))
+    before, what = sink_head(heads.adapt(m, sink=False))
     assert before["score"] == 1.0 and what == "first word"  # "right" every time: it attends to word 0
     after, what = sink_head(with_bos)
     assert after["score"] == 0.0 and what == "[CLS] (prepended)"
 
 
 def test_real_models_sink_is_a_special_token(minilm, smollm2):
-    assert probe.adapt(minilm).sink == "[CLS]"
-    a = probe.adapt(smollm2)
+    assert heads.adapt(minilm).sink == "[CLS]"
+    a = heads.adapt(smollm2)
     assert a.sink == "<|endoftext|> (prepended)"
     batch = a.tokenizer.words([["The", "dog", "barks", "."]])
     assert batch.tokens[0][0] == "<|endoftext|>" and batch.token_to_word[0][:2] == [-1, 0]

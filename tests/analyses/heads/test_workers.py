@@ -57,7 +57,9 @@ def _failing_probe(world: World) -> pd.DataFrame:
     if world.rank == 1:  # worker 1 gets a sentence longer than the context (16); sorted last, it is in
         # the last sentence batch (9 of 0..9), which worker 1 owns
         items[5] = dataclasses.replace(items[5], words=items[5].words[:-1] + ("old",) * 12 + (".",))
-    return heads.probe_items(planted_model(), items, n_repeat=0, n_boot=10, batch_size=4, world=world)
+    return heads.probe_items(
+        planted_model(), items, n_repeat=0, n_boot=10, batch_size=4, world=world, weighting=("attention",)
+    )
 
 
 def test_a_worker_that_fails_stops_the_probe_and_is_named():

@@ -288,7 +288,7 @@ def probed_planted(tmp_path_factory):
 
 def test_report_and_map_show_the_retrieval_heads(probed_planted, tmp_path):
     from analyses.heads import report
-    from analyses.heads.probe import role_map
+    from analyses.heads.labels import role_map
     from analyses.report import compose
 
     df, out = probed_planted

@@ -1,0 +1,258 @@
+"""The label decision: the heads table from a run's summaries (one-sided p-values over clusters, Holm
+within each role's family, intervals widened to Wilson's for accuracies, the null model), the gates a
+relation label must also pass (``LABEL_GATES``, the reverse control, real text behind a synthetic
+label), and what the labels make of each head: ``headline``, ``labelled_roles`` (a boundary label by
+weight only is ``noop_sink``) and the role map."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analyses.data.generated import MINIMAL_PAIR_SOURCE
+from analyses.heads.adapter import Adapter
+from analyses.heads.design import CONTROL_SUBSET, HEURISTIC_RELATIONS, SYNTHETIC_SOURCES
+from analyses.heads.roles import CEILINGS, COLUMNS, IDLE, MAP_PRIMARY, NORM_LABEL_ROLES, RELATIONS, SINK_ROLES, SPECIALS
+from interp import stats
+
+__all__ = ["has_norm_rows", "headline", "labelled_roles", "role_map", "LABEL_GATES", "PAIR_SHARE_MIN"]
+
+
+def has_norm_rows(df: pd.DataFrame) -> bool:
+    """Whether a heads table (or a slice of one) holds norm-weighted rows (``weighting`` = "norm":
+    the probe ran with the norm lens), which the boundary labels and the sink layer read."""
+    return "weighting" in df and bool((df["weighting"] == "norm").any())
+
+
+def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFrame:
+    L, H = adapter.n_layers, adapter.n_heads
+    ci_low, ci_high = summ.ci(0.95)
+    n_tests = len(tests)
+    margin = np.array([t.margin for t in tests])[:, None, None] * np.ones((1, L, H))
+    clustered = summ.extra.get("clustered")
+    n_clusters = clustered.g if clustered is not None else summ.n
+    # the test runs over clusters (one cluster per item where items have none: the item t-test)
+    if clustered is not None:
+        p = clustered.p_value(margin)
+    else:
+        p = stats.one_sided_p_from_sums(summ.n, summ.mean_diff, summ.sd_diff, margin)
+    p = np.where(summ.n >= 2, p, np.nan)
+    # accuracy intervals: the cluster bootstrap's, widened to the Wilson interval at the number of
+    # clusters, so that a small all-correct sample does not get the interval [1, 1]
+    acc = np.array([t.metric == "accuracy" for t in tests])[:, None, None]
+    w_lo, w_hi = stats.wilson_interval(summ.score * n_clusters, n_clusters)
+    with np.errstate(invalid="ignore"):
+        ci_low = np.where(acc & np.isfinite(w_lo), np.fmin(ci_low, w_lo), ci_low)
+        ci_high = np.where(acc & np.isfinite(w_hi), np.fmax(ci_high, w_hi), ci_high)
+    # one family per role (each role is its own claim), over its label-carrying tests only
+    p_adj = np.full_like(p, np.nan)
+    for role in {t.family for t in tests} - {""}:
+        ks = [k for k, t in enumerate(tests) if t.family == role]
+        if ks:
+            p_adj[ks] = stats.holm(p[ks])
+    null_score = null.score if null is not None else np.full((n_tests, L, H), np.nan)
+    layer, head = np.meshgrid(np.arange(L), np.arange(H), indexing="ij")
+    frames = []
+    for k, t in enumerate(tests):
+        frames.append(
+            pd.DataFrame(
+                {
+                    "model": adapter.name,
+                    "layer": layer.ravel(),
+                    "head": head.ravel(),
+                    "role": t.role,
+                    "direction": t.direction,
+                    "metric": t.metric,
+                    "score": summ.score[k].ravel(),
+                    "baseline": summ.baseline[k].ravel(),
+                    "baseline_kind": t.baseline_kind,
+                    "ci_low": ci_low[k].ravel(),
+                    "ci_high": ci_high[k].ravel(),
+                    "n": summ.n[k].ravel().astype(int),
+                    "p_value": p[k].ravel(),
+                    "p_adjusted": p_adj[k].ravel(),
+                    "null_score": null_score[k].ravel(),
+                    "mass": summ.extra["mass"][k].ravel(),
+                    "offset_baseline": t.offset_baseline,
+                    "candidate_baseline": t.candidate_baseline,
+                    "margin": t.margin,
+                    "specials": t.specials,
+                    "source": t.source,
+                    "subset": t.subset,
+                    "family": t.family,
+                    "weighting": t.weighting,
+                    "sd_diff": summ.sd_diff[k].ravel(),
+                    "special_mass": summ.extra["special_mass"][k].ravel(),
+                    "heuristic": t.heuristic,
+                    "heuristic_baseline": t.heuristic_baseline,
+                    "n_clusters": n_clusters[k].ravel().astype(int),
+                }
+            )
+        )
+    df = pd.concat(frames, ignore_index=True)
+    clears_null = (df["ci_low"] > df["null_score"]) | df["null_score"].isna() | (df["role"] == "broad")
+    df["label"] = (df["p_adjusted"] <= alpha) & (df["ci_low"] > df["baseline"]) & clears_null
+    df["label"] = df["label"].fillna(False).astype(bool) & (df["family"] != "")
+    df["gates"] = _gates(df)
+    df["label"] &= df["gates"]
+    return df[COLUMNS]
+
+
+# the strata (source, subset) on which a relation label must also clear the best heuristic (the
+# row's baseline there: best offset, first word, nearest / first / k-th noun): the items where the
+# heuristics disagree with the gold (required: no such items, no label), and the minimal pairs
+# (where the run has them: ``--sources pairs``), whose score must also reach PAIR_SHARE_MIN.
+# A head that follows a heuristic scores at most that heuristic there.
+LABEL_GATES = {
+    "subject_verb": (("all", "attractor"), ("all", "distance 3+"), (MINIMAL_PAIR_SOURCE, "all")),
+    "anaphora": ((MINIMAL_PAIR_SOURCE, "all"),),
+}
+PAIR_SHARE_MIN = 0.5  # a gated head moves its argmax with the cue in at least half of the pairs
+# a label from the generated families needs real text behind it where the run has real text of the
+# relation (WinoBias, spaCy-silver XSum, CoNLL-U, a user's text): the same head and direction with
+# ci_low above the baseline on a real source's label-carrying row
+REAL_TEXT_RELATIONS = ("subject_verb", "anaphora")
+
+
+def _gates(df: pd.DataFrame) -> pd.Series:
+    """Per row: False for a label-carrying row of a gated relation whose head does not clear, on
+    each of ``LABEL_GATES``' strata (same direction, specials convention and weighting), ci_low >
+    that stratum's baseline (and, on the minimal pairs, score >= PAIR_SHARE_MIN), or where the
+    run has no items in a required stratum; else True. Directions the stratum has no rows for
+    (a reverse direction, on the minimal pairs) are not gated by it."""
+    ok = pd.Series(True, index=df.index)
+    keys = ["layer", "head", "direction", "specials", "weighting"]
+    for relation, strata in LABEL_GATES.items():
+        rows = (df["role"] == relation) & (df["family"] != "")
+        if not rows.any():
+            continue
+        for source, sub in strata:
+            g = df[(df["role"] == relation) & (df["source"] == source) & (df["subset"] == sub)]
+            pairs = source == MINIMAL_PAIR_SOURCE
+            if pairs and g.empty:
+                continue  # not measured in this run
+            passed = (g["ci_low"] > g["baseline"]) & (g["n"] > 0)
+            if pairs:
+                passed &= g["score"] >= PAIR_SHARE_MIN
+            passed = g.assign(passed=passed).set_index(keys)["passed"]
+            key = pd.MultiIndex.from_frame(df.loc[rows, keys])
+            got = passed.reindex(key)
+            if pairs:  # only the directions measured on the pairs
+                got = got.where(~got.isna() | key.get_level_values("direction").isin(g["direction"]), True)
+            ok.loc[rows] &= got.fillna(False).astype(bool).to_numpy()
+    for relation in HEURISTIC_RELATIONS:  # the reverse control: other nouns attend to the query less
+        reverse = RELATIONS[relation][1]
+        rows = (df["role"] == relation) & (df["family"] != "") & (df["direction"] == reverse)
+        ctrl = df[(df["role"] == relation) & (df["subset"] == CONTROL_SUBSET) & (df["direction"] == reverse)]
+        if not rows.any() or ctrl.empty:
+            continue
+        ctrl_score = ctrl.set_index(["source", *keys])["score"]
+        key = pd.MultiIndex.from_frame(df.loc[rows, ["source", *keys]])
+        against = ctrl_score.reindex(key).to_numpy()  # NaN: no other noun in that source's items
+        ok.loc[rows] &= ~(df.loc[rows, "ci_low"].to_numpy() <= against)
+    for relation in REAL_TEXT_RELATIONS:
+        label_rows = (df["role"] == relation) & (df["family"] != "")
+        synthetic = label_rows & df["source"].isin(SYNTHETIC_SOURCES)
+        real = df[label_rows & ~df["source"].isin(SYNTHETIC_SOURCES)]
+        if real.empty or not synthetic.any():
+            continue  # no real text of this relation in the run (df.attrs["real_text"] says so)
+        behind = real.assign(passed=real["ci_low"] > real["baseline"]).groupby(keys)["passed"].any()
+        key = pd.MultiIndex.from_frame(df.loc[synthetic, keys])
+        ok.loc[synthetic] &= behind.reindex(key).fillna(False).astype(bool).to_numpy()
+    return ok
+
+
+def headline(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (layer, head, role, direction): the pooled row under the label-carrying
+    convention (all sources, all items, specials excluded), with ``label`` true where any of the
+    head's label-carrying rows for that role and direction is labelled. What maps and heatmaps show."""
+    pooled = (df["source"] == "all") & (df["subset"] == "all") & df["specials"].isin(["-", SPECIALS[0]])
+    if "weighting" in df:
+        pooled &= df["weighting"] == "attention"
+    head = df[pooled].copy()
+    lab = df[df["label"]]
+    if "weighting" in df:
+        lab = lab[lab["weighting"] == "attention"]
+    labelled = lab.groupby(["layer", "head", "role", "direction"]).size()
+    key = pd.MultiIndex.from_frame(head[["layer", "head", "role", "direction"]])
+    head["label"] = key.isin(labelled.index)
+    return head.reset_index(drop=True)
+
+
+def labelled_roles(df: pd.DataFrame) -> pd.DataFrame:
+    """The labelled rows that make a head's roles: attention-weighted rows with ``label``, and,
+    where the table has norm-weighted rows, each boundary role (``NORM_LABEL_ROLES``:
+    attention_sink, delimiter, punctuation, sep_eos) split into itself (the norm row is labelled too:
+    the head moves information from where it attends) and ``noop_sink`` (it is not). Adds ``effect``
+    = score - baseline, ``standardised`` = effect / margin and ``relative``, the ceiling-normalised
+    effect (score - baseline) / (ceiling - baseline) (``CEILINGS``; 1 for most roles): the share of
+    the way from the baseline to the best score the metric allows."""
+    lab = df[df["label"]].copy()
+    if has_norm_rows(df):
+        normed = lab[lab["weighting"] == "norm"]
+        confirmed = set(zip(normed["layer"], normed["head"], normed["role"]))
+        lab = lab[lab["weighting"] == "attention"].copy()
+        weight_only = [
+            r in NORM_LABEL_ROLES and (l, h, r) not in confirmed
+            for l, h, r in zip(lab["layer"], lab["head"], lab["role"])
+        ]
+    else:
+        weight_only = [False] * len(lab)
+    lab["effect"] = lab["score"] - lab["baseline"]
+    lab["standardised"] = lab["effect"] / lab["margin"].where(lab["margin"] > 0, 0.05)
+    ceiling = lab["role"].map(lambda r: CEILINGS.get(r, 1.0)).astype(float)
+    room = ceiling - lab["baseline"]
+    lab["relative"] = lab["effect"] / room.where(room > 0)
+    lab.loc[weight_only, "role"] = "noop_sink"
+    return lab
+
+
+def _sink_layer(df: pd.DataFrame) -> pd.DataFrame:
+    """Per head: the attention_sink score by weight (``sink_weight``) and by norm (``sink_norm``,
+    NaN without norm rows), from the pooled rows."""
+    g = df[(df["role"] == "attention_sink") & (df["source"] == "all")]
+    w = g[g["weighting"] == "attention"] if "weighting" in g else g
+    out = w.groupby(["layer", "head"])["score"].max().rename("sink_weight").to_frame()
+    if has_norm_rows(g):
+        out["sink_norm"] = g[g["weighting"] == "norm"].groupby(["layer", "head"])["score"].max()
+    else:
+        out["sink_norm"] = np.nan
+    return out
+
+
+def role_map(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per head: its primary role (what it does when it is not idling), the effect behind
+    it, its other (secondary) roles, and the sink layer of the map beside them.
+
+    A head's labelled roles outside the sink (``SINK_ROLES``: attention_sink, noop_sink) are ranked
+    by the ceiling-normalised effect ``relative`` = (score - baseline) / (ceiling - baseline)
+    (``labelled_roles``), which puts accuracy roles, mass roles, the induction score (which cannot
+    exceed 0.5) and ``broad``'s entropy on one scale; the first is the primary role. A head whose
+    only labels are sink roles is ``"idle (sink)"``, one with none "unclassified". The sink is its
+    own layer: ``sink`` (the head's sink label, "attention_sink" when the norm lens confirms it,
+    "noop_sink" for a boundary label by weight only, "" for none), ``sink_weight`` and ``sink_norm``
+    (its attention_sink score by weight and by norm). ``standardised`` (effect / margin) is kept."""
+    h = headline(df)
+    lab = labelled_roles(df)
+    best = lab.sort_values("relative", ascending=False).drop_duplicates(["layer", "head", "role"])
+    sinks = _sink_layer(df)
+    rows = []
+    for (layer, head_), _ in h.groupby(["layer", "head"], sort=True):
+        g = best[(best["layer"] == layer) & (best["head"] == head_)]
+        active = g[~g["role"].isin(SINK_ROLES)]
+        idle = g[g["role"].isin(SINK_ROLES)]
+        row = dict(layer=int(layer), head=int(head_), primary="unclassified", effect=np.nan, standardised=np.nan)
+        row.update(relative=np.nan, secondary="", sink=", ".join(sorted(set(idle["role"]))))
+        if not active.empty:
+            top = active.iloc[0]
+            row.update(primary=str(top["role"]), effect=float(top["effect"]), standardised=float(top["standardised"]))
+            row.update(relative=float(top["relative"]), secondary=", ".join(active["role"].iloc[1:]))
+        elif not idle.empty:
+            row["primary"] = IDLE
+        key = (layer, head_)
+        row["sink_weight"] = float(sinks.loc[key, "sink_weight"]) if key in sinks.index else np.nan
+        row["sink_norm"] = float(sinks.loc[key, "sink_norm"]) if key in sinks.index else np.nan
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    out["primary"] = pd.Categorical(out["primary"], list(MAP_PRIMARY))
+    return out
