@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 
 from analyses.heads.roles import RETRIEVAL_THRESHOLD, ROLES
-from interp.display import figure_label
-from interp.io import png_bytes
+from interp.display import figure_label, png_bytes
 
 __all__ = ["role_grid", "heatmap_figure", "role_map_figure", "lens_figure", "pattern_figure"]
 
