@@ -87,9 +87,20 @@ def run(args) -> int:
     return 0
 
 
-def _labels(args, table):
-    """The labels as ``analyses.validation.job`` takes them: the table read, "patterns", or None."""
-    return table if table is not None else args.labels
+def _options(args, table) -> dict:
+    """The flags both runs of ``analyses.validation.job`` take; the labels as it takes them (the
+    table read, "patterns", or None)."""
+    return dict(
+        labels=table if table is not None else args.labels,
+        labels_path=args.labels,
+        dtype=args.dtype,
+        n=args.n,
+        probe_n=args.probe_n,
+        seed=args.seed,
+        ablation=args.ablation,
+        max_heads_per_role=args.max_heads_per_role,
+        alpha=args.alpha,
+    )
 
 
 def _compute_powered(world, args, table):
@@ -98,19 +109,7 @@ def _compute_powered(world, args, table):
 
     if not world.is_main:
         return None
-    return job.run_powered_named(
-        args.model,
-        _labels(args, table),
-        labels_path=args.labels,
-        dtype=args.dtype,
-        n=args.n,
-        n_null=args.n_null,
-        probe_n=args.probe_n,
-        seed=args.seed,
-        ablation=args.ablation,
-        max_heads_per_role=args.max_heads_per_role,
-        alpha=args.alpha,
-    )
+    return job.run_powered_named(args.model, n_null=args.n_null, **_options(args, table))
 
 
 def _write_powered(args, tmp: Path, result, t0: float, table=None) -> None:
@@ -126,21 +125,8 @@ def _compute(world, args, table):
     sharded); rank 0 returns the result, the other workers None."""
     from analyses.validation import job
 
-    return job.run_named(
-        args.model,
-        _labels(args, table),
-        labels_path=args.labels,
-        dtype=args.dtype,
-        n=args.n,
-        probe_n=args.probe_n,
-        world=world,
-        seed=args.seed,
-        ablation=args.ablation,
-        n_null=args.n_null,
-        n_layer_null=args.n_layer_null,
-        max_heads_per_role=args.max_heads_per_role,
-        alpha=args.alpha,
-    )
+    opts = _options(args, table)
+    return job.run_named(args.model, world=world, n_null=args.n_null, n_layer_null=args.n_layer_null, **opts)
 
 
 def _write(args, tmp: Path, result, t0: float, table=None) -> None:
