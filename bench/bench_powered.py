@@ -52,7 +52,7 @@ def main(argv=None) -> int:
             times.append(time.perf_counter() - t)
         plain = statistics.median(times) / ps.tokens.shape[0]
         t = time.perf_counter()
-        res = V.validate_powered(
+        res = V.run_powered(
             model, labels[labels["role"].isin(roles)], prompts=prompts, n_null=args.n_null, n_group_null=args.n_null
         )
         took = time.perf_counter() - t

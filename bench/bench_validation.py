@@ -78,11 +78,11 @@ def main(argv=None) -> int:
                 best[k] = min(best[k], _min_time(fn))
         t_fwd, t_abl, t_cache = best["plain"], best["ablated"], best["cache"]
     t = time.perf_counter()
-    r0 = V.validate(model, labels, prompts=prompts, n_null=0, n_layer_null=0, n_boot=200)
+    r0 = V.run(model, labels, prompts=prompts, n_null=0, n_layer_null=0, n_boot=200)
     t_val0 = time.perf_counter() - t
     if args.with_null:
         t = time.perf_counter()
-        r1 = V.validate(model, labels, prompts=prompts, n_null=20, n_layer_null=2, n_boot=200)
+        r1 = V.run(model, labels, prompts=prompts, n_null=20, n_layer_null=2, n_boot=200)
         t_val1 = time.perf_counter() - t
     rows = [
         ("plain forward pass", 1, t_fwd),

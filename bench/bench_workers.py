@@ -58,7 +58,7 @@ def _share(world, task: str, model_name: str, n: int, seed: int) -> list[dict]:
         if task == "probe":
             heads.probe_items(model, items, **kw)
         else:
-            V.validate(model, labels, n=n, seed=seed, world=world)
+            V.run(model, labels, n=n, seed=seed, world=world)
         work, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux -> MiB
     return world.gather(dict(rank=world.rank, work_s=work, cpu_s=cpu, peak_mib=peak, threads=torch.get_num_threads()))

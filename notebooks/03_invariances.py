@@ -12,6 +12,8 @@ import pandas as pd
 import torch
 
 import models
+from analyses.invariance import conditioning as cond
+from analyses.invariance import interpretation as interp
 from analyses.invariance import permutation as perm
 from analyses.invariance import position as pos
 from analyses.invariance import rotation as rot
@@ -65,8 +67,8 @@ rot.model_rotation_checks(minilm, tokens, model64=minilm64)[COLS]
 # about u * cond(A)), always inside the a-priori bound.
 
 # %%
-sweep = rot.conditioning_sweep(minilm, tokens, conds=(1, 1e2, 1e4, 1e6), layers=[0, 3, 5])
-rot.conditioning_figure(sweep)
+sweep = cond.conditioning_sweep(minilm, tokens, conds=(1, 1e2, 1e4, 1e6), layers=[0, 3, 5])
+cond.conditioning_figure(sweep)
 plt.show()
 sweep
 
@@ -75,7 +77,7 @@ sweep
 # `FactoredMatrix`).
 
 # %%
-rot.interpretation_table(minilm, layer=2, head=0, tokens=tokens)
+interp.interpretation_table(minilm, layer=2, head=0, tokens=tokens)
 
 # %% [markdown]
 # ## 3. RoPE and grouped-query attention (SmolLM2)

@@ -40,7 +40,7 @@ labels = pd.DataFrame(
         dict(layer=0, head=1, role="previous_token", score=1.0, label=True),
     ]
 )
-res = V.validate(planted, labels, prompts=prompts, seed=0)
+res = V.run(planted, labels, prompts=prompts, seed=0)
 Markdown(report_markdown(res, "two hand-set labels"))  # the validation.md `interp validate` writes
 
 # %%
@@ -73,7 +73,7 @@ print(f"zero ablation of B: loss {clean:.3f} -> {-f(out).mean().item():.3f}")
 minilm = models.load("minilm").eval()
 lab = V.pattern_labels(minilm, top=3)
 lab = lab[lab.role == "previous_token"]
-mres = V.validate(minilm, lab, n=N, seed=0, n_null=10, n_layer_null=1, n_boot=300)
+mres = V.run(minilm, lab, n=N, seed=0, n_null=10, n_layer_null=1, n_boot=300)
 mres.table[["layer", "head", "role", "metric", "effect", "null_mean", "null_std", "p_value", "q_value", "verdict"]]
 
 # %%

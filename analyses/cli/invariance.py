@@ -2,8 +2,9 @@
 
 Writes DIR/invariance.csv (one row per check: model, check, quantity, value, tolerance, expected,
 passed, ...), per-analysis CSVs, DIR/invariance.md with PNG figures, and a self-contained
-DIR/invariance.html: the files in ``OWNS``, committed as a set when the run ends. Exit status 0
-when every measurement agrees with theory, 1 otherwise.
+DIR/invariance.html: the files of ``analyses.invariance.OUTPUTS``, committed as a set when the run
+ends (``analyses.invariance.run``, then ``write``). Exit status 0 when every measurement agrees with
+theory, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -13,18 +14,6 @@ import sys
 from pathlib import Path
 
 from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, add_text_argument
-
-OWNS = (
-    "invariance.csv",
-    "invariance_*.csv",
-    "invariance.md",
-    "invariance.html",
-    "heads_positional.png",
-    "conditioning.png",
-    "sqrt_d.png",
-    "order_leak.png",
-    "relative_position.png",
-)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,15 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp.io import output_dir
-
     if args.text is not None and not args.text.strip():
         raise ValueError("--text is empty; give a sentence, or leave --text out for the default one")
     if args.n_tokens < 4:
         raise ValueError(f"--n-tokens must be at least 4 (permutations need movable tokens), got {args.n_tokens}")
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be a positive number of torch CPU threads, got {args.threads}")
-    with output_dir(args.out, OWNS, command="interp invariance", what="--out", force=args.force) as tmp:
+    from analyses.invariance import OUTPUTS  # after the checks: it imports torch
+    from interp.io import output_dir
+
+    with output_dir(args.out, OUTPUTS, command="interp invariance", what="--out", force=args.force) as tmp:
         t = _invariance(args, tmp)
     n_ok = int(t.passed.sum())
     sys.stdout.write(
@@ -64,15 +54,15 @@ def _invariance(args, tmp: Path):
     import torch
 
     import models
-    from analyses.invariance import run_all, write_report
+    from analyses import invariance
 
     before = torch.get_num_threads()
     if args.threads:
         torch.set_num_threads(args.threads)
     try:  # restored: main() may run inside a longer process (a notebook, the tests)
         model = models.load(args.model, dtype=args.dtype).eval()
-        result = run_all(model, text=args.text, n_tokens=args.n_tokens, seed=args.seed, progress=True)
-        write_report(result, tmp, figures_too=not args.no_figures)
+        result = invariance.run(model, text=args.text, n_tokens=args.n_tokens, seed=args.seed, progress=True)
+        invariance.write(result, tmp, figures=not args.no_figures)
     finally:
         torch.set_num_threads(before)
     return result.table

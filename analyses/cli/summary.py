@@ -1,8 +1,9 @@
 """``interp summary --out DIR``: one page over the main job's per-model folders (see
-``analyses.report.summary``). Writes DIR/summary.md, DIR/comparison.md and DIR/index.html (``OWNS``),
-committed as a set; then re-renders each DIR/<model>/report.html (``MODEL_OWNS``, shared with
-``interp probe``, which writes the page first without invariances and validation) with everything
-the folder holds, under that folder's own lock. Nothing else in the model folders is written."""
+``analyses.report.summary``). Writes DIR/summary.md, DIR/comparison.md and DIR/index.html (its
+``OUTPUTS``), committed as a set; then re-renders each DIR/<model>/report.html (its ``MODEL_OUTPUTS``,
+shared with ``interp probe``, which writes the page first without invariances and validation) with
+everything the folder holds, under that folder's own lock. Nothing else in the model folders is
+written."""
 
 from __future__ import annotations
 
@@ -11,9 +12,6 @@ from pathlib import Path
 
 from analyses.cli.common import add_force_argument
 
-OWNS = ("summary.md", "comparison.md", "index.html")
-MODEL_OWNS = ("report.html",)
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="out", help="the main job's output folder (default: out)")
@@ -21,17 +19,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    from analyses.report.summary import MODEL_OUTPUTS, OUTPUTS, model_pages, summarise
     from interp.io import atomic_write, output_dir
 
     out = Path(args.out)
-    with output_dir(out, OWNS, command="interp summary", what="--out", must_exist=True, force=args.force) as tmp:
-        from analyses.report.summary import model_pages, summarise
-
+    with output_dir(out, OUTPUTS, command="interp summary", what="--out", must_exist=True, force=args.force) as tmp:
         summarise(out, dest=tmp)
         pages = model_pages(out)  # rendered before anything is committed: a failure leaves all as it was
     for name, html in pages.items():
         owns = dict(command="interp summary", what="model folder", force=args.force)
-        with output_dir(out / name, MODEL_OWNS, **owns) as mtmp:
+        with output_dir(out / name, MODEL_OUTPUTS, **owns) as mtmp:
             atomic_write(mtmp / "report.html", html)
     print(
         f"wrote {out / 'summary.md'}, {out / 'index.html'} and "

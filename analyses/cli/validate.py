@@ -2,10 +2,11 @@
 
 Writes ``DIR/validation.csv`` (one row per labelled head and role), ``DIR/unlabelled.csv`` (heads
 with large effects and no label tied to the metric), ``DIR/validation.md`` (a report section) and
-``DIR/validation.json`` (the labels file read and its SHA-256): the files in ``OWNS``, committed as
-a set when the run ends. ``--labels FILE`` (a file or a pipe, ``--labels <(...)``) is read and
-checked (columns layer, head, role, label true/false) before the model is loaded; a table whose
-``model`` column names another model than the one validated is refused (exit 2, naming both).
+``DIR/validation.json`` (the labels file read and its SHA-256): the files of
+``analyses.validation.OUTPUTS``, committed as a set when the run ends. ``--labels FILE`` (a file or
+a pipe, ``--labels <(...)``) is read and checked (columns layer, head, role, label true/false)
+before the model is loaded; a table whose ``model`` column names another model than the one
+validated is refused (exit 2, naming both).
 
 Every model is swept completely: every head is ablated once (one forward pass over all prompts,
 started from the ablated layer's cached input where the model allows it, since nothing below that
@@ -14,11 +15,15 @@ reach 1/(n_heads + 1)), and every labelled head is validated. Encoder probes use
 family (half train the probe), a causal LM 8. ``--n-null``, ``--n-layer-null`` and
 ``--max-heads-per-role`` sample fewer heads for a quicker run.
 
-``--powered`` (causal LMs; its own command, too long for the main job): ``validate_powered``, up to
+``--powered`` (causal LMs; its own command, too long for the main job): ``run_powered``, up to
 ``--n`` (default 120) prompts per metric that the model solves, its accuracy measured first, the
 labelled non-sink heads against a layer-matched null of ``--n-null`` (default 30) heads and every
 role's group ablation against as many random same-layer groups. Writes ``POWERED_OUTPUTS``
 (powered.csv, groups.csv, accuracy.csv, powered.md, powered.json) instead.
+
+This module parses the flags; loading the model, picking the sizes and getting the labels is
+``analyses.validation.job``'s (``run_named``, ``run_powered_named``), writing is ``write`` /
+``write_powered``'s.
 """
 
 from __future__ import annotations
@@ -28,8 +33,6 @@ from pathlib import Path
 
 from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, add_worker_arguments
 from analyses.workers import run_with_workers
-
-OWNS = ("validation.csv", "unlabelled.csv", "validation.md", "validation.json")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,108 +80,55 @@ def run(args) -> int:
         if not table["label"].any() and distributed.is_main_process():
             sys.stderr.write(f"interp validate: warning: no row of {args.labels} has label true; nothing to validate\n")
     if args.powered:
-        from analyses.validation.report import POWERED_OUTPUTS
-
-        run_with_workers(args, "interp validate --powered", POWERED_OUTPUTS, _compute_powered, _write_powered, table)
+        run_with_workers(args, "interp validate --powered", V.POWERED_OUTPUTS, _compute_powered, _write_powered, table)
         return 0
-    run_with_workers(args, "interp validate", OWNS, _compute, _write, table)
+    run_with_workers(args, "interp validate", V.OUTPUTS, _compute, _write, table)
     return 0
 
 
-def _labels_for(args, model, table) -> tuple:
-    """(the labels table, where it came from): read, read off patterns, or recomputed."""
-    from analyses import validation as V
-
-    if args.labels == "patterns":
-        return V.pattern_labels(
-            model, seed=args.seed
-        ), "previous-token and induction heads from patterns (`pattern_labels`)"
-    if table is not None:
-        return table, f"read from `{args.labels}`"
-    from analyses.heads import probe_heads
-
-    return probe_heads(model, n=args.probe_n, seed=args.seed), f"recomputed (`probe_heads`, n={args.probe_n})"
-
-
-def _compute_powered(world, args, table) -> tuple | None:
-    """The powered validation, on rank 0 only (it is not sharded)."""
-    import models
-    from analyses import validation as V
-    from analyses.validation.prompts import is_lm
-
-    if not world.is_main:
-        return None
-    model = models.load(args.model, dtype=args.dtype).eval()
-    if not is_lm(model):
-        raise ValueError(f"--powered needs a causal LM with an LM head (e.g. smollm2); {args.model} is not one")
-    labels, source = _labels_for(args, model, table)
-    result = V.validate_powered(
-        model,
-        labels,
-        n=args.n or 120,
+def _options(args, table) -> dict:
+    """The flags both runs of ``analyses.validation.job`` take; the labels as it takes them (the
+    table read, "patterns", or None)."""
+    return dict(
+        labels=table if table is not None else args.labels,
+        labels_path=args.labels,
+        dtype=args.dtype,
+        n=args.n,
+        probe_n=args.probe_n,
         seed=args.seed,
         ablation=args.ablation,
-        n_null=args.n_null or 30,
-        n_group_null=args.n_null or 30,
         max_heads_per_role=args.max_heads_per_role,
         alpha=args.alpha,
     )
-    return result, source
 
 
-def _write_powered(args, tmp: Path, computed: tuple, t0: float, table=None) -> None:
-    import time
+def _compute_powered(world, args, table):
+    """The powered validation, on rank 0 only (it is not sharded)."""
+    from analyses.validation import job
 
-    from analyses.validation.report import write_powered
-
-    result, source = computed
-    sha = table.attrs["sha256"] if table is not None else None
-    write_powered(result, tmp, source, labels_sha256=sha, seconds=time.perf_counter() - t0)
-
-
-def _compute(world, args, table) -> tuple | None:
-    """The validation on one worker (``world``: ``interp.distributed.World``; the sweep over heads is
-    sharded); rank 0 returns (result, source), the other workers None."""
-    import models
-    from analyses import validation as V
-    from interp.view import view
-
-    model = models.load(args.model, dtype=args.dtype).eval()
-    n_heads = model.cfg.n_layers * model.cfg.n_heads
-    v = view(model)
-    causal = v.causal and v.lm_head
-    n = args.n or (8 if causal else 32)
-    # the null is every head of the model (each head is ablated once anyway), so p can reach
-    # 1/(n_heads + 1); every labelled head is validated
-    n_null, n_layer_null, cap = args.n_null, args.n_layer_null, args.max_heads_per_role
-    labels, source = _labels_for(args, model, table)
-    result = V.validate(
-        model,
-        labels,
-        n=n,
-        seed=args.seed,
-        ablation=args.ablation,
-        n_null=n_null,
-        n_layer_null=n_layer_null,
-        max_heads_per_role=cap,
-        alpha=args.alpha,
-        model_name=v.name,
-        world=world,
-    )
     if not world.is_main:
         return None
-    result.info["n_heads_total"] = n_heads
-    return result, source
+    return job.run_powered_named(args.model, n_null=args.n_null, **_options(args, table))
 
 
-def _write(args, tmp: Path, computed: tuple, t0: float, table=None) -> None:
-    from analyses.validation.report import write_outputs
+def _write_powered(args, tmp: Path, result, t0: float, table=None) -> None:
+    import time
 
-    result, source = computed
-    write_outputs(
-        result,
-        tmp,
-        source,
-        labels_path=args.labels if table is not None else None,
-        labels_sha256=table.attrs["sha256"] if table is not None else None,
-    )
+    from analyses import validation as V
+
+    V.write_powered(result, tmp, seconds=time.perf_counter() - t0)
+
+
+def _compute(world, args, table):
+    """The validation on one worker (``world``: ``interp.distributed.World``; the sweep over heads is
+    sharded); rank 0 returns the result, the other workers None."""
+    from analyses.validation import job
+
+    opts = _options(args, table)
+    return job.run_named(args.model, world=world, n_null=args.n_null, n_layer_null=args.n_layer_null, **opts)
+
+
+def _write(args, tmp: Path, result, t0: float, table=None) -> None:
+    from analyses import validation as V
+
+    V.write(result, tmp)

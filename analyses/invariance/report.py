@@ -1,22 +1,37 @@
 """Invariance reports: the markdown section for the summary page, ``invariance.md``, a
-self-contained ``invariance.html`` and the per-analysis CSVs and figures."""
+self-contained ``invariance.html`` and the per-analysis CSVs and figures: the files of ``OUTPUTS``,
+written by ``write`` as one output set (``interp.io.write_set``)."""
 
 from __future__ import annotations
 
 import base64
+import warnings
 from pathlib import Path
 
 import pandas as pd
 
+import analyses.invariance.conditioning as cond_mod
 import analyses.invariance.permutation as perm_mod
-import analyses.invariance.rotation as rot_mod
 import analyses.invariance.scale as scale_mod
 from analyses.invariance.common import GUARD, SAFETY
-from analyses.invariance.run import InvarianceResult
+from analyses.invariance.runner import InvarianceResult
 from interp.display import md_table, png_bytes
-from interp.io import atomic_write
+from interp.io import atomic_write, write_set
 
-__all__ = ["SECTION_INTRO", "invariance_section", "figures", "write_report"]
+__all__ = ["SECTION_INTRO", "OUTPUTS", "invariance_section", "figures", "write", "write_report"]
+
+# the files an invariance run owns in its folder (``interp invariance`` opens its output set with these)
+OUTPUTS = (
+    "invariance.csv",
+    "invariance_*.csv",
+    "invariance.md",
+    "invariance.html",
+    "heads_positional.png",
+    "conditioning.png",
+    "sqrt_d.png",
+    "order_leak.png",
+    "relative_position.png",
+)
 
 SECTION_INTRO = (
     "Each row is a measurement on the model's real weights. `expected = holds`: an invariance, which "
@@ -33,10 +48,10 @@ def invariance_section(df: pd.DataFrame, heading_level: int = 2) -> str:
     """A markdown section summarising an invariance table (one or several models), for the
     head-probing report."""
     if df.empty:
-        raise ValueError("invariance_section: the table is empty; run run_all first")
+        raise ValueError("invariance_section: the table is empty; run analyses.invariance.run first")
     missing = [c for c in ("model", "check", "quantity", "value", "tolerance", "expected", "passed") if c not in df]
     if missing:
-        raise ValueError(f"invariance_section: the table lacks columns {missing}; pass run_all(...).table")
+        raise ValueError(f"invariance_section: the table lacks columns {missing}; pass run(...).table")
     h = "#" * heading_level
     out = [f"{h} Invariances", "", SECTION_INTRO, ""]
     summary = (
@@ -75,7 +90,7 @@ def figures(result: InvarianceResult) -> dict[str, bytes]:
     ax = perm_mod.tv_heatmap(with_pos)
     figs["heads_positional.png"] = png_bytes(ax.figure, bbox_inches="tight")
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    rot_mod.conditioning_figure(result.conditioning, ax=ax)
+    cond_mod.conditioning_figure(result.conditioning, ax=ax)
     figs["conditioning.png"] = png_bytes(fig, bbox_inches="tight")
     figs["sqrt_d.png"] = png_bytes(scale_mod.scale_figure(result.scale), bbox_inches="tight")
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
@@ -93,11 +108,36 @@ def figures(result: InvarianceResult) -> dict[str, bytes]:
     return figs
 
 
+def write(result: InvarianceResult, folder, force: bool = False, figures: bool = True) -> Path:
+    """Write ``OUTPUTS`` into ``folder`` as one output set (``interp.io.write_set``): invariance.csv,
+    the per-analysis CSVs, invariance.md (+ the PNGs, unless ``figures`` is false) and a
+    self-contained invariance.html (figures inlined as base64). ``force``: replace files of these
+    names that no toolkit run wrote. Returns ``folder``."""
+    return write_set(
+        folder,
+        OUTPUTS,
+        lambda tmp: _write_files(result, tmp, figures),
+        command="analyses.invariance.write",
+        force=force,
+    )
+
+
 def write_report(result: InvarianceResult, out_dir, figures_too: bool = True) -> dict[str, Path]:
-    """Write invariance.csv, the per-analysis CSVs, invariance.md (+ PNGs) and a self-contained
-    invariance.html (figures inlined as base64), each atomically. Returns name -> path."""
+    """Deprecated: ``write`` (one output set). Writes the same files one by one, each atomically;
+    returns name -> path."""
+    warnings.warn(
+        "analyses.invariance.write_report is deprecated; use analyses.invariance.write",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    return _write_files(result, out, figures_too)
+
+
+def _write_files(result: InvarianceResult, out: Path, figures_too: bool) -> dict[str, Path]:
+    """The files of ``OUTPUTS`` into ``out``, each atomically. Returns name -> path."""
+    out = Path(out)
     written = {}
 
     def put(name, data: bytes):

@@ -25,6 +25,8 @@ that pre-norm query (``qk_scale``; its negative control scales the dimensions un
 
 All edits happen on ``copy.deepcopy(model)`` through ``transform_heads``; the model passed in is
 never changed. Matrices are built and multiplied in float64 and rounded once to the model's dtype.
+The conditioning of W_Q A, W_K A^-T is measured in ``analyses.invariance.conditioning``, what the
+invariances mean for reading one head's weights in ``analyses.invariance.interpretation``.
 """
 
 from __future__ import annotations
@@ -42,18 +44,15 @@ from analyses.invariance.common import (
     SAFETY,
     U32,
     U64,
-    attention_inputs,
     different_tokens,
     double_copy,
     floor_at_least_u,
-    gamma,
     generator,
     make_row,
     model_tokens,
     random_invertible,
     random_orthogonal,
     relerr,
-    unit_roundoff,
 )
 from interp.names import act_name
 from interp.view import view
@@ -471,311 +470,25 @@ def _check_row(name: str, c: _Check, q: str, value: float, floor: float, base: f
     )
 
 
-# -- conditioning: W_Q A, W_K A^-T on one layer's scores ------------------------------------------------
-
-
-def score_bound_constant(d_model: int, d_head: int, u: float) -> float:
-    """gamma for the normalised score error of W_Q A, W_K A^-T (see ``conditioning_sweep``)."""
-    return 2 * gamma(d_model + 1, u) + 2 * u + gamma(d_head, u)
-
-
-def conditioning_sweep(
-    model,
-    tokens: Tensor | None = None,
-    conds=(1.0, 1e2, 1e4, 1e6),
-    layers=None,
-    seed: int = 0,
-    dtypes=(torch.float32, torch.float64),
-) -> pd.DataFrame:
-    """Pre-position (no RoPE) bilinear scores s = (x W_Q + b_Q)(x W_K + b_K)^T of every head, after
-    W_Q -> W_Q A, W_K -> W_K A^-T with cond(A) = c, against the original in fp64.
-
-    Tolerance derivation (Higham's model, |delta| <= u per operation). With x~ = [x, 1] and
-    W~ = [W; b], the transformed weights are computed in fp64 and rounded once: |dW| <= u |W~A|. The
-    projection q' = fl(x~ fl(W~A)) has |q' - x~W~A| <= (gamma_{m+1} + u) |x~| |W~A| elementwise, so
-    ||dq'|| <= (gamma_{m+1} + u) ||x~|| ||W~A||_F (Cauchy-Schwarz), and the same for k'. The dot
-    product adds gamma_d ||q'|| ||k'||. Hence
-
-        |s'_ij - s_ij| <= (2 gamma_{m+1} + 2u + gamma_d) ||x~_i|| ||x~_j|| ||W~_Q A||_F ||W~_K A^-T||_F
-
-    to first order, and ``||W~_Q A||_F ||W~_K A^-T||_F <= ||W~_Q||_F ||W~_K||_F cond_2(A)``: the
-    error bound grows linearly in cond(A). The fp64 reference carries the same bound with u64 and A = I,
-    added to the denominator. ``value`` is max_ij |s'-s| / N_ij with N_ij the norm product;
-    ``tolerance`` is the constant in front (m = d_model, d = d_head).
-    """
-    name = view(model).name
-    cfg = model.cfg
-    tokens = model_tokens(model) if tokens is None else tokens
-    xs = attention_inputs(model, tokens)
-    layers = range(cfg.n_layers) if layers is None else layers
-    gen = generator(seed)
-    prepared = [_ScoreInputs.of(model, xs, l) for l in layers]
-    rows = []
-    for c in conds:
-        a = random_invertible(cfg.d_head, c, gen)
-        a_it = torch.linalg.inv(a).T
-        cond_measured = torch.linalg.cond(a).item()
-        for dtype in dtypes:
-            u = unit_roundoff(dtype)
-            worst_norm, worst_rel = 0.0, 0.0
-            for p in prepared:
-                norm_err, rel_err = p.errors(a, a_it, dtype, u)
-                worst_norm = max(worst_norm, norm_err)
-                worst_rel = max(worst_rel, rel_err)
-            rows.append(
-                dict(
-                    model=name,
-                    cond=c,
-                    cond_measured=cond_measured,
-                    dtype=str(dtype).replace("torch.", ""),
-                    normalized_error=worst_norm,
-                    relative_error=worst_rel,
-                    relative_error_over_u_cond=worst_rel / (u * cond_measured),
-                    bound=score_bound_constant(cfg.d_model, cfg.d_head, u),
-                )
-            )
-    return pd.DataFrame(rows)
-
-
-def _norm_product(xn: Tensor, wq: Tensor, wk: Tensor) -> Tensor:
-    """N_ij = ||x~_i|| ||x~_j|| ||W~_Q||_F ||W~_K||_F per head: [head, pos, pos]."""
-    return xn[None, :, None] * xn[None, None, :] * (wq.norm(dim=(1, 2)) * wk.norm(dim=(1, 2)))[:, None, None]
-
-
-@dataclass(frozen=True)
-class _ScoreInputs:
-    """One layer's pre-position scores in float64: x~ [pos, m+1], W~_Q [head, m+1, d], W~_K per query
-    head, the reference scores [head, pos, pos], ||x~_i|| and the norm product N (``_norm_product``)."""
-
-    x: Tensor
-    wq: Tensor
-    wk: Tensor
-    s_ref: Tensor
-    xn: Tensor
-    n_0: Tensor
-
-    @classmethod
-    def of(cls, model, xs: list[Tensor], layer: int) -> _ScoreInputs:
-        attn = model.blocks[layer].attn
-        x = torch.cat([xs[layer][0].double(), torch.ones(xs[layer].shape[1], 1, dtype=torch.float64)], 1)
-        wq, wk = _augment(attn.W_Q, attn.b_Q), _augment(attn.W_K, attn.b_K)[group_of(model.cfg)]
-        s_ref = (x @ wq) @ (x @ wk).transpose(-1, -2)
-        xn = x.norm(dim=1)
-        return cls(x, wq, wk, s_ref, xn, _norm_product(xn, wq, wk))
-
-    def errors(self, a: Tensor, a_it: Tensor, dtype: torch.dtype, u: float) -> tuple[float, float]:
-        """(max normalised error, relative error) of the scores after W_Q A, W_K A^-T, computed in
-        ``dtype`` (weights transformed in fp64, rounded once); the fp64 reference's own bound
-        (u64, A = I) is added to the denominator."""
-        wq_a64, wk_a64 = self.wq @ a, self.wk @ a_it
-        xd = self.x.to(dtype)
-        s = ((xd @ wq_a64.to(dtype)) @ (xd @ wk_a64.to(dtype)).transpose(-1, -2)).double()
-        denom = _norm_product(self.xn, wq_a64, wk_a64) + (U64 / u) * self.n_0
-        return ((s - self.s_ref).abs() / denom).max().item(), relerr(s, self.s_ref)
-
-
-def _augment(w: Tensor, b: Tensor | None) -> Tensor:
-    """[head, m, d] weights and [head, d] bias -> [head, m+1, d] in float64 (bias as the last row)."""
-    w = w.detach().double()
-    b = torch.zeros(w.shape[0], w.shape[2], dtype=torch.float64) if b is None else b.detach().double()
-    return torch.cat([w, b[:, None, :]], dim=1)
-
-
-def conditioning_rows(model, sweep: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for r in sweep.itertuples():
-        rows.append(
-            make_row(
-                view(model).name,
-                "rotation: W_Q A, W_K A^-T (conditioning)",
-                f"normalised score error, cond(A) = {r.cond:.0e}",
-                r.normalized_error,
-                r.bound,
-                "holds",
-                dtype=r.dtype,
-                rule="(2 gamma_{d_model+1} + 2u + gamma_{d_head}), a-priori bound (see conditioning_sweep)",
-                detail=(
-                    f"relative score error {r.relative_error:.1e} = {r.relative_error_over_u_cond:.2f} * u * cond(A), "
-                    f"cond(A) = {r.cond_measured:.3g}"
-                ),
-            )
-        )
-    return pd.DataFrame(rows)
-
-
-def conditioning_negative(model, tokens: Tensor | None = None, seed: int = 0) -> pd.DataFrame:
-    """Negative control for the sweep's metric: W_K A instead of A^-T, cond 10, fp32."""
-    cfg = model.cfg
-    tokens = model_tokens(model) if tokens is None else tokens
-    gen = generator(seed)
-    a = random_invertible(cfg.d_head, 10.0, gen)
-    p = _ScoreInputs.of(model, attention_inputs(model, tokens), 0)
-    s = (p.x @ (p.wq @ a)) @ (p.x @ (p.wk @ a)).transpose(-1, -2)
-    value = ((s - p.s_ref).abs() / _norm_product(p.xn, p.wq @ a, p.wk @ a)).max().item()
-    return pd.DataFrame(
-        [
-            make_row(
-                view(model).name,
-                "rotation: W_Q A, W_K A^-T (conditioning)",
-                "normalised score error, W_K A instead of A^-T (layer 0, negative control)",
-                value,
-                score_bound_constant(cfg.d_model, cfg.d_head, U32),
-                "breaks",
-                rule="(2 gamma_{d_model+1} + 2u + gamma_{d_head}), a-priori bound",
-            )
-        ]
-    )
-
-
-def conditioning_figure(sweep: pd.DataFrame, ax=None):
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5.5, 3.8))
-    sns.lineplot(data=sweep, x="cond", y="relative_error", hue="dtype", marker="o", ax=ax)
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel="cond(A)",
-        ylabel="max relative score error",
-        title=f"{sweep.model.iloc[0]}: W_Q A, W_K A^-T",
-    )
-    return ax
-
-
-# -- what the invariance means for interpretation ----------------------------------------------------
-
-
-def _sign_aligned_change(a: Tensor, b: Tensor) -> float:
-    """1 - min_i |<a_i, b_i>| over columns (unit vectors): 0 when each vector is unchanged up to sign."""
-    return float(1 - (a * b).sum(0).abs().min())
-
-
-def _projector_change(a: Tensor, b: Tensor) -> float:
-    """||P_a - P_b||_2 for the orthogonal projectors onto the column spaces (0 = same subspace)."""
-    qa, _ = torch.linalg.qr(a)
-    qb, _ = torch.linalg.qr(b)
-    return float(torch.linalg.matrix_norm(qa @ qa.T - qb @ qb.T, ord=2))
-
-
-# quantity -> (invariant under orthogonal R, invariant under invertible A); the rows' order
-_THEORY = {
-    "W_Q entries (the per-dimension query directions)": (False, False),
-    "query values per d_head dimension, x W_Q": (False, False),
-    "W_Q right singular vectors (d_head side)": (False, False),
-    "W_Q singular values": (True, False),
-    "W_Q column space in d_model (projector)": (True, True),
-    "W_QK = W_Q W_K^T (FactoredMatrix.AB)": (True, True),
-    "singular values of W_QK (FactoredMatrix.S)": (True, True),
-    "scores x W_QK x^T": (True, True),
-    "W_OV = W_V W_O (FactoredMatrix.AB)": (True, False),
-    "singular values of W_OV (FactoredMatrix.S)": (True, False),
+_MOVED = {
+    "score_bound_constant": "conditioning",
+    "conditioning_sweep": "conditioning",
+    "conditioning_rows": "conditioning",
+    "conditioning_negative": "conditioning",
+    "conditioning_figure": "conditioning",
+    "interpretation_table": "interpretation",
+    "interpretation_rows": "interpretation",
 }
 
 
-def _head_quantities(x: Tensor, wq: Tensor, wk: Tensor, wv: Tensor, wo: Tensor) -> dict[str, Tensor]:
-    """Every quantity of ``_THEORY`` for one head's (possibly transformed) weights, in float64."""
-    from transformer_lens import FactoredMatrix
+def __getattr__(name: str):
+    """The conditioning sweep and the interpretation table moved to their own modules; their old
+    names here still work, with a DeprecationWarning."""
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    import warnings
 
-    u, s, vh = torch.linalg.svd(wq, full_matrices=False)
-    qk, ov = FactoredMatrix(wq, wk.T), FactoredMatrix(wv, wo)
-    return {
-        "W_Q entries (the per-dimension query directions)": wq,
-        "query values per d_head dimension, x W_Q": x @ wq,
-        "W_Q right singular vectors (d_head side)": vh.T,
-        "W_Q singular values": s,
-        "W_Q column space in d_model (projector)": wq,
-        "W_QK = W_Q W_K^T (FactoredMatrix.AB)": qk.AB,
-        "singular values of W_QK (FactoredMatrix.S)": qk.S,
-        "scores x W_QK x^T": x @ qk.AB @ x.T,
-        "W_OV = W_V W_O (FactoredMatrix.AB)": ov.AB,
-        "singular values of W_OV (FactoredMatrix.S)": ov.S,
-    }
-
-
-def _change(key: str, old: Tensor, new: Tensor) -> float:
-    """How much a quantity moved, in the measure that fits it (sign-aligned vectors, projectors, or
-    max relative entry)."""
-    if "singular vectors" in key:
-        return _sign_aligned_change(old, new)
-    if "column space" in key:
-        return _projector_change(old, new)
-    return float((new - old).abs().max() / old.abs().max())
-
-
-def interpretation_table(
-    model, layer: int = 0, head: int = 0, tokens: Tensor | None = None, seed: int = 0, cond: float = 100.0
-) -> pd.DataFrame:
-    """Quantities of one head before and after W_Q R, W_K R (orthogonal R) and W_Q A, W_K A^-T
-    (invertible A, cond ``cond``), and W_V R, R^T W_O, all in float64 with TransformerLens's
-    ``FactoredMatrix`` for the circuits. Columns: quantity, change_orthogonal, change_invertible,
-    invariant_orthogonal (bool, what theory says), invariant_invertible, tolerance, passed.
-
-    Tolerance: the quantities are computed in fp64 from matrices of norm ~||W||; by Weyl's theorem a
-    singular value moves by at most ||dM||_2 <= gamma_d ||W|| (cond(A) for the product), so a
-    relative change above ``tolerance = 10 * d_model * u64 * cond`` is a real change. With RoPE the
-    table describes the pre-rotary bilinear form (the circuit seen by two tokens at the same position).
-    """
-    cfg = model.cfg  # with RoPE, W_Q W_K^T is the circuit before the rotary matrices (position 0)
-    gen = generator(seed)
-    g = head // cfg.group_size
-    attn = model.blocks[layer].attn
-    wq = attn.W_Q[head].detach().double()
-    wk = attn.W_K[g].detach().double()
-    wv = attn.W_V[g].detach().double()
-    wo = attn.W_O[head].detach().double()
-    r = random_orthogonal(cfg.d_head, gen)
-    a = random_invertible(cfg.d_head, cond, gen)
-    a_it = torch.linalg.inv(a).T
-    tokens = model_tokens(model) if tokens is None else tokens
-    x = attention_inputs(model, tokens)[layer][0].double()
-    base = _head_quantities(x, wq, wk, wv, wo)
-    rot = _head_quantities(x, wq @ r, wk @ r, wv @ r, r.T @ wo)
-    inv = _head_quantities(x, wq @ a, wk @ a_it, wv @ a, a.T @ wo)  # W_V A, A^T W_O: orthogonality needed there
-    rows = []
-    for key, (inv_r, inv_a) in _THEORY.items():
-        c_r, c_a = _change(key, base[key], rot[key]), _change(key, base[key], inv[key])
-        tol_r, tol_a = 10 * cfg.d_model * U64, 10 * cfg.d_model * U64 * cond
-        ok = ((c_r <= tol_r) == inv_r) and ((c_a <= tol_a) == inv_a)
-        rows.append(
-            dict(
-                model=view(model).name,
-                layer=layer,
-                head=head,
-                quantity=key,
-                change_orthogonal=c_r,
-                invariant_orthogonal=inv_r,
-                change_invertible=c_a,
-                invariant_invertible=inv_a,
-                tolerance_orthogonal=tol_r,
-                tolerance_invertible=tol_a,
-                passed=ok,
-            )
-        )
-    return pd.DataFrame(rows)
-
-
-def interpretation_rows(table: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for r in table.itertuples():
-        for kind, change, inv, tol in (
-            ("orthogonal R", r.change_orthogonal, r.invariant_orthogonal, r.tolerance_orthogonal),
-            ("invertible A", r.change_invertible, r.invariant_invertible, r.tolerance_invertible),
-        ):
-            rows.append(
-                make_row(
-                    r.model,
-                    "rotation: what can be interpreted",
-                    f"L{r.layer}H{r.head} {r.quantity} under {kind}",
-                    change,
-                    tol,
-                    "holds" if inv else "breaks",
-                    dtype="float64",
-                    rule="10 * d_model * u64 * cond(A) (Weyl: |d sigma| <= ||dM||_2)",
-                    detail="W_V A, A^T W_O for the invertible case (orthogonality is needed there)"
-                    if "OV" in r.quantity
-                    else "",
-                )
-            )
-    return pd.DataFrame(rows)
+    where = f"analyses.invariance.{_MOVED[name]}"
+    warnings.warn(f"analyses.invariance.rotation.{name} moved to {where}.{name}", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(where), name)

@@ -28,9 +28,12 @@ from analyses.report.page import label_counts, page_from_folder, read_heads, ren
 from interp.display import md_table
 from interp.io import atomic_write, sha256_file
 
-__all__ = ["summarise", "validation_provenance", "model_dirs", "model_pages", "OUTPUTS"]
+__all__ = ["summarise", "validation_provenance", "model_dirs", "model_pages", "OUTPUTS", "MODEL_OUTPUTS"]
 
+# what ``summarise`` writes in the main job's folder (``interp summary`` opens its output set with these)
 OUTPUTS = ("summary.md", "comparison.md", "index.html")
+# what ``model_pages`` re-renders in each model folder (shared with ``interp probe``, which writes it first)
+MODEL_OUTPUTS = ("report.html",)
 
 
 def validation_provenance(model_dir: Path) -> str | None:

@@ -1,11 +1,22 @@
 """Causal validation of head labels (``interp validate``), in its rooms: ``prompts`` (seeded prompt
 sets) -> ``metrics`` (behaviour scores, the role -> metric table) -> ``verdicts`` (null, BH per role,
-the decision rule) -> ``run`` (``validate``) -> ``report`` (validation.csv / .md); ``labels`` reads
-and checks a labels table (or reads labels off attention patterns), ``planted`` is a hand-set model
-for tests; ``powered`` is the powered run (many prompts the model solves, layer-matched nulls,
-group ablations) and ``prompts.contrastive_pairs`` the pairs the circuits work shares. The public
-names are re-exported here."""
+the decision rule) -> ``runner`` (``run``) -> ``report`` (``write``: validation.csv / .md / .json);
+``labels`` reads and checks a labels table (or reads labels off attention patterns), ``planted`` is
+a hand-set model for tests; ``powered`` is the powered run (``run_powered``: many prompts the model
+solves, layer-matched nulls, group ablations; ``write_powered``) and ``prompts.contrastive_pairs``
+the pairs the circuits work shares; ``job`` is what ``interp validate`` runs from a model's name.
+The public names are re-exported here.
 
+The analyses' one contract (``analyses.contract``), with two output sets:
+
+>>> result = validation.run(model, labels)           # ValidationResult: .table, .heads, .info
+>>> validation.write(result, "out/minilm/validation")  # the files of OUTPUTS
+>>> powered = validation.run_powered(lm, labels)     # PoweredResult (causal LMs)
+>>> validation.write_powered(powered, "out/smollm2/powered")  # the files of POWERED_OUTPUTS
+
+``validate``, ``validate_powered`` and ``write_outputs`` are the old names (deprecated)."""
+
+from analyses.validation.job import run_named, run_powered_named
 from analyses.validation.labels import LABEL_COLUMNS, check_labels, check_labels_model, pattern_labels, read_labels
 from analyses.validation.metrics import (
     OTHER_ROLE,
@@ -16,7 +27,14 @@ from analyses.validation.metrics import (
     role_metric,
 )
 from analyses.validation.planted import planted_copies, planted_model
-from analyses.validation.powered import POWERED_METRICS, SINK_ROLES, PoweredResult, powered_prompts, validate_powered
+from analyses.validation.powered import (
+    POWERED_METRICS,
+    SINK_ROLES,
+    PoweredResult,
+    powered_prompts,
+    run_powered,
+    validate_powered,
+)
 from analyses.validation.prompts import (
     PAIR_TASKS,
     PairSet,
@@ -28,10 +46,21 @@ from analyses.validation.prompts import (
     planted_prompts,
     solved,
 )
-from analyses.validation.run import ValidationResult, validate
+from analyses.validation.report import OUTPUTS, POWERED_OUTPUTS, write, write_outputs, write_powered
+from analyses.validation.runner import ValidationResult, run, validate
 from analyses.validation.verdicts import COLUMNS, NO_METRIC, VERDICTS, decide, empirical_p, verdict_table
 
 __all__ = [
+    "run",
+    "ValidationResult",
+    "OUTPUTS",
+    "write",
+    "run_powered",
+    "PoweredResult",
+    "POWERED_OUTPUTS",
+    "write_powered",
+    "run_named",
+    "run_powered_named",
     "VERDICTS",
     "COLUMNS",
     "NO_METRIC",
@@ -54,12 +83,11 @@ __all__ = [
     "decide",
     "verdict_table",
     "validate",
-    "ValidationResult",
+    "write_outputs",
     "planted_model",
     "planted_copies",
     "POWERED_METRICS",
     "SINK_ROLES",
-    "PoweredResult",
     "powered_prompts",
     "validate_powered",
     "pattern_labels",

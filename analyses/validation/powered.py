@@ -30,6 +30,7 @@ The verdict rule is ``analyses.validation.verdicts.decide`` (bootstrap interval 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,10 +38,11 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from analyses.contract import head_table, make_info
 from analyses.validation.labels import check_labels_model
 from analyses.validation.metrics import REL_MIN_EFFECT, metric_functions
 from analyses.validation.prompts import PAIR_TASKS, PromptSet, Task, contrastive_pairs, is_lm, pair_logit_diff
-from analyses.validation.run import _labels_frame
+from analyses.validation.runner import _labels_frame
 from analyses.validation.verdicts import decide, empirical_p
 from interp import interventions as iv
 from interp.names import act_name
@@ -55,6 +57,7 @@ __all__ = [
     "layer_matched",
     "matched_groups",
     "group_scores",
+    "run_powered",
     "validate_powered",
 ]
 
@@ -73,9 +76,9 @@ POWERED_METRICS = {
     "self_token": "continuation_loss",
     "next_token": "continuation_loss",
 }
+# metric -> its task among PAIR_TASKS (tests/analyses/validation/test_powered.py checks they are)
 _PAIR_METRICS = {"sv_logit_diff": "subject_verb", "anaphora_logit_diff": "pronoun_gender"}
 _PAIR_METRICS["induction_logit_diff"] = "induction"
-assert set(_PAIR_METRICS.values()) <= set(PAIR_TASKS)
 _LOSS_METRICS = {
     "delimiter_loss": "minus next-token loss after punctuation (XSum sentences)",
     "continuation_loss": "minus next-token loss where the next token continues the current word (XSum sentences)",
@@ -129,13 +132,23 @@ class PoweredResult:
     table: pd.DataFrame  # one row per labelled non-sink (head, role), TABLE_COLUMNS
     groups: pd.DataFrame  # one row per role: the group ablation, GROUP_COLUMNS
     accuracy: pd.DataFrame  # per metric: the model's own accuracy and the prompts kept
-    info: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)  # the run's settings; analyses.contract's keys
+    labels_source: str = "given"  # where the labels came from, in words (powered.md, .json)
+    labels_sha256: str | None = None  # the SHA-256 of the labels file read, if any (powered.json)
+
+    @property
+    def heads(self) -> pd.DataFrame:
+        """The per-head table (``model, layer, head`` first): ``table``, one row per labelled
+        non-sink head and role."""
+        return head_table(self.table, self.info.get("model", ""))
 
 
 def _pair_prompts(model, metric: str, n: int, seed: int) -> tuple[PromptSet, dict]:
     """The clean prompts of ``contrastive_pairs`` that the model solves (a pool of 2n, at most n
     kept), as a one-task PromptSet, and the accuracy row."""
     task = _PAIR_METRICS[metric]
+    if task not in PAIR_TASKS:
+        raise ValueError(f"powered metric {metric!r} reads pair task {task!r}, not one of {sorted(PAIR_TASKS)}")
     pairs = contrastive_pairs(task, model.tokenizer, 2 * n, seed=seed, held_out=0.0)
     diff = pair_logit_diff(model, pairs)
     ok = (diff > 0).numpy()
@@ -411,7 +424,7 @@ def _labelled(model, labels: pd.DataFrame, name: str, max_heads_per_role: int | 
 
 
 @torch.no_grad()
-def validate_powered(
+def run_powered(
     model,
     labels: pd.DataFrame,
     n: int = 120,
@@ -426,7 +439,7 @@ def validate_powered(
     metrics: dict | None = None,
     model_name: str | None = None,
 ) -> PoweredResult:
-    """The powered validation of ``labels`` (a heads table, as ``validate`` reads it) on a causal
+    """The powered validation of ``labels`` (a heads table, as ``run`` reads it) on a causal
     LM; see the module docstring. ``prompts``: {metric: PromptSet} to use instead of
     ``powered_prompts`` (the accuracy table is then empty); ``metrics``: {role: metric} instead of
     ``POWERED_METRICS`` (a role outside it reads ``loss``)."""
@@ -436,6 +449,7 @@ def validate_powered(
     lab, skipped = _labelled(model, labels, name, max_heads_per_role)
     v = view(model)
     plans = _plans(lab, (v.n_layers, v.n_heads), n_null, n_group_null, seed, metrics or POWERED_METRICS)
+    given = prompts is not None
     if prompts is None:
         prompts, accuracy = powered_prompts(model, list(plans), n=n, seed=seed)
     else:
@@ -457,5 +471,18 @@ def validate_powered(
         cost += (len(plan.heads()) + n_groups) * int(ps.tokens.shape[0])
     info = dict(model=name, ablation=ablation, seed=seed, n=n, n_null=n_null, n_group_null=n_group_null, alpha=alpha)
     info.update(sinks_left_out=skipped, ablated_prompt_runs=cost)
+    params = dict(n=n, ablation=ablation, n_null=n_null, n_group_null=n_group_null, alpha=alpha, n_boot=n_boot)
+    params.update(max_heads_per_role=max_heads_per_role, prompts_given=given, metrics=metrics)
+    info.update(make_info("validation.powered", name, seed, **params))  # model and seed: the same values
     table = pd.DataFrame(heads_rows, columns=TABLE_COLUMNS)
     return PoweredResult(table, pd.DataFrame(group_rows, columns=GROUP_COLUMNS), accuracy, info)
+
+
+def validate_powered(*args, **kwargs) -> PoweredResult:
+    """Deprecated: ``run_powered``."""
+    warnings.warn(
+        "analyses.validation.validate_powered is deprecated; use analyses.validation.run_powered",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return run_powered(*args, **kwargs)

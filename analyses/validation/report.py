@@ -1,18 +1,22 @@
 """The causal-validation report: ``validation.csv``, ``unlabelled.csv``, ``validation.md`` and
 ``validation.json`` (which labels table it tested: path and SHA-256, so a validation of an older
-``heads.csv`` can be told apart from one of the current table; ``interp summary`` checks it)."""
+``heads.csv`` can be told apart from one of the current table; ``interp summary`` checks it): the
+files of ``OUTPUTS``, written by ``write`` as one output set (``interp.io.write_set``). The powered
+run has its own set: ``POWERED_OUTPUTS``, written by ``write_powered``."""
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 from analyses.validation.verdicts import VERDICTS
 from interp.display import md_table
-from interp.io import atomic_write
+from interp.io import atomic_write, write_set
 
 __all__ = [
     "report_markdown",
+    "write",
     "write_outputs",
     "OUTPUTS",
     "RECORD",
@@ -81,12 +85,32 @@ def report_markdown(result, labels_source: str, labels_sha256: str | None = None
     return "\n".join(lines) + "\n"
 
 
+def write(result, folder, force: bool = False) -> Path:
+    """Write ``OUTPUTS`` into ``folder`` as one output set (``interp.io.write_set``); the labels read
+    (``result.labels_source``, ``labels_path``, ``labels_sha256``) are recorded in validation.json and
+    validation.md. ``force``: replace files of these names that no toolkit run wrote. Returns
+    ``folder``."""
+    where = (result.labels_source, result.labels_path, result.labels_sha256)
+    return write_set(
+        folder, OUTPUTS, lambda tmp: _write_files(result, tmp, *where), command="analyses.validation.write", force=force
+    )
+
+
 def write_outputs(
     result, out_dir, labels_source: str = "given", labels_path: str | None = None, labels_sha256: str | None = None
 ) -> dict:
-    """Write the four files into ``out_dir`` (each atomically; ``interp validate`` commits them as
-    a set). ``labels_path``/``labels_sha256``: the labels CSV read, recorded in validation.json and
-    validation.md. Returns {name: path}."""
+    """Deprecated: ``write`` (one output set; the labels read are the result's). Writes the four files
+    into ``out_dir`` one by one, each atomically. Returns {name: path}."""
+    warnings.warn(
+        "analyses.validation.write_outputs is deprecated; use analyses.validation.write",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return _write_files(result, out_dir, labels_source, labels_path, labels_sha256)
+
+
+def _write_files(result, out_dir, labels_source: str, labels_path: str | None, labels_sha256: str | None) -> dict:
+    """The four files of ``OUTPUTS`` into ``out_dir``, each atomically. Returns {name: path}."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / name for name in OUTPUTS}
@@ -110,7 +134,7 @@ POWERED_OUTPUTS = ("powered.csv", "groups.csv", "accuracy.csv", "powered.md", "p
 
 
 def powered_markdown(result, labels_source: str, seconds: float | None = None) -> str:
-    """The report section of ``validate_powered``: the model's own accuracy per task, the group
+    """The report section of ``run_powered``: the model's own accuracy per task, the group
     ablations and the single labelled heads."""
     info, t, g = result.info, result.table, result.groups
     took = f" It took {seconds:.0f} s ({info['ablated_prompt_runs']} ablated prompt runs)." if seconds else ""
@@ -142,12 +166,48 @@ def powered_markdown(result, labels_source: str, seconds: float | None = None) -
     return "\n".join(lines) + "\n"
 
 
-def write_powered(result, out_dir, labels_source: str = "given", labels_sha256: str | None = None, seconds=None):
-    """Write ``POWERED_OUTPUTS`` into ``out_dir`` (each atomically). Returns {name: path}."""
+def write_powered(result, folder, force: bool = False, seconds: float | None = None, **labels) -> Path:
+    """Write ``POWERED_OUTPUTS`` into ``folder`` as one output set (``interp.io.write_set``), with the
+    labels read (``result.labels_source``, ``labels_sha256``) and ``seconds`` (how long the run took)
+    recorded in powered.json and powered.md. ``force``: replace files of these names that no toolkit
+    run wrote. Returns ``folder``.
+
+    Before the contract the labels were passed here (``write_powered(result, out_dir, labels_source,
+    labels_sha256=...)``): given by keyword they are still taken, with a DeprecationWarning."""
+    source, sha = result.labels_source, result.labels_sha256
+    if isinstance(force, str):  # the old third argument, labels_source
+        raise TypeError(
+            f"write_powered(result, folder, force): force is True or False, got {force!r}; the labels' "
+            "source is result.labels_source now"
+        )
+    unknown = sorted(set(labels) - {"labels_source", "labels_sha256"})
+    if unknown:
+        raise TypeError(f"write_powered() got unexpected keyword arguments {unknown}")
+    if labels:
+        warnings.warn(
+            "write_powered(labels_source=..., labels_sha256=...) is deprecated; set them on the result",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        source, sha = labels.get("labels_source", source), labels.get("labels_sha256", sha)
+    return write_set(
+        folder,
+        POWERED_OUTPUTS,
+        lambda tmp: _write_powered_files(result, tmp, source, sha, seconds),
+        command="analyses.validation.write_powered",
+        force=force,
+    )
+
+
+def _write_powered_files(result, out_dir, labels_source: str, labels_sha256: str | None, seconds) -> dict:
+    """The files of ``POWERED_OUTPUTS`` into ``out_dir``, each atomically; powered.json holds
+    ``info`` without the contract's ``analysis`` and ``params`` (as before the contract). Returns
+    {name: path}."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / name for name in POWERED_OUTPUTS}
-    record = dict(result.info, labels_source=labels_source, labels_sha256=labels_sha256, seconds=seconds)
+    info = {k: v for k, v in result.info.items() if k not in ("analysis", "params")}
+    record = dict(info, labels_source=labels_source, labels_sha256=labels_sha256, seconds=seconds)
     atomic_write(paths["powered.csv"], result.table.to_csv(index=False))
     atomic_write(paths["groups.csv"], result.groups.to_csv(index=False))
     atomic_write(paths["accuracy.csv"], result.accuracy.to_csv(index=False))

@@ -59,7 +59,7 @@ def word_planted(monkeypatch):
 @pytest.fixture
 def causal_planted(monkeypatch):
     """`interp validate --model planted`: the hand-set causal model and its prompts."""
-    import analyses.validation.run as run
+    import analyses.validation.runner as run
 
     model, _ = V.planted_model(seed=0)
     monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: model)
@@ -226,7 +226,7 @@ def test_summary_flags_a_validation_of_an_older_heads_csv(tmp_path, capsys, word
     assert _probe(out / "planted", seed=0) == 0
     word = word_planted
     model, _ = V.planted_model(seed=0)
-    import analyses.validation.run as run
+    import analyses.validation.runner as run
 
     monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: model)
     monkeypatch.setattr(run, "build_prompts", lambda m, n=8, seed=0: V.planted_prompts(n=n, seed=seed))

@@ -7,6 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import models
+from analyses.invariance import conditioning as cond
+from analyses.invariance import interpretation as interp
 from analyses.invariance import rotation as rot
 from analyses.invariance.common import U32, U64, generator
 from tests.factories import tiny_config
@@ -172,12 +174,25 @@ def test_transform_heads_rejects_wrong_head_count(tiny):
 
 
 def test_interpretation_table_on_real_head(minilm):
-    t = rot.interpretation_table(minilm, layer=2, head=5)
+    t = interp.interpretation_table(minilm, layer=2, head=5)
     assert t.passed.all(), t
     by = t.set_index("quantity")
     # the factors change by O(1), the products not at all
     assert by.loc["W_Q entries (the per-dimension query directions)", "change_orthogonal"] > 0.1
     assert by.loc["W_QK = W_Q W_K^T (FactoredMatrix.AB)", "change_invertible"] < 1e-10
+
+
+@pytest.mark.parametrize(
+    "name, module", [("conditioning_sweep", "conditioning"), ("interpretation_table", "interpretation")]
+)
+def test_moved_names_still_answer_from_rotation_with_a_warning(name, module):
+    import importlib
+
+    with pytest.warns(DeprecationWarning, match=f"moved to analyses.invariance.{module}.{name}"):
+        old = getattr(rot, name)
+    assert old is getattr(importlib.import_module(f"analyses.invariance.{module}"), name)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        rot.no_such_name  # noqa: B018
 
 
 def test_model_checks_on_minilm_agree_and_leave_model_unchanged(minilm):
@@ -203,12 +218,12 @@ def test_rope_and_gqa_checks_on_smollm2(smollm2):
 
 
 def test_conditioning_error_grows_with_cond_and_stays_within_bound(minilm):
-    sweep = rot.conditioning_sweep(minilm, conds=(1.0, 1e3, 1e6), layers=[0, 3])
+    sweep = cond.conditioning_sweep(minilm, conds=(1.0, 1e3, 1e6), layers=[0, 3])
     assert (sweep.normalized_error <= sweep.bound).all()
     f32 = sweep[sweep.dtype == "float32"].sort_values("cond")
     assert f32.relative_error.iloc[-1] > 100 * f32.relative_error.iloc[0]
     assert (sweep[sweep.dtype == "float64"].relative_error.values < f32.relative_error.values * 1e-6).all()
-    neg = rot.conditioning_negative(minilm)
+    neg = cond.conditioning_negative(minilm)
     assert neg.passed.all() and neg.value.iloc[0] > 100 * neg.tolerance.iloc[0]
 
 

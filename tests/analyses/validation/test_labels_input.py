@@ -30,7 +30,7 @@ def _rows(model: str) -> pd.DataFrame:
 @pytest.fixture
 def planted_cli(monkeypatch):
     """`interp validate --model planted`: the hand-set causal model (named "planted") and its prompts."""
-    import analyses.validation.run as run
+    import analyses.validation.runner as run
 
     model, _ = V.planted_model(seed=0)
     monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: model)
@@ -65,9 +65,9 @@ def test_the_api_refuses_another_models_labels_and_accepts_a_table_without_the_c
     model, _ = V.planted_model(n_layers=2, n_heads=4)
     mixed = pd.concat([_rows("planted"), _rows("minilm")], ignore_index=True)
     with pytest.raises(ValueError, match=r"labels row 2: column 'model' is 'minilm'.*'planted'"):
-        V.validate(model, mixed, prompts=V.planted_prompts(n=4), n_boot=10)
+        V.run(model, mixed, prompts=V.planted_prompts(n=4), n_boot=10)
     hand_written = _rows("planted").drop(columns=["model"])
-    assert len(V.validate(model, hand_written, prompts=V.planted_prompts(n=4), n_boot=10).table) == 1
+    assert len(V.run(model, hand_written, prompts=V.planted_prompts(n=4), n_boot=10).table) == 1
 
 
 def _fifo_with(tmp_path, text: str):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from analyses import validation as V
-from analyses.validation.powered import layer_matched, matched_groups, validate_powered
+from analyses.validation.powered import layer_matched, matched_groups, run_powered
 from analyses.validation.prompts import PromptSet, Task
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -34,7 +34,7 @@ def test_group_ablation_finds_a_behaviour_split_over_two_heads():
     ps = _copy_prompts()
     # zero ablation: a mean-ablated copy head still writes the batch's mean token, which dilutes the norm
     kw = dict(prompts={"copy_logit_diff": ps}, metrics={"copy": "copy_logit_diff"}, n_boot=300, ablation="zero")
-    res = validate_powered(model, _labels(pair), **kw)
+    res = run_powered(model, _labels(pair), **kw)
     t = res.table.set_index(["layer", "head"])
     g = res.groups.iloc[0]
     assert len(res.groups) == 1 and g["size"] == 2 and g["n_null"] == 30
@@ -51,7 +51,7 @@ def test_group_ablation_finds_a_behaviour_split_over_two_heads():
 def test_group_of_one_real_head_and_a_dud_is_carried_by_the_real_head():
     # the control: one head carries everything, the other writes nothing; the single-head verdict shows it
     model = V.planted_copies({(0, 2): 5.0, (0, 5): 0.0})
-    res = validate_powered(
+    res = run_powered(
         model,
         _labels([(0, 2), (0, 5)]),
         prompts={"copy_logit_diff": _copy_prompts()},
@@ -69,12 +69,12 @@ def test_verdict_uses_the_layer_matched_null():
     model = V.planted_copies(scales, n_layers=6, unembed=1.0)
     lab = _labels([(0, 6)])
     kw = dict(prompts={"copy_logit_diff": _copy_prompts()}, metrics={"copy": "copy_logit_diff"}, n_boot=300)
-    row = validate_powered(model, lab, n_null=20, **kw).table.iloc[0]
+    row = run_powered(model, lab, n_null=20, **kw).table.iloc[0]
     assert row["null_layers"] == "0" and row["n_null"] == 20
     assert row["effect"] > 0 and row["ci_low"] > 0  # a measurable effect ...
     assert row["p_value"] > 0.1 and row["verdict"] != "validated"  # ... that its own layer's heads match
     # the every-head null of `validate`, mostly other layers' heads, calls it validated
-    everyone = V.validate(model, lab.assign(role="previous_token"), prompts=V.planted_prompts(n=48, seed=0), n_boot=300)
+    everyone = V.run(model, lab.assign(role="previous_token"), prompts=V.planted_prompts(n=48, seed=0), n_boot=300)
     assert everyone.table.iloc[0]["verdict"] == "validated", everyone.table.iloc[0].to_dict()
     assert everyone.table.iloc[0]["p_value_layer"] > 0.1
 
@@ -91,7 +91,7 @@ def test_layer_matched_null_follows_the_layers_and_lends_from_neighbours():
 
 def test_powered_refuses_an_encoder(minilm):
     with pytest.raises(ValueError, match="causal LM"):
-        validate_powered(minilm, _labels([(0, 1)], role="subject_verb"), n=8)
+        run_powered(minilm, _labels([(0, 1)], role="subject_verb"), n=8)
 
 
 def test_powered_prompts_measure_accuracy_and_keep_solved(smollm2):

@@ -38,7 +38,7 @@ def test_planted_model_has_the_designed_patterns(planted):
 
 def test_planted_head_validated_decoy_pattern_only(planted):
     model, heads = planted
-    res = V.validate(model, _planted_labels(), prompts=V.planted_prompts(n=12, seed=0), seed=0)
+    res = V.run(model, _planted_labels(), prompts=V.planted_prompts(n=12, seed=0), seed=0)
     t = res.table.set_index(["layer", "head"])
     assert len(t) == 2  # label=False rows are not validated
     a, b = t.loc[heads["A"]], t.loc[heads["B"]]
@@ -55,7 +55,7 @@ def test_planted_head_validated_decoy_pattern_only(planted):
 def test_unlabelled_strong_head_is_reported(planted):
     model, heads = planted
     only_decoy = _planted_labels().iloc[[1]]
-    res = V.validate(model, only_decoy, prompts=V.planted_prompts(n=12, seed=0), seed=0, n_boot=200)
+    res = V.run(model, only_decoy, prompts=V.planted_prompts(n=12, seed=0), seed=0, n_boot=200)
     u = res.unlabelled
     assert ((u["layer"] == 0) & (u["head"] == 0)).any()
     assert u.iloc[0][["layer", "head"]].tolist() == [0, 0]  # the largest effect
@@ -64,8 +64,8 @@ def test_unlabelled_strong_head_is_reported(planted):
 def test_reproducible_with_a_seed(planted):
     model, _ = planted
     kw = dict(prompts=V.planted_prompts(n=8, seed=2), seed=5, n_null=10, ablation="resample", n_boot=200)
-    r1 = V.validate(model, _planted_labels(), **kw)
-    r2 = V.validate(model, _planted_labels(), **kw)
+    r1 = V.run(model, _planted_labels(), **kw)
+    r2 = V.run(model, _planted_labels(), **kw)
     pd.testing.assert_frame_equal(r1.table, r2.table)
     assert r1.info["n_null"] == 10
     assert all(not hp._forward_hooks for hp in model.hook_dict.values())
@@ -108,9 +108,9 @@ def test_probe_learns_a_linear_rule():
 def test_bad_labels_table():
     model, _ = V.planted_model(n_layers=1, n_heads=2)
     with pytest.raises(ValueError, match="lacks columns"):
-        V.validate(model, pd.DataFrame({"layer": [0]}), prompts=V.planted_prompts(n=4))
+        V.run(model, pd.DataFrame({"layer": [0]}), prompts=V.planted_prompts(n=4))
     with pytest.raises(ValueError, match=r"column 'layer' is 3; expected 0\.\.0 \(the model has 1 layer\)"):
-        V.validate(
+        V.run(
             model,
             pd.DataFrame({"layer": [3], "head": [0], "role": ["local"], "label": [True]}),
             prompts=V.planted_prompts(n=4),
@@ -136,7 +136,7 @@ def test_labels_values_are_checked(frame, expected):
     cols.update(frame)
     df = pd.DataFrame({k: v for k, v in cols.items() if v is not None})
     with pytest.raises(ValueError, match=expected):
-        V.validate(model, df, prompts=V.planted_prompts(n=4), n_boot=10)
+        V.run(model, df, prompts=V.planted_prompts(n=4), n_boot=10)
 
 
 def test_labels_accept_booleans_in_their_usual_spellings():
@@ -144,7 +144,7 @@ def test_labels_accept_booleans_in_their_usual_spellings():
     df = pd.DataFrame(
         dict(layer=[0, 0, 0, 0], head=[0, 1, 0, 1], role=["local", "local", "x", "x"], label=["TRUE", "false", 1, 0.0])
     )
-    res = V.validate(model, df, prompts=V.planted_prompts(n=4), n_boot=10)
+    res = V.run(model, df, prompts=V.planted_prompts(n=4), n_boot=10)
     assert sorted(zip(res.table.layer, res.table["head"], res.table.role)) == [(0, 0, "local"), (0, 0, "x")]
 
 
@@ -226,9 +226,9 @@ def test_q_family_is_a_roles_best_labels_by_probe_score(planted):
         dict(model="planted", layer=0, head=h, role="previous_token", direction="back", score=1 - 0.01 * h, label=True)
         for h in range(6)
     ]
-    res = V.validate(model, pd.DataFrame(rows), prompts=V.planted_prompts(n=8, seed=0), seed=0, q_family=3)
+    res = V.run(model, pd.DataFrame(rows), prompts=V.planted_prompts(n=8, seed=0), seed=0, q_family=3)
     t = res.table.set_index("head")
     assert t["p_value"].notna().all()
     assert set(t.index[t["q_value"].notna()]) == {0, 1, 2}  # the three highest probe scores
-    full = V.validate(model, pd.DataFrame(rows), prompts=V.planted_prompts(n=8, seed=0), seed=0, q_family=None)
+    full = V.run(model, pd.DataFrame(rows), prompts=V.planted_prompts(n=8, seed=0), seed=0, q_family=None)
     assert full.table["q_value"].notna().all()

@@ -24,7 +24,7 @@ def _labels() -> pd.DataFrame:
 
 def _validate(world: World, ablation: str) -> V.ValidationResult:
     model, _ = V.planted_model(seed=0)
-    return V.validate(
+    return V.run(
         model, _labels(), prompts=V.planted_prompts(n=10, seed=1), seed=4, ablation=ablation, n_boot=200, world=world
     )
 

@@ -3,8 +3,9 @@
 >>> import models
 >>> from analyses import invariance
 >>> model = models.load("minilm")
->>> result = invariance.run_all(model)
+>>> result = invariance.run(model)
 >>> result.table[["check", "quantity", "value", "tolerance", "expected", "passed"]]
+>>> invariance.write(result, "out/minilm/invariance")  # the files of ``invariance.OUTPUTS``
 
 Columns of the table (``ROW_COLUMNS``): ``model, check, quantity, value, tolerance, expected,
 passed, baseline, dtype, tolerance_rule, detail``. ``expected`` is ``holds`` (an invariance: value
@@ -15,12 +16,16 @@ The checks live in four modules, each usable on its own:
 
 * ``analyses.invariance.permutation``: order blindness (one layer, whole model, the causal mask's
   leak, per-head content vs position);
-* ``analyses.invariance.rotation``: W_Q/W_K and W_V/W_O rotations, invertible A and its condition
-  number, RoPE planes, grouped-query groups, what can be interpreted (FactoredMatrix);
+* ``analyses.invariance.rotation``: W_Q/W_K and W_V/W_O rotations, invertible A, RoPE planes,
+  grouped-query groups, QK-norm; ``analyses.invariance.conditioning``: W_Q A, W_K A^-T and the
+  condition number of A; ``analyses.invariance.interpretation``: what can be interpreted
+  (FactoredMatrix);
 * ``analyses.invariance.position``: relative position (RoPE, ALiBi) vs absolute;
 * ``analyses.invariance.scale``: the 1/sqrt(d) scale.
 
-The model passed in is never changed: edits happen on ``copy.deepcopy`` copies.
+The model passed in is never changed: edits happen on ``copy.deepcopy`` copies. ``result.heads``:
+the per-head table (``model, layer, head``, then the TV distances of ``head_position_sensitivity``),
+``result.info`` the run's parameters, seed and model (``analyses.contract``).
 """
 
 from __future__ import annotations
@@ -29,14 +34,17 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+import analyses.invariance.conditioning as cond_mod
+import analyses.invariance.interpretation as interp_mod
 import analyses.invariance.permutation as perm_mod
 import analyses.invariance.position as pos_mod
 import analyses.invariance.rotation as rot_mod
 import analyses.invariance.scale as scale_mod
+from analyses.contract import head_table, make_info
 from analyses.invariance.common import ROW_COLUMNS, double_copy, model_tokens
 from interp.view import view
 
-__all__ = ["InvarianceResult", "run_all"]
+__all__ = ["InvarianceResult", "run", "run_all"]
 
 
 @dataclass
@@ -49,11 +57,16 @@ class InvarianceResult:
     relative_position: pd.DataFrame  # per shift
     scale: pd.DataFrame  # sqrt(d) sweep
     extras: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)  # analyses.contract.make_info: model, seed, params
+
+    @property
+    def heads(self) -> pd.DataFrame:
+        """The per-head table (``model, layer, head`` first): ``per_head``, one row per head and
+        ``positions_removed``."""
+        return head_table(self.per_head, self.info.get("model", ""))
 
 
-def run_all(
-    model, text: str | None = None, n_tokens: int = 16, seed: int = 0, progress: bool = False
-) -> InvarianceResult:
+def run(model, text: str | None = None, n_tokens: int = 16, seed: int = 0, progress: bool = False) -> InvarianceResult:
     """Run every check on ``model`` (never modified). ``n_tokens`` bounds the input length."""
     from tqdm.auto import tqdm
 
@@ -80,17 +93,30 @@ def run_all(
     step(perm_mod.head_sensitivity_rows(model, per_head, nopos))
     step(rot_mod.model_rotation_checks(model, tokens, seed=seed, model64=m64))
     del m64
-    sweep = rot_mod.conditioning_sweep(model, tokens, seed=seed)
-    step(pd.concat([rot_mod.conditioning_rows(model, sweep), rot_mod.conditioning_negative(model, tokens, seed=seed)]))
+    sweep = cond_mod.conditioning_sweep(model, tokens, seed=seed)
+    step(
+        pd.concat([cond_mod.conditioning_rows(model, sweep), cond_mod.conditioning_negative(model, tokens, seed=seed)])
+    )
     interp_tab = pd.concat(
-        [rot_mod.interpretation_table(model, l, 0, tokens, seed=seed) for l in (0, model.cfg.n_layers - 1)]
+        [interp_mod.interpretation_table(model, l, 0, tokens, seed=seed) for l in (0, model.cfg.n_layers - 1)]
     )
     rel_tab, rel_rows = pos_mod.relative_position_checks(model, seed=seed)
-    step(pd.concat([rot_mod.interpretation_rows(interp_tab), rel_rows]))
+    step(pd.concat([interp_mod.interpretation_rows(interp_tab), rel_rows]))
     scale_tab = scale_mod.scale_sweep(model, seed=seed)
     step(scale_mod.scale_rows(view(model).name, scale_tab))
     steps.close()
     table = pd.concat(parts, ignore_index=True)[ROW_COLUMNS]
     if per_head is not None and nopos is not None:
         per_head = pd.concat([per_head, nopos], ignore_index=True)
-    return InvarianceResult(table, per_head, leak, sweep, interp_tab, rel_tab, scale_tab)
+    info = make_info("invariance", model, seed, text=text, n_tokens=n_tokens)
+    return InvarianceResult(table, per_head, leak, sweep, interp_tab, rel_tab, scale_tab, info=info)
+
+
+def run_all(*args, **kwargs) -> InvarianceResult:
+    """Deprecated: ``run``."""
+    import warnings
+
+    warnings.warn(
+        "analyses.invariance.run_all is deprecated; use analyses.invariance.run", DeprecationWarning, stacklevel=2
+    )
+    return run(*args, **kwargs)

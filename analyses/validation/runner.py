@@ -4,8 +4,8 @@ For every labelled head, ablate it (``interp.interventions``, default mean-ablat
 and measure how much a behaviour tied to its role degrades, against the degradation caused by
 ablating random heads. The rooms: ``prompts`` (the seeded prompt sets) -> ``metrics`` (the
 behaviour scores, and the table from role to metric) -> ``verdicts`` (the null, Benjamini-Hochberg
-per role, the decision rule) -> ``run`` (this module: ``validate``, a procedure over them) ->
-``report``.
+per role, the decision rule) -> ``runner`` (this module: ``run``, a procedure over them) ->
+``report`` (``write``).
 
 The other direction: every evaluated head without a label tied to a metric whose effect is measurable,
 positive, and has ``p <= alpha`` against the same null is listed in ``unlabelled``.
@@ -14,12 +14,14 @@ positive, and has ``p <= alpha`` against the same null is listed in ``unlabelled
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import torch
 
+from analyses.contract import HEAD_KEYS, head_table, make_info
 from analyses.validation.labels import check_labels, check_labels_model
 from analyses.validation.metrics import REL_MIN_EFFECT, metric_functions, role_metric
 from analyses.validation.prompts import PromptSet, build_prompts, is_lm
@@ -29,7 +31,7 @@ from interp.distributed import World, current
 from interp.stats import bootstrap_ci
 from interp.view import view
 
-__all__ = ["ValidationResult", "validate"]
+__all__ = ["ValidationResult", "run", "validate"]
 
 UNLABELLED_COLUMNS = [
     "model",
@@ -54,7 +56,24 @@ class ValidationResult:
     table: pd.DataFrame  # one row per labelled (head, role), COLUMNS
     unlabelled: pd.DataFrame  # heads with large effects and no label tied to the metric
     effects: pd.DataFrame  # every evaluated head x metric: effect, ci, in_null
-    info: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)  # the run's settings and sizes; analyses.contract's keys
+    labels_source: str = "given"  # where the labels came from, in words (validation.md, .json)
+    labels_path: str | None = None  # the labels file read, if any (validation.json)
+    labels_sha256: str | None = None  # its SHA-256 (validation.json: ``interp summary`` checks it)
+
+    @property
+    def heads(self) -> pd.DataFrame:
+        """The per-head table of ablation effects (``model, layer, head`` first): ``effects``, one
+        row per evaluated head and metric."""
+        return ablation_heads(self.effects, self.info.get("model", ""))
+
+
+def ablation_heads(effects: pd.DataFrame, model) -> pd.DataFrame:
+    """``effects`` as a per-head table (``analyses.contract.head_table``); an empty table keeps the
+    head keys as its columns."""
+    if effects.empty and "layer" not in effects:
+        return pd.DataFrame(columns=list(HEAD_KEYS))
+    return head_table(effects, model)
 
 
 def _labels_frame(labels: pd.DataFrame, n_layers: int | None = None, n_heads: int | None = None) -> pd.DataFrame:
@@ -197,21 +216,21 @@ def _unreadable(prompts: PromptSet, clean: dict) -> set:
     return {m for m in clean if prompts.tasks[m].kind == "probe" and not np.nanmean(clean[m]) > 0}
 
 
-def _info(name: str, prompts: PromptSet, clean: dict, pools: _Pools, head_shards: list, lab, **run) -> dict:
-    """What the run was: its settings (``run``), sizes and the clean scores of every metric."""
+def _info(name: str, prompts: PromptSet, clean: dict, pools: _Pools, head_shards: list, lab, **settings) -> dict:
+    """What the run was: its settings (``settings``), sizes and the clean scores of every metric."""
     probes = [m for m in clean if prompts.tasks[m].kind == "probe"]
     return dict(
         model=name,
-        ablation=run["ablation"],
-        seed=run["seed"],
+        ablation=settings["ablation"],
+        seed=settings["seed"],
         workers=len(head_shards),
         head_shards=head_shards,  # indices into the evaluated heads, per worker
         n_prompts=int(prompts.tokens.shape[0]),
         n_heads_evaluated=len(pools.heads),
         n_null=len(pools.null),
-        n_layer_null=run["n_layer_null"],
-        alpha=run["alpha"],
-        max_heads_per_role=run["max_heads_per_role"],
+        n_layer_null=settings["n_layer_null"],
+        alpha=settings["alpha"],
+        max_heads_per_role=settings["max_heads_per_role"],
         metrics={m: prompts.tasks[m].description for m in clean},
         clean_accuracy={m: float(np.mean(clean[m][np.isfinite(clean[m])] > 0)) for m in probes},
         clean={m: float(np.nanmean(v)) for m, v in clean.items()},
@@ -234,7 +253,7 @@ def _clean_and_sweep(model, prompts: PromptSet, heads: list, ablation: str, seed
 
 
 @torch.no_grad()
-def validate(
+def run(
     model,
     labels: pd.DataFrame | None = None,
     prompts: PromptSet | None = None,
@@ -263,7 +282,7 @@ def validate(
     q_family: the ``q_value`` family of a role: its best ``q_family`` labels by probe score (None:
         all its labels).
     world: the workers (``interp.distributed``; default: this process's group, else one process).
-        Every worker calls ``validate`` with the same arguments and builds the same prompts and clean
+        Every worker calls ``run`` with the same arguments and builds the same prompts and clean
         run; the ablation sweep, one forward pass per head, is sharded by head (head i of the list:
         worker i % N) and the per-prompt scores are gathered, so every worker returns the table one
         process would, bitwise.
@@ -286,8 +305,19 @@ def validate(
     nulls = (pools.null, pools.layer)
     table = verdict_table(lab, fx.eff, clean, fx.min_effect, nulls, unreadable, base, alpha=alpha, q_family=q_family)
     unlabelled = _unlabelled(name, lab, fx, pools.null, alpha)
-    run = dict(
+    settings = dict(
         ablation=ablation, seed=seed, n_layer_null=n_layer_null, alpha=alpha, max_heads_per_role=max_heads_per_role
     )
-    info = _info(name, prompts, clean, pools, head_shards, lab, **run)
+    info = _info(name, prompts, clean, pools, head_shards, lab, **settings)
+    params = {k: v for k, v in settings.items() if k != "seed"}
+    params.update(n=n, n_null=n_null, n_boot=n_boot, probe_n=probe_n, q_family=q_family)
+    info.update(make_info("validation", name, seed, **params))  # model and seed: the same values
     return ValidationResult(table, unlabelled, fx.frame, info)
+
+
+def validate(*args, **kwargs) -> ValidationResult:
+    """Deprecated: ``run``."""
+    warnings.warn(
+        "analyses.validation.validate is deprecated; use analyses.validation.run", DeprecationWarning, stacklevel=2
+    )
+    return run(*args, **kwargs)
