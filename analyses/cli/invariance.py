@@ -13,7 +13,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, add_text_argument
+from analyses.cli.common import (
+    add_force_argument,
+    add_model_arguments,
+    add_seed_argument,
+    add_text_argument,
+    load_model,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,8 +37,6 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--text is empty; give a sentence, or leave --text out for the default one")
     if args.n_tokens < 4:
         raise ValueError(f"--n-tokens must be at least 4 (permutations need movable tokens), got {args.n_tokens}")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be a positive number of torch CPU threads, got {args.threads}")
     from analyses.invariance import OUTPUTS  # after the checks: it imports torch
     from interp.io import output_dir
 
@@ -51,18 +55,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _invariance(args, tmp: Path):
-    import torch
-
-    import models
     from analyses import invariance
 
-    before = torch.get_num_threads()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    try:  # restored: main() may run inside a longer process (a notebook, the tests)
-        model = models.load(args.model, dtype=args.dtype).eval()
-        result = invariance.run(model, text=args.text, n_tokens=args.n_tokens, seed=args.seed, progress=True)
-        invariance.write(result, tmp, figures=not args.no_figures)
-    finally:
-        torch.set_num_threads(before)
+    model = load_model(args)  # --threads: set and restored around every command by main()
+    result = invariance.run(model, text=args.text, n_tokens=args.n_tokens, seed=args.seed, progress=True)
+    invariance.write(result, tmp, figures=not args.no_figures)
     return result.table

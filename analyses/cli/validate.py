@@ -93,6 +93,7 @@ def _options(args, table) -> dict:
         labels=table if table is not None else args.labels,
         labels_path=args.labels,
         dtype=args.dtype,
+        device=args.device,
         n=args.n,
         probe_n=args.probe_n,
         seed=args.seed,

@@ -47,10 +47,10 @@ def labels_for(model, labels, labels_path: str | None = None, probe_n: int = 60,
     return probe_heads(model, n=probe_n, seed=seed), f"recomputed (`probe_heads`, n={probe_n})"
 
 
-def _load(name: str, dtype):
+def _load(name: str, dtype, device=None):
     import models
 
-    return models.load(name, dtype=dtype).eval()
+    return models.load(name, device=device or "cpu", dtype=dtype).eval()
 
 
 def _provenance(result, labels, labels_path: str | None, source: str) -> None:
@@ -70,16 +70,17 @@ def run_named(
     n: int | None = None,
     probe_n: int = 60,
     world=None,
+    device=None,
     **kw,
 ) -> ValidationResult | None:
-    """``run`` on the model named ``model`` (``models.load``, ``dtype``), with ``labels`` as
+    """``run`` on the model named ``model`` (``models.load``, ``dtype``, ``device``), with ``labels`` as
     ``labels_for`` takes them and ``n`` prompts per family (None: ``default_n``); ``kw``: the rest of
     ``run``'s settings (seed, ablation, n_null, n_layer_null, max_heads_per_role, alpha). ``world``:
     the workers; each calls this with the same arguments and only rank 0 gets the result (the others
     None). ``info['n_heads_total']``: every head of the model."""
     from interp.distributed import current
 
-    loaded = _load(model, dtype)
+    loaded = _load(model, dtype, device)
     table, source = labels_for(loaded, labels, labels_path, probe_n=probe_n, seed=kw.get("seed", 0))
     n = n or default_n(loaded)
     result = run(loaded, table, n=n, probe_n=probe_n, world=world, **kw)
@@ -98,6 +99,7 @@ def run_powered_named(
     n: int | None = None,
     n_null: int | None = None,
     probe_n: int = 60,
+    device=None,
     **kw,
 ) -> PoweredResult:
     """``run_powered`` on the model named ``model`` (a causal LM with an LM head), with ``labels`` as
@@ -105,7 +107,7 @@ def run_powered_named(
     as many random groups (None: 30); ``kw``: seed, ablation, max_heads_per_role, alpha."""
     from analyses.validation.prompts import is_lm
 
-    loaded = _load(model, dtype)
+    loaded = _load(model, dtype, device)
     if not is_lm(loaded):
         raise ValueError(f"--powered needs a causal LM with an LM head (e.g. smollm2); {model} is not one")
     table, source = labels_for(loaded, labels, labels_path, probe_n=probe_n, seed=kw.get("seed", 0))
