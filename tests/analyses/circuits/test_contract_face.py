@@ -19,6 +19,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def tiny_lm():
+    return make_tiny_lm()
+
+
+def make_tiny_lm():
+    """A tiny causal LM with SmolLM2's tokenizer (the tasks' words are real words)."""
     from transformers import AutoTokenizer
 
     from models.loading import smollm2_hf_dir

@@ -23,6 +23,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture
 def tiny_budget(monkeypatch):
+    return add_tiny_budget(monkeypatch)
+
+
+def add_tiny_budget(monkeypatch):
     """A budget named "tiny" whose order runs train for a few steps (seconds for the whole study)."""
     tc = TrainConfig(steps=4, batch_size=8, lr=3e-3, warmup_steps=1, eval_every=2, checkpoint_every=250)
     order = S.TaskSpec(OrderTask(length=8, n_fill=4), tc, d_model=16, n_layers=2, n_heads=2, d_mlp=16)

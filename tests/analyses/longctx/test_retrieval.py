@@ -371,6 +371,10 @@ def test_cli_refuses_bad_arguments_before_loading_a_model(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def planted_study():
+    return run_planted_study()
+
+
+def run_planted_study():
     """``R.run`` end to end on the planted model: niah's trials replaced by planted haystacks (one
     needle token: the code), the model given a stand-in tokenizer (the rows decode ids) and room for
     the chat prompt the length check counts."""
