@@ -12,8 +12,8 @@ tables and figures for the reports are formatted by ``interp.display``).
   (``.interp-manifest.json``) records (``staged_dir``); opened again on its own staging folder, it
   writes there (a command opens the set before its work, the library's ``write`` opens it again).
 - ``write_set(folder, owned, write_files)``: every analysis's ``write(result, folder)`` in one line.
-- ``read_csv_rows(path)``: a user's CSV file, strictly (UTF-8, a header, no ragged rows), with
-  one-line errors naming the file and line.
+- ``read_csv_rows(path)``, ``readable_input``, ``decode_text``: a user's input files, read strictly
+  (``interp.inputs``, re-exported here).
 
 Imports nothing heavy (no torch, no pandas at import time).
 """
@@ -35,6 +35,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from interp.inputs import decode_text, read_csv_rows, readable_input  # the readers of a user's files
 
 __all__ = [
     "readable_input",
@@ -285,15 +287,33 @@ def check_recorded(
     command: str = "this command",
     force: bool = False,
     hint: str = "pass --force",
+    owner: str | None = None,
 ) -> None:
     """Refuse (``OutputError``, one line) a folder without a manifest that holds entries of this
-    command's names or patterns (a user's ``report.md``, an older version's output), unless
-    ``force``. ``staged_dir`` calls it; a command that stages later (``interp train``: its first
-    checkpoint) calls it before the work. ``hint``: how the caller's user says "replace them"."""
+    command's names or patterns (a user's ``report.md``, an older version's output), and a folder
+    whose manifest records another command writing one of them (``interp probe``'s ``report.md``
+    where ``interp circuit`` writes its own), unless ``force``. ``owner``: the command the names are
+    recorded under (default ``command``; ``interp summary`` re-renders ``interp probe``'s
+    report.html as the probe's own): entries recorded under it or ``command`` are this command's.
+    ``staged_dir`` calls it; a command that stages later (``interp train``: its first checkpoint)
+    calls it before the work. ``hint``: how the caller's user says "replace them"."""
     path = Path(os.path.realpath(path))
+    if force:
+        return
     claims = _unrecorded_claims(path, owned)
-    if claims and not force:
+    if claims:
         raise _refuse_unrecorded(path, claims, command, hint)
+    mine = {command, owner or command}
+    others = sorted(
+        (n, c) for n, c in (_recorded(path) or {}).items() if c not in mine and _owned(n, owned) and _lexists(path / n)
+    )
+    if others:
+        shown = ", ".join(f"{n} (written by {c})" for n, c in others[:4])
+        more = f" and {len(others) - 4} more" if len(others) > 4 else ""
+        raise OutputError(
+            f"{path} holds {shown}{more}, another command's output, which {command} would replace; "
+            f"choose another folder, or {hint} to replace it"
+        )
 
 
 def _refuse_unrecorded(path: Path, names: Sequence[str], command: str, hint: str = "pass --force") -> OutputError:
@@ -325,10 +345,66 @@ def _undo(path: Path, tmp: Path, old: Path, moved_old: Sequence[str], moved_new:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _manifest_names(data: Any, commit: str | None = None) -> set[str]:
+    """The names a manifest's data records (of commit ``commit``, if given); none if it is not one."""
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict) or (commit is not None and data.get("commit") != commit):
+        return set()
+    return {k for k in files if isinstance(k, str) and _plain_name(k)}
+
+
+def _damaged_journal(path: Path, old: Path, why: str) -> OutputError:
+    return OutputError(
+        f"commit journal {old / _JOURNAL} is damaged ({why}); nothing was undone: move the files in "
+        f"{old} back into {path} by hand and remove {old}"
+    )
+
+
+def _journal_plan(path: Path, old: Path, journal: dict, manifest: Any) -> tuple[Path, list[str], list[str]]:
+    """The staging folder and the (old, new) names of a commit ``journal`` that did not finish,
+    checked before anything moves: lists of plain names; a new name (moved back into the staging
+    folder, then removed with it) only one the staging folder's manifest of that commit, or the
+    folder's manifest, records; an old name (moved back from the backup) only into a place that is
+    free once the new names are back. Anything else: the journal is damaged or planted, and
+    ``OutputError`` says so before any file is moved or removed."""
+
+    def damaged(why: str) -> OutputError:
+        return _damaged_journal(path, old, why)
+
+    commit, new_dir, olds, news = (journal.get(k) for k in ("commit", "new_dir", "old", "new"))
+    if not isinstance(commit, str) or not isinstance(new_dir, str):
+        raise damaged("its commit and new_dir are not strings")
+    if not (new_dir.startswith(_NEW) and _plain_name(new_dir)):
+        raise damaged(f"its staging folder {new_dir!r} is not one inside {path}")
+    for field, names in (("old", olds), ("new", news)):
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise damaged(f"its {field!r} is not a list of names")
+        if not all(_plain_name(n) for n in names):
+            raise damaged(f"its {field!r} names files outside {path}")
+    tmp = path / new_dir
+    if _lexists(tmp) and not stat.S_ISDIR(os.lstat(tmp).st_mode):
+        raise damaged(f"{tmp} is not a folder")
+    staged = _read_json(tmp / MANIFEST, "manifest") if tmp.is_dir() else None
+    known = _manifest_names(manifest) | _manifest_names(_read_json(old / MANIFEST, "manifest"))
+    if _manifest_names(staged, commit):  # the set the commit was moving in: its manifest, and what it lists
+        known |= _manifest_names(staged, commit) | {MANIFEST}
+    moved_back = set()
+    for name in news:
+        if _lexists(path / name) and not _lexists(tmp / name):
+            if name not in known:
+                raise damaged(f"no manifest records {name!r}, which it would remove")
+            moved_back.add(name)
+    taken = [n for n in olds if _lexists(old / n) and _lexists(path / n) and n not in moved_back]
+    if taken:
+        raise damaged(f"restoring {taken[0]!r} would replace a file of that name")
+    return tmp, olds, news
+
+
 def _recover(path: Path) -> None:
     """Finish or undo a commit that a kill (SIGKILL, power loss) stopped, before anything is
     removed: a backup whose commit did not finish is moved back, so ``path`` holds the whole
-    previous set again; then staging folders of killed runs are removed."""
+    previous set again (``_journal_plan`` checks the journal first: a damaged or planted one moves
+    nothing); then staging folders of killed runs are removed."""
     if not path.is_dir():
         return
     manifest = _read_json(path / MANIFEST, "manifest") if _lexists(path / MANIFEST) else None
@@ -337,7 +413,7 @@ def _recover(path: Path) -> None:
         if not stat.S_ISDIR(os.lstat(old).st_mode):
             continue  # not a folder the toolkit made: leave it
         journal = _read_json(old / _JOURNAL, "commit journal")
-        if not isinstance(journal, dict):  # killed before its journal was in place: nothing was moved yet
+        if journal is None:  # killed before its journal was in place: nothing was moved yet
             if any(not n.startswith(f".{_JOURNAL}.") for n in os.listdir(old)):
                 raise OutputError(
                     f"{old} holds a backup of an interrupted commit without its journal; move its files back "
@@ -345,16 +421,13 @@ def _recover(path: Path) -> None:
                 )
             shutil.rmtree(old, ignore_errors=True)
             continue
-        tmp = path / str(journal.get("new_dir", ""))
-        done = isinstance(manifest, dict) and manifest.get("commit") == journal.get("commit")
-        if done:
-            shutil.rmtree(old, ignore_errors=True)
+        if not isinstance(journal, dict):
+            raise _damaged_journal(path, old, "not a JSON object")
+        if isinstance(manifest, dict) and manifest.get("commit") == journal.get("commit"):
+            shutil.rmtree(old, ignore_errors=True)  # the commit finished: only its backup is left
         else:
-            names = [n for n in journal.get("old", []) + journal.get("new", []) if not _plain_name(str(n))]
-            new_dir = str(journal.get("new_dir", ""))
-            if names or not (new_dir.startswith(_NEW) and _plain_name(new_dir)):
-                raise OutputError(f"commit journal {old / _JOURNAL} names files outside {path}; remove it")
-            _undo(path, tmp, old, journal["old"], journal["new"])
+            tmp, olds, news = _journal_plan(path, old, journal, manifest)
+            _undo(path, tmp, old, olds, news)
     for name in os.listdir(path):
         if name.startswith(_NEW) and stat.S_ISDIR(os.lstat(path / name).st_mode):
             shutil.rmtree(path / name, ignore_errors=True)  # no live writer can own these: we hold the lock
@@ -440,8 +513,10 @@ def _signals_held() -> Iterator[None]:
             signal.raise_signal(caught[0])  # now, with its usual handler
 
 
-def _commit(path: Path, tmp: Path, new: Sequence[str], owned: Sequence[str], command: str, force: bool) -> None:
-    """Swap ``tmp``'s entries into ``path`` as one set and record them in the manifest."""
+def _commit(
+    path: Path, tmp: Path, new: Sequence[str], owned: Sequence[str], command: str, force: bool, owner: str
+) -> None:
+    """Swap ``tmp``'s entries into ``path`` as one set and record them in the manifest (under ``owner``)."""
     import json
     import secrets
 
@@ -453,7 +528,7 @@ def _commit(path: Path, tmp: Path, new: Sequence[str], owned: Sequence[str], com
     if collide:  # a user's file of a name we write (a glob matched it): never replaced unasked
         raise _refuse_unrecorded(path, collide, command)
     files = {n: c for n, c in (recorded or {}).items() if n not in previous and _lexists(path / n)}
-    files.update({n: command for n in new})
+    files.update({n: owner for n in new})
     stamp = secrets.token_hex(8)
     manifest = {"written_by": "interp", "commit": stamp, "files": dict(sorted(files.items()))}
     atomic_write(tmp / MANIFEST, json.dumps(manifest, indent=1) + "\n")
@@ -486,6 +561,7 @@ def staged_dir(
     command: str = "this command",
     strict: bool = True,
     force: bool = False,
+    owner: str | None = None,
 ) -> Iterator[Path]:
     """Build an output set in a hidden staging folder inside ``path`` (so on its file system, a
     mount point included) and commit it into ``path`` when the block ends without an exception.
@@ -497,8 +573,10 @@ def staged_dir(
     (written with each set) records the names; an entry matching a pattern that no manifest
     records (a user's ``pattern_my_plot.png``) stays, and writing a name that a user's file holds
     raises ``OutputError``. A folder without a manifest that holds entries of this command's names or
-    patterns (a user's ``report.md``, or an older version's output) is refused before the block
-    runs, unless ``force`` (then they are replaced as the previous set).
+    patterns (a user's ``report.md``, or an older version's output), or whose manifest records
+    another command writing one (``check_recorded``; ``owner``: the command recorded, default
+    ``command``), is refused before the block runs, unless ``force`` (then they are replaced as the
+    previous set).
 
     The commit moves the previous entries aside, moves the new ones in (renames, within one file
     system), then deletes the previous ones; a failed rename or a signal undoes the ones done, so
@@ -507,7 +585,7 @@ def staged_dir(
     (an interrupt included) the staging folder is removed and ``path`` is left as it was."""
     path = Path(os.path.realpath(path))
     path.mkdir(parents=True, exist_ok=True)
-    check_recorded(path, owned, command, force)
+    check_recorded(path, owned, command, force, owner=owner)
     tmp = Path(tempfile.mkdtemp(prefix=_NEW, dir=path))
     try:
         os.chmod(tmp, 0o777 & ~_umask())
@@ -518,7 +596,7 @@ def staged_dir(
             owned, foreign = [*owned, *foreign], [n for n in foreign if _toolkit_name(n)]
         if foreign:
             raise ValueError(f"{command} wrote {foreign}, not among the files it owns in {path} ({list(owned)})")
-        _commit(path, tmp, new, owned, command, force)
+        _commit(path, tmp, new, owned, command, force, owner or command)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -531,13 +609,15 @@ def output_dir(
     what: str = "output folder",
     must_exist: bool = False,
     force: bool = False,
+    owner: str | None = None,
 ) -> Iterator[Path]:
     """A command's output folder: ``check_out`` (fails at once on a file, an unwritable place, a
     name too long), then ``output_lock`` (one writer at a time; a commit a killed run left half
     done is undone), then ``staged_dir`` (refuses a folder holding files of this command's names
-    that no toolkit run wrote, unless ``force``; the block writes into a staging folder; the
-    owned entries of ``path`` are replaced as a set when it ends). Enter it before the work, so a
-    bad folder fails in the first second.
+    that no toolkit run, or another command's run, wrote, unless ``force``; the block writes into a
+    staging folder; the owned entries of ``path`` are replaced as a set when it ends). Enter it
+    before the work, so a bad folder fails in the first second. A folder it created (and its
+    parents) is removed again when the block fails and leaves it empty.
 
     >>> with output_dir("out/minilm", owned=["heads.csv", "report.md", "pattern_*.png"]) as tmp:
     ...     (tmp / "heads.csv").write_text(...)
@@ -550,13 +630,40 @@ def output_dir(
             raise ValueError(f"{command} writes {missing}, not among the files of the output set open in {path}")
         yield real
         return
-    path = check_out(path, what, must_exist)
-    with output_lock(path, command), staged_dir(path, owned, command, force=force) as tmp:
-        _STAGING[tmp] = tuple(owned)
+    created = _missing_top(Path(os.path.abspath(path)))
+    try:
+        path = check_out(path, what, must_exist)
+        with output_lock(path, command), staged_dir(path, owned, command, force=force, owner=owner) as tmp:
+            _STAGING[tmp] = tuple(owned)
+            try:
+                yield tmp
+            finally:
+                _STAGING.pop(tmp, None)
+    except BaseException:
+        if created is not None:
+            _remove_empty(Path(os.path.abspath(path)), created)
+        raise
+
+
+def _missing_top(path: Path) -> Path | None:
+    """The outermost folder of ``path`` (itself or a parent) that does not exist yet; None: it exists."""
+    top = None
+    while not _lexists(path) and path != path.parent:
+        top, path = path, path.parent
+    return top
+
+
+def _remove_empty(path: Path, top: Path) -> None:
+    """Remove ``path`` and its parents up to ``top``, while each is an empty folder (``os.rmdir``
+    refuses anything else: a folder holding a file, or one another process filled, stays)."""
+    while True:
         try:
-            yield tmp
-        finally:
-            _STAGING.pop(tmp, None)
+            os.rmdir(path)
+        except OSError:
+            return
+        if path == top or path == path.parent:
+            return
+        path = path.parent
 
 
 def write_set(
@@ -583,74 +690,3 @@ def sha256_file(path: str | os.PathLike) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def readable_input(path: str | os.PathLike, what: str, expected: str = "") -> Path:
-    """``path`` as a Path if it can be read once as a stream: a regular file, or a pipe (bash's
-    ``<(...)`` hands in /dev/fd/N). The one check every input file goes through (--conllu, --text,
-    --labels, --config): a missing path is a FileNotFoundError, a folder an IsADirectoryError, and
-    anything else (a device such as /dev/zero, which would never end) a ValueError, each naming
-    ``what``, the path and, when given, ``expected`` (what would be right)."""
-    path = Path(path)
-    hint = f" (expected {expected})" if expected else ""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{what} not found: {path}{hint}") from None
-    if stat.S_ISDIR(mode):
-        raise IsADirectoryError(f"{what} is a folder, not a file: {path}{hint}")
-    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-        raise ValueError(f"{what} is not a regular file or a pipe: {path}{hint}")
-    return path
-
-
-def decode_text(raw: bytes, path: str | os.PathLike, expected: str = "a UTF-8 text file") -> str:
-    """``raw`` decoded as UTF-8 (a byte-order mark is dropped). Bytes that are not UTF-8 raise one
-    ValueError naming the file, the line and the column, and what was ``expected``."""
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
-        raise ValueError(
-            f"{path}:{line}: is not UTF-8 (byte 0x{raw[e.start]:02x} at column {col}); expected {expected}"
-        ) from None
-
-
-def read_csv_rows(path: str | os.PathLike, data: bytes | None = None) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """A user's CSV file, read strictly: UTF-8 (a byte-order mark is fine), a header line, then
-    rows of exactly as many fields; blank lines are skipped. ``data``: the file's bytes, if already
-    read. Returns (header, [(line number, fields)]). Raises ValueError with one line naming the file
-    (and line) for an empty file, a binary one, bytes that are not UTF-8, a row with too many or too
-    few fields, or broken quoting."""
-    import csv
-    import io
-
-    raw = Path(path).read_bytes() if data is None else data
-    if not raw.strip():
-        raise ValueError(f"{path}: is empty; expected a CSV file: a header line, then one line per row")
-    if b"\x00" in raw:
-        raise ValueError(f"{path}: is not a CSV text file (it holds NUL bytes: binary data?)")
-    text = decode_text(raw, path, "a UTF-8 CSV file")
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    header: list[str] | None = None
-    rows: list[tuple[int, list[str]]] = []
-    try:
-        for fields in reader:
-            if not fields or (len(fields) == 1 and not fields[0].strip()):
-                continue  # a blank line
-            if header is None:
-                header = [f.strip() for f in fields]
-                dup = sorted({h for h in header if header.count(h) > 1})
-                if dup:
-                    raise ValueError(f"{path}:{reader.line_num}: column {dup[0]!r} appears twice in the header")
-                continue
-            if len(fields) != len(header):
-                raise ValueError(
-                    f"{path}:{reader.line_num}: {len(fields)} fields, expected {len(header)} "
-                    f"(as many as the header: {','.join(header)})"
-                )
-            rows.append((reader.line_num, fields))
-    except csv.Error as e:
-        raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
-    return header or [], rows

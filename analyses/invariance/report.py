@@ -117,7 +117,7 @@ def write(result: InvarianceResult, folder, force: bool = False, figures: bool =
         folder,
         OUTPUTS,
         lambda tmp: _write_files(result, tmp, figures),
-        command="analyses.invariance.write",
+        command="interp invariance",
         force=force,
     )
 

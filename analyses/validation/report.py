@@ -92,7 +92,7 @@ def write(result, folder, force: bool = False) -> Path:
     ``folder``."""
     where = (result.labels_source, result.labels_path, result.labels_sha256)
     return write_set(
-        folder, OUTPUTS, lambda tmp: _write_files(result, tmp, *where), command="analyses.validation.write", force=force
+        folder, OUTPUTS, lambda tmp: _write_files(result, tmp, *where), command="interp validate", force=force
     )
 
 
@@ -194,7 +194,7 @@ def write_powered(result, folder, force: bool = False, seconds: float | None = N
         folder,
         POWERED_OUTPUTS,
         lambda tmp: _write_powered_files(result, tmp, source, sha, seconds),
-        command="analyses.validation.write_powered",
+        command="interp validate --powered",
         force=force,
     )
 

@@ -173,7 +173,7 @@ def test_output_dir_keeps_the_previous_set_on_an_interrupt(previous):
 
     before = _tree(previous)
     with pytest.raises(KeyboardInterrupt):
-        with output_dir(previous, owned=OWNED) as tmp:
+        with output_dir(previous, owned=OWNED, command="interp probe") as tmp:
             (tmp / "heads.csv").write_text("seed 1 table")
             raise KeyboardInterrupt  # after the table, before the report
     assert _tree(previous) == before
@@ -195,7 +195,7 @@ def test_output_dir_rolls_back_a_swap_that_fails_half_way(previous, monkeypatch)
 
     monkeypatch.setattr(io.os, "replace", flaky)
     with pytest.raises(OSError, match="No space left"):
-        with io.output_dir(previous, owned=OWNED) as tmp:
+        with io.output_dir(previous, owned=OWNED, command="interp probe") as tmp:
             (tmp / "heads.csv").write_text("seed 1 table")
             (tmp / "report.md").write_text("Seed 1 report")
     assert any("heads.csv" in str(d) and ".interp-new" not in str(d) for _, d in calls)  # it got that far
@@ -233,7 +233,7 @@ def test_a_second_writer_of_the_same_folder_is_refused(previous):
             with output_dir(previous, owned=OWNED, command="interp probe"):
                 pass
     assert (previous / "heads.csv").read_text() == "first"
-    with output_dir(previous, owned=OWNED) as tmp:  # free again once the first is done
+    with output_dir(previous, owned=OWNED, command="interp probe") as tmp:  # free again once the first is done
         (tmp / "heads.csv").write_text("second")
     assert (previous / "heads.csv").read_text() == "second"
 
@@ -269,7 +269,7 @@ def test_a_killed_writer_leaves_no_lock_and_its_leftovers_are_cleared(previous):
     finally:
         if proc.poll() is None:
             proc.kill()
-    with output_dir(previous, owned=OWNED) as tmp:
+    with output_dir(previous, owned=OWNED, command="interp probe") as tmp:
         (tmp / "heads.csv").write_text("next run")
     assert (previous / "heads.csv").read_text() == "next run"
     assert sorted(os.listdir(previous.parent)) == ["out"]
@@ -387,7 +387,7 @@ def _renames_of_a_commit(previous):
 
     io.os.replace = counting
     try:
-        with io.output_dir(copy, owned=OWNED) as tmp:
+        with io.output_dir(copy, owned=OWNED, command="interp probe") as tmp:
             _new_set(tmp)
             n[0] = 0  # the writes into the staging folder above are not the commit's
     finally:
@@ -426,7 +426,7 @@ def test_a_signal_at_any_rename_of_the_commit_loses_no_file(previous, monkeypatc
 
         monkeypatch.setattr(io.os, "replace", replace_then_interrupt)
         try:
-            with io.output_dir(previous, owned=OWNED) as tmp:
+            with io.output_dir(previous, owned=OWNED, command="interp probe") as tmp:
                 write(tmp)
         except KeyboardInterrupt:
             pass
@@ -437,7 +437,8 @@ def test_a_signal_at_any_rename_of_the_commit_loses_no_file(previous, monkeypatc
             assert how == "signal"
             assert after["report.md"] == b"Seed 1 report" and after["pattern_local.png"] == b"new png"
             assert "pattern_anaphora.png" not in after
-            with io.output_dir(previous, owned=OWNED) as tmp:  # back to the previous set for the next k
+            # back to the previous set for the next k
+            with io.output_dir(previous, owned=OWNED, command="interp probe") as tmp:
                 for name in ("heads.csv", "report.md", "pattern_anaphora.png"):
                     (tmp / name).write_bytes(before[name])
             after = {n: b for n, b in _tree(previous).items() if n != ".interp-manifest.json"}
@@ -464,7 +465,7 @@ def _killed_in_the_commit(previous, k):
                         os._exit(9)
 
             io.os.replace = replace_then_die
-            with io.output_dir(previous, owned=OWNED) as tmp:
+            with io.output_dir(previous, owned=OWNED, command="interp probe") as tmp:
                 _new_set(tmp)
         finally:
             os._exit(0)
@@ -483,7 +484,7 @@ def test_a_kill_in_the_commit_window_is_undone_by_the_next_run_even_if_it_fails(
     for k in range(total):
         assert _killed_in_the_commit(previous, k) == 9
         with pytest.raises(ValueError, match="bad input"):
-            with io.output_dir(previous, owned=OWNED):
+            with io.output_dir(previous, owned=OWNED, command="interp probe"):
                 raise ValueError("bad input")
         after = _tree(previous)
         _no_staging(previous)
@@ -500,7 +501,7 @@ def test_a_users_file_matching_a_pattern_is_never_removed(previous):
     from interp.io import output_dir
 
     (previous / "pattern_my_plot.png").write_bytes(b"user's plot")
-    with output_dir(previous, owned=OWNED) as tmp:
+    with output_dir(previous, owned=OWNED, command="interp probe") as tmp:
         (tmp / "heads.csv").write_text("seed 1 table")
     after = _tree(previous)
     assert after["pattern_my_plot.png"] == b"user's plot"
@@ -537,7 +538,7 @@ def test_a_users_file_of_a_name_we_write_is_refused_at_the_commit(previous):
     (previous / "pattern_syntax.png").write_bytes(b"user's")  # matches the pattern, not recorded
     before = _tree(previous)
     with pytest.raises(OutputError, match="pattern_syntax.png"):
-        with output_dir(previous, owned=OWNED) as tmp:
+        with output_dir(previous, owned=OWNED, command="interp probe") as tmp:
             (tmp / "heads.csv").write_text("t")
             (tmp / "pattern_syntax.png").write_bytes(b"ours")
     assert _tree(previous) == before
@@ -567,7 +568,7 @@ def test_an_out_on_a_mount_point_commits(previous, monkeypatch):
     from interp.io import output_dir
 
     _as_a_mount_point(monkeypatch, previous.resolve())
-    with output_dir(previous, owned=OWNED) as tmp:
+    with output_dir(previous, owned=OWNED, command="interp probe") as tmp:
         (tmp / "heads.csv").write_text("seed 1 table")
     assert (previous / "heads.csv").read_text() == "seed 1 table"
 
@@ -628,3 +629,107 @@ def test_write_set_inside_an_open_set_writes_there_and_the_outer_set_commits(tmp
     assert (tmp_path / "solo" / "a.csv").read_text() == "z\n"
     with pytest.raises(ValueError, match="not among the files it owns"):
         write_set(tmp_path / "solo", ["a.csv"], lambda d: (d / "x.txt").write_text("z\n"))
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 41: a planted or damaged journal, another command's files, a failed run's new folder
+
+
+def _plant_journal(out, journal, backup=None):
+    """A `.interp-old.*` backup folder holding ``journal`` (as the commit writes it), and ``backup``'s files."""
+    import json
+
+    old = out / ".interp-old.planted"
+    old.mkdir()
+    (old / ".interp-journal.json").write_text(journal if isinstance(journal, str) else json.dumps(journal))
+    for name, data in (backup or {}).items():
+        (old / name).write_bytes(data)
+    return old
+
+
+@pytest.mark.parametrize(
+    "journal",
+    [
+        {"commit": "x", "new_dir": ".interp-new.x", "old": [], "new": ["thesis.txt"]},  # a name no manifest records
+        {"commit": "x", "new_dir": ".interp-new.x", "old": [], "new": "thesis.txt"},  # a string: t, h, e, s, ...
+        {"commit": "x", "new_dir": ".interp-new.x", "old": "ab", "new": []},
+        {"commit": "x", "new_dir": ".interp-new.x", "old": [], "new": [1, None]},
+        {"commit": "x", "new_dir": ["x"], "old": [], "new": []},
+        ["thesis.txt"],
+    ],
+)
+def test_a_planted_or_damaged_journal_removes_no_file(previous, journal):
+    """A journal naming a user's file, or with strings where lists belong, moves and removes
+    nothing: the next run is refused with one line naming the journal, and every file stays."""
+    from interp.io import OutputError, output_dir
+
+    for name in ("thesis.txt", "t", "h", "e", "s", "a", "b"):
+        (previous / name).write_text(f"the user's {name}")
+    _plant_journal(previous, journal)
+    before = _tree(previous)
+    with pytest.raises(OutputError, match=r"commit journal .*\.interp-journal\.json is damaged") as e:
+        with output_dir(previous, owned=OWNED, command="interp probe"):
+            pass
+    assert "\n" not in str(e.value)
+    assert _tree(previous) == before
+
+
+def test_a_planted_backup_never_replaces_a_users_file(previous):
+    """A backup folder whose journal says it holds the previous `thesis.txt` does not put its own
+    copy over the user's."""
+    from interp.io import OutputError, output_dir
+
+    (previous / "thesis.txt").write_text("the user's thesis")
+    _plant_journal(
+        previous, {"commit": "x", "new_dir": ".interp-new.x", "old": ["thesis.txt"], "new": []}, {"thesis.txt": b"x"}
+    )
+    with pytest.raises(OutputError, match="would replace a file of that name"):
+        with output_dir(previous, owned=OWNED, command="interp probe"):
+            pass
+    assert (previous / "thesis.txt").read_text() == "the user's thesis"
+
+
+def test_another_commands_file_of_a_name_we_own_is_refused_unless_forced(previous):
+    """`interp circuit --out <a probe folder>`: the manifest records report.md as interp probe's; a
+    set of interp circuit owning report.md is refused (one line naming the command and the file)
+    before the block, and replaces it with force; a rerun of the same command needs no force."""
+    from interp.io import OutputError, output_dir, write_set
+
+    circuit = ["report.md", "nodes.csv"]
+    ran = []
+    with pytest.raises(OutputError, match=r"report\.md \(written by interp probe\).*interp circuit.*--force") as e:
+        with output_dir(previous, owned=circuit, command="interp circuit"):
+            ran.append(1)
+    assert not ran and "\n" not in str(e.value)
+    assert (previous / "report.md").read_text() == "Seed 0 report"
+    with pytest.raises(OutputError, match="written by interp probe"):  # the library's writers too
+        write_set(previous, circuit, lambda d: (d / "report.md").write_text("circuit"), command="interp circuit")
+    write_set(previous, ["heads.csv", "report.md"], lambda d: (d / "report.md").write_text("r"), command="interp probe")
+    assert (previous / "report.md").read_text() == "r"  # the same command again: fine
+    with output_dir(previous, owned=circuit, command="interp circuit", force=True) as tmp:
+        (tmp / "report.md").write_text("circuit report")
+    assert (previous / "report.md").read_text() == "circuit report"
+    assert (previous / "pattern_anaphora.png").exists()  # the probe's other files stay
+
+
+def test_a_failed_run_leaves_no_new_empty_out(tmp_path):
+    """A folder (and parents) that output_dir created is removed when the block fails before any
+    commit; a folder that existed before, or that holds anything, stays."""
+    from interp.io import output_dir
+
+    new = tmp_path / "a" / "b" / "out"
+    with pytest.raises(ValueError, match="bad input"):
+        with output_dir(new, owned=["x.csv"]):
+            raise ValueError("bad input")
+    assert sorted(os.listdir(tmp_path)) == []
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    with pytest.raises(ValueError, match="bad input"):
+        with output_dir(existing, owned=["x.csv"]):
+            raise ValueError("bad input")
+    assert existing.is_dir() and not os.listdir(existing)
+    with pytest.raises(ValueError, match="bad input"):
+        with output_dir(tmp_path / "c" / "out", owned=["x.csv"]):
+            (tmp_path / "c" / "notes.txt").write_text("written meanwhile")
+            raise ValueError("bad input")
+    assert sorted(os.listdir(tmp_path)) == ["c", "existing"] and os.listdir(tmp_path / "c") == ["notes.txt"]

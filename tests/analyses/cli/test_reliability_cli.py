@@ -483,3 +483,30 @@ def test_a_sigterm_after_the_commit_says_the_set_was_written(tmp_path, capsys, m
     err = capsys.readouterr().err
     assert "terminated" in err and f"a complete new output set to {out.resolve()} before the signal" in err
     assert (out / "summary.md").read_text() == "new"
+
+
+# ---- issue 41: interp summary takes every model folder's checks before writing anything ----------
+
+
+def test_summary_refused_by_a_model_folder_writes_nothing(tmp_path, capsys, word_planted, cheap_figures):
+    """A model folder being written by another run, or whose report.html another command wrote,
+    refuses `interp summary` before summary.md, index.html or any page is replaced."""
+    from interp.io import output_lock
+
+    out = tmp_path / "out"
+    assert _probe(out / "a") == 0 and _probe(out / "b") == 0
+    assert main(["summary", "--out", str(out)]) == 0
+    names = ["summary.md", "index.html", "a/report.html", "b/report.html"]
+    before = {n: ((out / n).stat().st_ino, (out / n).read_bytes()) for n in names}
+    capsys.readouterr()
+    with output_lock(out / "b", "interp probe"):
+        assert main(["summary", "--out", str(out)]) == 2
+    assert "being written by another run" in _one_line_error(capsys, "summary")
+    assert {n: ((out / n).stat().st_ino, (out / n).read_bytes()) for n in names} == before
+    manifest = json.loads((out / "b" / ".interp-manifest.json").read_text())
+    manifest["files"]["report.html"] = "interp circuit"
+    (out / "b" / ".interp-manifest.json").write_text(json.dumps(manifest))
+    assert main(["summary", "--out", str(out)]) == 2
+    assert "report.html (written by interp circuit)" in _one_line_error(capsys, "summary")
+    assert {n: ((out / n).stat().st_ino, (out / n).read_bytes()) for n in names} == before
+    assert not [p for p in out.rglob(".interp-*") if p.is_dir()]
