@@ -17,22 +17,27 @@ from pathlib import Path
 __all__ = ["readable_input", "decode_text", "read_csv_rows"]
 
 
-def readable_input(path: str | os.PathLike, what: str, expected: str = "") -> Path:
+def readable_input(
+    path: str | os.PathLike, what: str, expected: str = "", pipe: bool = True, max_bytes: int | None = None
+) -> Path:
     """``path`` as a Path if it can be read once as a stream: a regular file, or a pipe (bash's
     ``<(...)`` hands in /dev/fd/N). The one check every input file goes through (--conllu, --text,
-    --labels, --config): a missing path is a FileNotFoundError, a folder an IsADirectoryError, and
-    anything else (a device such as /dev/zero, which would never end) a ValueError, each naming
-    ``what``, the path and, when given, ``expected`` (what would be right)."""
+    --labels, --config, a model folder's files): a missing path is a FileNotFoundError, a folder an
+    IsADirectoryError, and anything else (a device such as /dev/zero, which would never end) a
+    ValueError, each naming ``what``, the path and, when given, ``expected`` (what would be right).
+    ``pipe=False``: a pipe is refused too (a model folder's files); ``max_bytes``: a larger file is."""
     path = Path(path)
     hint = f" (expected {expected})" if expected else ""
     try:
-        mode = path.stat().st_mode
+        st = path.stat()
     except FileNotFoundError:
         raise FileNotFoundError(f"{what} not found: {path}{hint}") from None
-    if stat.S_ISDIR(mode):
+    if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(f"{what} is a folder, not a file: {path}{hint}")
-    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-        raise ValueError(f"{what} is not a regular file or a pipe: {path}{hint}")
+    if not (stat.S_ISREG(st.st_mode) or (pipe and stat.S_ISFIFO(st.st_mode))):
+        raise ValueError(f"{what} is not a regular file{' or a pipe' if pipe else ''}: {path}{hint}")
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise ValueError(f"{what} is {st.st_size:,} bytes, more than the {max_bytes:,} allowed: {path}{hint}")
     return path
 
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 from torch import Tensor
 
+from models.tokenizer import NO_TOKENIZER
+
 if TYPE_CHECKING:
     from models.tl_api import KVCache, TokenIds
     from models.tokenizer import Text, Tokenizer
@@ -49,7 +51,7 @@ class InputPreparation:
 
     def _require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
-            raise ValueError(f"model {self.cfg.name!r} has no tokenizer attached; pass token ids")
+            raise ValueError(f"model {self.cfg.name!r} {NO_TOKENIZER}")
         return self.tokenizer
 
     def _prepare_inputs(

