@@ -369,25 +369,92 @@ def _ablate(page, heads, mode: str = "zero") -> float:
     return float(page.get_attribute("#logit-change", "data-v"))
 
 
-def test_interp_explore_in_the_browser_and_ctrl_c(browser, tmp_path):
-    """`interp explore` on a folder model, driven through Chromium: the pattern and norm lens the page
-    shows are the model's own, the ablation's logit change is run_ablated's; bad input gets a
-    message in the page; Ctrl-C stops the server and nothing listens on its port afterwards."""
-    folder = models.save_checkpoint(_tiny_lm(), tmp_path / "tiny")
-    model = models.load(folder)
-    _heads_table().to_csv(tmp_path / "heads.csv", index=False)
+@contextmanager
+def _explore(tmp_path: Path, *flags: str, ignore_sigint: bool = False):
+    """``interp explore`` on the tiny folder model in a subprocess: yields (proc, url, port). The
+    caller stops it; on the way out it is killed if it still runs."""
+    folder = tmp_path / "tiny"
+    if not folder.exists():
+        models.save_checkpoint(_tiny_lm(), folder)
     cmd = [sys.executable, "-c", "import sys; from analyses.cli import main; sys.exit(main())", "explore"]
     proc = subprocess.Popen(
-        [*cmd, "--model", str(folder), "--heads", str(tmp_path / "heads.csv"), "--port", "0"],
+        [*cmd, "--model", str(folder), "--port", "0", *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a SIGINT inherited as ignored, as a background job of a shell or some CI runners start it
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None,
     )
     try:
         line = proc.stdout.readline()
         assert line.startswith("interp explore: tiny at http://127.0.0.1:"), (line, proc.stderr.read())
         url = line.split(" at ")[1].split()[0]
-        port = int(url.rsplit(":", 1)[1].strip("/"))
+        yield proc, url, int(url.rsplit(":", 1)[1].strip("/"))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def _stopped(proc, seconds: float = 30) -> str:
+    """Wait for the process to end; its stderr. It must exit 0 having said it stopped, no traceback."""
+    try:
+        _, err = proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"still running {seconds} s after the signal: {proc.communicate()[1]}") from None
+    assert proc.returncode == 0 and "interp explore: stopped" in err and "Traceback" not in err, err
+    return err
+
+
+def test_ctrl_c_says_stopped_though_sigint_was_inherited_as_ignored(tmp_path):
+    """uvicorn put the inherited handler (ignored) back and re-raised the signal into it: the server
+    stopped without a word. The command's own handler records it."""
+    with _explore(tmp_path, ignore_sigint=True) as (proc, url, port):
+        proc.send_signal(signal.SIGINT)
+        _stopped(proc)
+    assert _free_port_is_closed(port)
+
+
+def _stall_mid_body(port: int) -> socket.socket:
+    """A client that sends a request's headers and half its body, then nothing."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(
+        f"POST /api/run HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        'Content-Length: 100\r\n\r\n{"text": '.encode()
+    )
+    time.sleep(0.5)  # the server has read the headers and waits for the rest
+    return s
+
+
+def test_ctrl_c_while_a_client_stalls_mid_body(tmp_path):
+    """One Ctrl-C: the server waits for the stalled request at most GRACE seconds; a second Ctrl-C
+    stops at once; neither prints a traceback."""
+    from analyses.cli.explore import GRACE
+
+    for presses in (1, 2):
+        with _explore(tmp_path) as (proc, url, port):
+            stalled = _stall_mid_body(port)
+            try:
+                start = time.monotonic()
+                proc.send_signal(signal.SIGINT)
+                if presses == 2:
+                    time.sleep(0.5)
+                    proc.send_signal(signal.SIGINT)
+                _stopped(proc, seconds=GRACE + 20)
+                assert presses == 1 or time.monotonic() - start < GRACE, "the second Ctrl-C did not stop at once"
+            finally:
+                stalled.close()
+        assert _free_port_is_closed(port)
+
+
+def test_interp_explore_in_the_browser_and_ctrl_c(browser, tmp_path):
+    """`interp explore` on a folder model, driven through Chromium: the pattern and norm lens the page
+    shows are the model's own, the ablation's logit change is run_ablated's; bad input gets a
+    message in the page; Ctrl-C stops the server and nothing listens on its port afterwards."""
+    model = models.load(models.save_checkpoint(_tiny_lm(), tmp_path / "tiny"))
+    _heads_table().to_csv(tmp_path / "heads.csv", index=False)
+    with _explore(tmp_path, "--heads", str(tmp_path / "heads.csv")) as (proc, url, port):
         ctx, page, errors = _open(browser, url)
         _type_and_run(page, TEXT)
         _click_head(page, 1, 2)
@@ -413,10 +480,8 @@ def test_interp_explore_in_the_browser_and_ctrl_c(browser, tmp_path):
         page.screenshot(path=str(_shots(tmp_path) / "explore_tiny.png"), full_page=True)
         ctx.close()
         assert errors == [] or all("status of 4" in e for e in errors), errors  # only the 4xx answers asked for
-    finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and "interp explore: stopped" in err, err
+        _stopped(proc)
     assert _free_port_is_closed(port)
 
 
