@@ -61,12 +61,14 @@ def client(tiny_lm):
 
 def _heads_table() -> pd.DataFrame:
     """A heads.csv for the tiny LM as `interp probe` writes it, by hand: L1H2 is a labelled
-    previous-token head, nothing else is labelled."""
+    previous-token head, L0H3 only idles on the sink (attention_sink), nothing else is labelled."""
     rows = []
+    labels = {(1, 2, "previous_token"), (0, 3, "attention_sink")}
     for layer in range(2):
         for head in range(4):
-            for role, score in (("previous_token", 0.9 if (layer, head) == (1, 2) else 0.2), ("local", 0.3)):
-                labelled = (layer, head, role) == (1, 2, "previous_token")
+            for role in ("previous_token", "local", "attention_sink"):
+                labelled = (layer, head, role) in labels
+                score = 0.9 if labelled else 0.2
                 rows.append(
                     dict(model="tiny", layer=layer, head=head, role=role, direction="all", metric="accuracy",
                          score=score, baseline=0.25, margin=0.05, n=40, p_value=1e-6 if labelled else 0.5,
@@ -243,6 +245,97 @@ def test_malformed_json_wrong_type_and_huge_bodies(client):
     assert r.status_code == 415
     r = post(json.dumps({"text": "cat " * MAX_BODY}).encode())
     assert r.status_code == 413 and "larger than" in r.json()["error"]
+
+
+def test_deeply_nested_json_is_400(client):
+    """json's decoder recurses per level: 100,000 levels were a RecursionError and a 500."""
+    r = client.post("/api/run", content=b"[" * 100_000 + b"]" * 100_000, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "nested too deeply" in r.json()["error"]
+
+
+def test_typed_control_tokens_are_noted(client):
+    """A typed [PAD] is read as the control token, not as characters: every answer says so."""
+    text = "the cat [PAD] sleeps ."
+    r = client.post("/api/run", json={"text": text}).json()
+    assert "[PAD]" in r["tokens"] and len(r["notes"]) == 1, r
+    assert "'[PAD]' in the text is read as the tokenizer's control token" in r["notes"][0]
+    head = client.post("/api/head", json={"text": text, "layer": 0, "head": 0}).json()
+    ablation = client.post("/api/ablate", json={"text": text, "heads": [[0, 0]]}).json()
+    assert head["notes"] == ablation["notes"] == r["notes"]
+    assert client.post("/api/run", json={"text": TEXT}).json()["notes"] == []
+
+
+def test_head_pattern_answers_are_bounded():
+    """--max-tokens up to n_ctx made /api/head's token x token answer grow with the square of the
+    length; the head view takes at most 512 tokens, the run, layer view and ablation the whole budget."""
+    from starlette.testclient import TestClient
+
+    cap = 512  # analyses.explore.limits.PATTERN_MAX_TOKENS
+    m = randomized(tiny_config(d_vocab=len(VOCAB), n_ctx=cap + 16, name="tiny"), seed=1)
+    m.tokenizer = word_tokenizer()
+    app = create_app(Session(m.eval(), max_tokens=cap + 16), allowed_hosts("127.0.0.1", 8765))
+    long = " ".join(["cat"] * (cap + 8))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        assert c.get("/api/info").json()["pattern_max_tokens"] == cap
+        assert c.post("/api/run", json={"text": long}).status_code == 200
+        r = c.post("/api/head", json={"text": long, "layer": 0, "head": 0})
+        assert r.status_code == 413 and f"{cap + 8} tokens; the head view's" in r.json()["error"]
+        assert f"at most {cap}" in r.json()["error"]
+        assert c.post("/api/layer", json={"text": long, "layer": 0, "query": cap}).status_code == 200
+        short = " ".join(["cat"] * cap)
+        assert len(c.post("/api/head", json={"text": short, "layer": 0, "head": 0}).json()["pattern"]) == cap
+
+
+def test_target_is_refused_on_an_encoder(minilm):
+    """MiniLM has no logits: a target was ignored without a word."""
+    from starlette.testclient import TestClient
+
+    app = create_app(Session(minilm), allowed_hosts("127.0.0.1", 8765))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        body = {"text": "The keys to the cabinet are here.", "heads": [[0, 0]]}
+        assert c.post("/api/ablate", json=body).status_code == 200
+        r = c.post("/api/ablate", json={**body, "target": "keys"})
+        assert r.status_code == 422 and "has no LM head" in r.json()["error"], r.json()
+        assert "leave target out" in r.json()["error"]
+
+
+def test_target_as_shown_raw_or_with_its_space(smollm2):
+    """`_were` (as the page shows it), ` were` (its text, space kept) and `Ġwere` (the vocabulary's)
+    are one token, and the answer names it; `were` is another token, and says so."""
+    from starlette.testclient import TestClient
+
+    were = smollm2.tokenizer.hf.convert_tokens_to_ids("Ġwere")
+    app = create_app(Session(smollm2), allowed_hosts("127.0.0.1", 8765))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+
+        def ablate(target):
+            return c.post("/api/ablate", json={"text": "The keys to the cabinet", "heads": [[5, 3]], "target": target})
+
+        answers = [ablate(t).json() for t in ("_were", " were", "Ġwere")]
+        for a, typed in zip(answers, ("_were", " were", "Ġwere")):
+            assert (a["target_id"], a["target_token"], a["target_label"], a["target_typed"]) == (
+                were,
+                "Ġwere",
+                "_were",
+                typed,
+            ), a
+        assert answers[0]["logit_change"] == answers[1]["logit_change"] == answers[2]["logit_change"]
+        bare = ablate("were").json()
+        assert bare["target_id"] != were and (bare["target_token"], bare["target_label"]) == ("were", "were")
+        r = ablate(" were here")
+        assert r.status_code == 422 and "not in the vocabulary" in r.json()["error"]
+
+
+def test_the_docs_python_example_imports():
+    """docs/explore.md's "From Python" imports ran into an ImportError (`from analyses.explore import
+    Session`: the package re-exports only the torch-free limits)."""
+    doc = (Path(__file__).parents[3] / "docs" / "explore.md").read_text(encoding="utf-8")
+    example = doc.split("## From Python", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    imports = [line for line in example.splitlines() if line.startswith(("import ", "from "))]
+    assert any("Session" in line for line in imports), imports
+    namespace: dict = {}
+    exec("\n".join(imports), namespace)
+    assert namespace["Session"] is Session
 
 
 def test_host_header_is_checked(client):
@@ -460,6 +553,10 @@ def test_interp_explore_in_the_browser_and_ctrl_c(browser, tmp_path):
         _click_head(page, 1, 2)
         assert "previous_token" in page.get_attribute("#grid button[data-layer='1'][data-head='2']", "title")
         assert "Primary role: previous_token" in page.text_content("#roles")
+        legend = page.eval_on_selector_all("#legend span", "ss => ss.map(s => s.textContent)")
+        assert legend == ["previous_token", "idle (sink)", "unclassified"], legend  # every colour the grid uses
+        idle = page.eval_on_selector("#grid button[data-layer='0'][data-head='3']", "b => b.style.background")
+        assert idle == page.eval_on_selector("#legend span:nth-child(2) i", "i => i.style.background")
         cache = _cached(model, TEXT)
         assert torch.equal(_shown(page), cache["blocks.1.attn.hook_pattern"][0, 2])
         page.check("#lens-norm")
@@ -492,6 +589,8 @@ def test_smollm2_page_hostile_text_and_ablation(browser, smollm2, tmp_path):
     # expectations first: the page's requests use the same model object from the server's thread
     cache = _cached(smollm2, hostile)
     expected = _expected_change(smollm2, hostile, [(5, 3), (9, 1)], "mean")[1]
+    were = smollm2.tokenizer.hf.convert_tokens_to_ids("Ġwere")
+    expected_were = _expected_change(smollm2, hostile, [(5, 3), (9, 1)], "mean", target=were)[1]
     b = smollm2.to_words(hostile)
     with _serving(Session(smollm2)) as url:
         ctx, page, errors = _open(browser, url)
@@ -512,7 +611,42 @@ def test_smollm2_page_hostile_text_and_ablation(browser, smollm2, tmp_path):
         change = _ablate(page, [(5, 3), (9, 1)], mode="mean")
         assert change == expected
         assert "EXAMPLE_SENTENCES" in page.text_content("#ablation-result")
+        page.fill("#target", " were")  # typed with its space: never trimmed to `were`, another token
+        done = page.get_attribute("#ablation-result", "data-done")
+        page.click("#ablate")
+        page.wait_for_selector(f"#ablation-result[data-done='{int(done) + 1}']")
+        assert float(page.get_attribute("#logit-change", "data-v")) == expected_were
+        line = page.text_content("#target-line")
+        assert line.startswith(f"Logit of _were (token Ġwere, id {were}; you typed \u201c were\u201d)"), line
         page.screenshot(path=str(_shots(tmp_path) / "explore_smollm2.png"), full_page=True)
+        ctx.close()
+    assert errors == []
+
+
+def test_an_ablation_in_flight_is_not_drawn_against_a_newer_text(browser, tiny_lm):
+    """An ablation still running when a new text is run belongs to the old text: its answer is
+    dropped, not drawn over the new text's tokens."""
+    gate = threading.Event()
+
+    class Slow(Session):
+        def ablate(self, *args, **kwargs):
+            gate.wait(30)
+            return super().ablate(*args, **kwargs)
+
+    with _serving(Slow(tiny_lm)) as url:
+        ctx, page, errors = _open(browser, url)
+        _type_and_run(page, TEXT)
+        page.click("#grid button[data-layer='1'][data-head='2']", modifiers=["Shift"])
+        page.click("#ablate")  # waits at the gate
+        _type_and_run(page, "the dog barks .")
+        with page.expect_response("**/api/ablate"):
+            gate.set()
+        page.wait_for_selector("body:not(.busy)")
+        assert page.text_content("#ablation-result") == ""
+        done = page.get_attribute("#ablation-result", "data-done") or "0"
+        page.click("#ablate")  # the new text's own ablation is drawn, over its own tokens
+        page.wait_for_selector(f"#ablation-result[data-done='{int(done) + 1}']")
+        assert "(.)" in page.text_content("#ablation-result")
         ctx.close()
     assert errors == []
 
