@@ -7,17 +7,33 @@
 Loads the model once, binds 127.0.0.1 (``--host`` to change it; anything but loopback prints a
 warning: the page runs the model for whoever can reach it), prints the address, and serves until
 Ctrl-C. It reads nothing but the model, ``--heads`` and its own templates, and writes nothing.
+
+Stopping: this command owns SIGINT and SIGTERM from before the model loads until the server has shut
+down (``_Stop``), and uvicorn's own capture is switched off. uvicorn's way (catch the signal, shut
+down, put the previous handler back and raise the signal again, which asyncio's runner turns into a
+cancelled main task and then a KeyboardInterrupt) loses the signal whenever a link of that chain does
+not hold: a SIGINT inherited as ignored (a background job, some CI runners) is put back as ignored and
+re-raised into nothing; a signal in the window before uvicorn installs its handler cancels the task
+instead. Here one flag records the signal, and "interp explore: stopped" is printed from it. A client
+that stalls mid-request holds the shutdown for at most ``GRACE`` seconds; a second Ctrl-C stops at
+once, without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
+import logging
+import signal
 import socket
 import sys
+import threading
 
 from analyses.cli.common import Terminated, add_model_arguments, load_model
 from analyses.explore.limits import DEFAULT_MAX_TOKENS
+
+GRACE = 5  # seconds a shutdown waits for requests still running (a client stalled mid-body) before cancelling them
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +79,44 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _Stop:
+    """SIGINT and SIGTERM for the whole command: while the model loads they raise (KeyboardInterrupt,
+    ``Terminated``) so that loading stops; once ``server`` is set they ask it to shut down (a second
+    signal: at once). ``signals`` records every signal that came."""
+
+    def __init__(self):
+        self.server = None
+        self.signals: list[int] = []
+
+    def __call__(self, signum, frame) -> None:
+        self.signals.append(signum)
+        if self.server is None:
+            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+        if self.server.should_exit:
+            self.server.force_exit = True
+        self.server.should_exit = True
+
+    @contextlib.contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+            yield self
+            return
+        previous = {sig: signal.signal(sig, self) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _quiet_cancellations(record: logging.LogRecord) -> bool:
+    """uvicorn logs a request cancelled at shutdown (a stalled client, a second Ctrl-C) as an
+    "Exception in ASGI application" traceback: expected when stopping, so dropped."""
+    import asyncio
+
+    return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
 def run(args: argparse.Namespace) -> int:
     if args.max_tokens < 1:
         raise ValueError(f"--max-tokens must be a positive integer, got {args.max_tokens}")
@@ -72,16 +126,20 @@ def run(args: argparse.Namespace) -> int:
             "that address can run the model through the page\n"
         )
     sock = _bind(args.host, args.port)
+    stop = _Stop()
     try:
-        _serve(args, sock)
-    except (KeyboardInterrupt, Terminated):  # Ctrl-C is how a server stops: uvicorn has shut down first
-        sys.stderr.write("interp explore: stopped\n")
+        with stop.installed():
+            _serve(args, sock, stop)
+    except (KeyboardInterrupt, Terminated):  # a signal while the model loaded
+        pass
     finally:
         sock.close()
+    if stop.signals:
+        sys.stderr.write("interp explore: stopped\n")
     return 0
 
 
-def _serve(args: argparse.Namespace, sock: socket.socket) -> None:
+def _serve(args: argparse.Namespace, sock: socket.socket, stop: _Stop) -> None:
     import uvicorn
 
     from analyses.explore.server import allowed_hosts, create_app
@@ -89,6 +147,10 @@ def _serve(args: argparse.Namespace, sock: socket.socket) -> None:
     from analyses.report.page import read_heads
 
     class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):  # the command's own handlers (_Stop) stay in place
+            yield
+
         async def startup(self, sockets=None) -> None:
             await super().startup(sockets=sockets)
             if self.started:  # the address is printed once the server answers on it
@@ -99,4 +161,10 @@ def _serve(args: argparse.Namespace, sock: socket.socket) -> None:
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host and not args.host.startswith("[") else args.host
     app = create_app(session, allowed_hosts(args.host, port))
-    Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")).run(sockets=[sock])
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=GRACE)
+    server = Server(config)
+    logging.getLogger("uvicorn.error").addFilter(_quiet_cancellations)
+    stop.server = server  # from here a signal shuts the server down (before it starts: at once)
+    if stop.signals:
+        return
+    server.run(sockets=[sock])

@@ -4,6 +4,6 @@
 the command line needs without importing torch, which is why this file re-exports only those
 (``from analyses.explore.session import Session``)."""
 
-from analyses.explore.limits import DEFAULT_MAX_TOKENS, MAX_BODY
+from analyses.explore.limits import DEFAULT_MAX_TOKENS, MAX_BODY, PATTERN_MAX_TOKENS
 
-__all__ = ["DEFAULT_MAX_TOKENS", "MAX_BODY"]
+__all__ = ["DEFAULT_MAX_TOKENS", "MAX_BODY", "PATTERN_MAX_TOKENS"]

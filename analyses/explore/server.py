@@ -27,7 +27,7 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
@@ -95,14 +95,19 @@ async def _body(request: Request) -> dict:
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
         raise _ApiError(413, f"request body of {declared} bytes is larger than {MAX_BODY}")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY:
-            raise _ApiError(413, f"request body is larger than {MAX_BODY} bytes")
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY:
+                raise _ApiError(413, f"request body is larger than {MAX_BODY} bytes")
+    except ClientDisconnect:  # nobody to answer: the reply is dropped, and nothing is logged
+        raise _ApiError(400, "the client closed the connection before sending the whole body") from None
     try:
         data = json.loads(bytes(body))
     except (ValueError, UnicodeDecodeError) as e:
         raise _ApiError(400, f"malformed JSON: {e}") from None
+    except RecursionError:  # json's decoder recurses once per level of [ or {
+        raise _ApiError(400, "malformed JSON: nested too deeply for a request of this API") from None
     if not isinstance(data, dict):
         raise _ApiError(400, f"the body must be a JSON object, got {type(data).__name__}")
     return data

@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analyses.explore.limits import DEFAULT_MAX_TOKENS
+from analyses.explore.limits import DEFAULT_MAX_TOKENS, PATTERN_MAX_TOKENS
 from analyses.heads.adapter import adapt
 from analyses.heads.examples import readable_sentences
 from analyses.heads.labels import labelled_roles, role_map
-from analyses.heads.roles import MAP_ROLES
+from analyses.heads.roles import MAP_PRIMARY, MAP_ROLES
 from analyses.heads.scoring import norm_weighted, value_norms
 from interp.alignment import word_attention
 from interp.display import token_label
@@ -75,6 +75,7 @@ class Session:
         self._lock = threading.Lock()
         self._mean: dict[int, torch.Tensor] | None = None  # [head, d_head] per layer, on first use
         self._has_norm = self.adapter.output_weights(0) is not None
+        self._labels: dict[str, list[int]] | None = None  # a token as shown -> its ids, on first use
 
     # -- what the page needs to know --------------------------------------------------------------
 
@@ -89,11 +90,14 @@ class Session:
             "n_ctx": v.n_ctx,
             "max_tokens": self.limit,
             "limit_reason": self.limit_reason,
+            "pattern_max_tokens": min(self.limit, PATTERN_MAX_TOKENS),
             "norm_lens": self._has_norm,
             "modes": list(MODES),
             "reference": REFERENCE_NAME,
             "reference_sentences": [" ".join(s.words) for s in readable_sentences(self.adapter.tokenizer)],
             "roles": list(MAP_ROLES),
+            "primary_roles": list(MAP_PRIMARY),  # the legend's order (the page's JSON has its keys sorted)
+            "colours": _colours(),
             "heads": self.roles,
         }
 
@@ -160,20 +164,33 @@ class Session:
             norm = norm_weighted(got["p"][None], value_norms(got["v"], w_o))[0]
         return got["p"], norm
 
-    def _tokens(self, batch) -> dict:
+    def _tokens(self, batch, text: str) -> dict:
         return {
             "tokens": list(batch.tokens[0]),
             "labels": [token_label(t) for t in batch.tokens[0]],  # as shown: the one display rule
             "words": list(batch.words[0]),
             "token_to_word": list(batch.token_to_word[0]),
             "ids": batch.input_ids[0].tolist(),
+            "notes": self._control_notes(text),
         }
+
+    def _control_notes(self, text: str) -> list[str]:
+        """A note per special (control) token typed in the text: the tokenizer reads ``[CLS]`` or
+        ``<|endoftext|>`` as that one control token, not as the characters."""
+        hf = self.adapter.tokenizer.hf
+        specials = set(hf.all_special_tokens) | set(getattr(hf, "added_tokens_encoder", {}))
+        return [
+            f"{t!r} in the text is read as the tokenizer's control token {t} (id {hf.convert_tokens_to_ids(t)}), "
+            "not as those characters"
+            for t in sorted(specials)
+            if t and t in text
+        ]
 
     def run(self, text) -> dict:
         """Tokens, words and the token-to-word map of ``text``; for a causal LM the top next tokens
         after its last token."""
         batch = self.encode(text)
-        out = self._tokens(batch)
+        out = self._tokens(batch, text)
         if self.view.causal and self.view.lm_head:
             with self._lock, torch.no_grad():
                 logits = self.model.run_with_hooks(batch.input_ids, fwd_hooks=[], **self._forward_kwargs(batch))
@@ -187,13 +204,20 @@ class Session:
         return out
 
     def head(self, text, layer, head) -> dict:
-        """One head's token x token pattern (weights and norm lens), and both at word level."""
+        """One head's token x token pattern (weights and norm lens), and both at word level; at most
+        ``PATTERN_MAX_TOKENS`` tokens (the answer grows with the square of the length)."""
         layer, head = self._check_head(layer, head)
         batch = self.encode(text)
+        n = int(batch.input_ids.shape[1])
+        if n > PATTERN_MAX_TOKENS:
+            raise TextTooLong(
+                f"text has {n} tokens; the head view's token x token pattern takes at most {PATTERN_MAX_TOKENS} "
+                f"(the layer view and the ablation take up to {self.limit}); shorten it to see a head's pattern"
+            )
         with self._lock:
             pattern, norm = self._patterns(batch, layer)
         align, labels = _word_groups(batch.token_to_word[0], batch.words[0])
-        out = {**self._tokens(batch), "layer": layer, "head": head, "word_labels": labels}
+        out = {**self._tokens(batch, text), "layer": layer, "head": head, "word_labels": labels}
         for key, value in (("pattern", pattern), ("norm", norm)):
             if value is None:
                 out[key] = out[f"{key}_words"] = None
@@ -213,7 +237,7 @@ class Session:
         with self._lock:
             pattern, norm = self._patterns(batch, layer)
         return {
-            **self._tokens(batch),
+            **self._tokens(batch, text),
             "layer": layer,
             "query": query,
             "pattern": _floats(pattern[:, query]),
@@ -246,18 +270,41 @@ class Session:
     def _token(self, tid: int) -> str:
         return self.adapter.tokenizer.hf.convert_ids_to_tokens(tid)
 
-    def _target(self, target, clean: torch.Tensor) -> int:
+    def _target(self, target, clean: torch.Tensor) -> tuple[int, str | None]:
+        """The target's id and, when typed as text, what was typed (None for the default or an id)."""
         if target is None:
-            return int(clean.argmax())
+            return int(clean.argmax()), None
         if isinstance(target, str):
-            tid = self.adapter.tokenizer.hf.convert_tokens_to_ids(target)
-            unk = self.adapter.tokenizer.hf.unk_token_id
-            if tid is None or (tid == unk and target != self.adapter.tokenizer.hf.unk_token):
-                raise InputError(f"target token {target!r:.40} is not in the vocabulary; give a token as shown")
-            return int(tid)
+            return self._target_token(target), target
         if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < clean.shape[0]:
             raise InputError(f"target must be a token (string) or an id in 0..{clean.shape[0] - 1}, got {target!r}")
-        return target
+        return target, None
+
+    def _target_token(self, target: str) -> int:
+        """A typed target token: the form the page shows (``_were``), the vocabulary's own (``Ġwere``),
+        or text that is one token (`` were``: the leading space is kept, never trimmed)."""
+        hf = self.adapter.tokenizer.hf
+        if self._labels is None:
+            self._labels = {}
+            for tok, i in hf.get_vocab().items():
+                self._labels.setdefault(token_label(tok), []).append(int(i))
+        ids = set(self._labels.get(target, []))
+        raw = hf.convert_tokens_to_ids(target)
+        if raw is not None and (raw != hf.unk_token_id or target == hf.unk_token):
+            ids.add(int(raw))
+        if not ids and target:  # text, e.g. " were": one token, and not the unknown token
+            encoded = hf.encode(target, add_special_tokens=False)
+            if len(encoded) == 1 and encoded[0] != hf.unk_token_id:
+                ids = {int(encoded[0])}
+        if len(ids) > 1:
+            names = ", ".join(repr(self._token(i)) for i in sorted(ids))
+            raise InputError(f"target {target!r:.40} is shown the same for tokens {names}; type the one you mean")
+        if not ids:
+            raise InputError(
+                f"target token {target!r:.40} is not in the vocabulary; give one token as the page shows it "
+                "(a leading space shows as _, e.g. _were) or as text that is one token (' were')"
+            )
+        return ids.pop()
 
     def ablate(self, text, heads, mode: str = "zero", position=None, target=None) -> dict:
         """Ablate ``heads`` ([layer, head] pairs) on ``text`` and report what changes at token
@@ -266,6 +313,11 @@ class Session:
         the mean-pooled sentence embedding (there are no logits)."""
         if mode not in MODES:
             raise InputError(f"mode must be one of {list(MODES)}, got {mode!r:.40}")
+        if target is not None and not self.view.lm_head:
+            raise InputError(
+                f"target is for a model's next-token logits; {self.view.name} has no LM head, so its ablation "
+                "reports the change of the final hidden states: leave target out"
+            )
         pairs = self._parse_heads(heads)
         batch = self.encode(text)
         n = int(batch.input_ids.shape[1])
@@ -282,6 +334,7 @@ class Session:
             clean = self.model.run_with_hooks(batch.input_ids, fwd_hooks=[], attention_mask=mask, **kw)
             ablated = run_ablated(self.model, batch.input_ids, pairs, mode, attention_mask=mask, source=source, **kw)
         out = {
+            **self._tokens(batch, text),
             "heads": [list(p) for p in pairs],
             "mode": mode,
             "reference": REFERENCE_NAME if mode == "mean" else None,
@@ -289,16 +342,26 @@ class Session:
             "position_token": batch.tokens[0][position],
         }
         if self.view.lm_head:
-            out.update(
-                _logit_change(clean[0, position], ablated[0, position], self._target(target, clean[0, position]))
-            )
+            tid, typed = self._target(target, clean[0, position])
+            out.update(_logit_change(clean[0, position], ablated[0, position], tid))
             for row in out["top"]:
                 row["token"] = self._token(row["id"])
                 row["label"] = token_label(row["token"])
-            out["target_token"] = self._token(out["target_id"])
+            out["target_token"] = self._token(tid)  # the token actually used, raw and as shown
+            out["target_label"] = token_label(out["target_token"])
+            out["target_typed"] = typed
         else:
             out.update(_hidden_change(clean[0], ablated[0], position))
         return out
+
+
+def _colours() -> dict[str, str]:
+    """The role map's colours for every primary role, as the report page draws them (idle and
+    unclassified included)."""
+    from analyses.report.page import role_colours
+
+    colours = role_colours(MAP_ROLES)
+    return {role: colours[role] for role in MAP_PRIMARY}
 
 
 def _word_groups(align: list[int], words: list[str]) -> tuple[list[int], list[str]]:

@@ -7,10 +7,6 @@
   const info = JSON.parse(document.getElementById("info").textContent);
   const $ = (id) => document.getElementById(id);
   const state = { text: null, run: null, layer: null, head: null, detail: null, query: null, ablate: [], seq: {}, busy: 0 };
-  // tab20, the colours of the probe's role map figure
-  const PALETTE = ["#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
-    "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#7f7f7f", "#c7c7c7", "#bcbd22",
-    "#dbdb8d", "#17becf", "#9edae5"];
 
   function el(tag, text, cls) {
     const e = document.createElement(tag);
@@ -56,11 +52,8 @@
   }
 
   function roleOf(l, h) { return info.heads ? info.heads[l + "." + h] || null : null; }
-  function roleColour(role) {
-    if (!role || role === "unclassified") return "#eeeeee";
-    const i = info.roles.indexOf(role);
-    return PALETTE[(i < 0 ? info.roles.length : i) % PALETTE.length];
-  }
+  // the report page's colours for the map's primary roles (idle and unclassified included)
+  function roleColour(role) { return info.colours[role || "unclassified"] || info.colours.unclassified; }
   function heat(v) {  // white (0) to dark blue (1)
     const x = Math.max(0, Math.min(1, Number(v) || 0));
     return "rgb(" + Math.round(255 - 225 * x) + "," + Math.round(255 - 190 * x) + "," + Math.round(255 - 95 * x) + ")";
@@ -99,7 +92,7 @@
       ? "Colour: each head's primary role in the probe's heads.csv. Click a head for its pattern; shift-click to add it to the ablation."
       : "No role map (start with --heads DIR/heads.csv, written by interp probe): heads are uncoloured. Click a head for its pattern.";
     const legend = $("legend");
-    for (const role of info.roles.concat(["unclassified"])) {
+    for (const role of info.primary_roles) {  // the map's order: idle and unclassified last
       if (!used.has(role)) continue;
       const s = el("span");
       const i = el("i");
@@ -123,9 +116,10 @@
     if (!text.trim()) { message("Type a sentence first: the text is empty.", "error"); return; }
     const run = await guarded("run", () => post("/api/run", { text: text }));
     if (!run) return;
-    message("");
+    message(run.notes.join(" "), run.notes.length ? "note" : "");
     state.text = text;
     state.run = run;
+    state.seq.ablate = (state.seq.ablate || 0) + 1;  // an ablation still in flight belongs to the old text
     state.query = run.tokens.length - 1;
     drawTokens(run);
     fillSelect($("query"), run.labels, state.query);
@@ -297,7 +291,7 @@
     if (!state.ablate.length) { message("Choose a head to ablate (click one, then 'add').", "error"); return; }
     const body = { text: state.text, heads: state.ablate, mode: $("mode").value, position: Number($("position").value) };
     const target = $("target");
-    if (target && target.value.trim()) body.target = target.value.trim();
+    if (target && target.value.trim()) body.target = target.value;  // as typed: a leading space is part of a token
     const r = await guarded("ablate", () => post("/api/ablate", body));
     if (r) drawAblation(r);
   }
@@ -306,11 +300,14 @@
     const box = $("ablation-result");
     clear(box);
     const heads = r.heads.map((p) => "L" + p[0] + "H" + p[1]).join(", ");
-    box.appendChild(el("p", (r.mode === "zero" ? "Zero-ablated " : "Mean-ablated ") + heads + " at token " + r.position + " (" + r.position_token + ")."));
+    box.appendChild(el("p", (r.mode === "zero" ? "Zero-ablated " : "Mean-ablated ") + heads + " at token " + r.position + " (" + r.labels[r.position] + ")."));
+    for (const n of r.notes) box.appendChild(el("p", n, "caption note"));
     if (r.reference) box.appendChild(el("p", "Mean over every real token of " + r.reference + ".", "caption"));
     if ("logit_change" in r) {
       const p = el("p");
-      p.appendChild(document.createTextNode("Logit of " + r.target_token + ": clean "));
+      const typed = r.target_typed !== null && r.target_typed !== r.target_label ? "; you typed \u201c" + r.target_typed + "\u201d" : "";
+      p.appendChild(document.createTextNode("Logit of " + r.target_label + " (token " + r.target_token + ", id " + r.target_id + typed + "): clean "));
+      p.id = "target-line";
       p.appendChild(valueSpan("clean-logit", r.clean_logit));
       p.appendChild(document.createTextNode(", ablated "));
       p.appendChild(valueSpan("ablated-logit", r.ablated_logit));
@@ -337,7 +334,7 @@
       box.appendChild(p);
       const t = el("table", null, "evidence");
       const top = Math.max(...r.relative_change, 1e-9);
-      state.run.labels.forEach((tok, i) => {
+      r.labels.forEach((tok, i) => {  // the tokens of the text this ablation ran on
         const tr = el("tr");
         tr.appendChild(el("td", tok));
         const td = el("td");

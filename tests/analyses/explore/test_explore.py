@@ -61,12 +61,14 @@ def client(tiny_lm):
 
 def _heads_table() -> pd.DataFrame:
     """A heads.csv for the tiny LM as `interp probe` writes it, by hand: L1H2 is a labelled
-    previous-token head, nothing else is labelled."""
+    previous-token head, L0H3 only idles on the sink (attention_sink), nothing else is labelled."""
     rows = []
+    labels = {(1, 2, "previous_token"), (0, 3, "attention_sink")}
     for layer in range(2):
         for head in range(4):
-            for role, score in (("previous_token", 0.9 if (layer, head) == (1, 2) else 0.2), ("local", 0.3)):
-                labelled = (layer, head, role) == (1, 2, "previous_token")
+            for role in ("previous_token", "local", "attention_sink"):
+                labelled = (layer, head, role) in labels
+                score = 0.9 if labelled else 0.2
                 rows.append(
                     dict(model="tiny", layer=layer, head=head, role=role, direction="all", metric="accuracy",
                          score=score, baseline=0.25, margin=0.05, n=40, p_value=1e-6 if labelled else 0.5,
@@ -245,6 +247,97 @@ def test_malformed_json_wrong_type_and_huge_bodies(client):
     assert r.status_code == 413 and "larger than" in r.json()["error"]
 
 
+def test_deeply_nested_json_is_400(client):
+    """json's decoder recurses per level: 100,000 levels were a RecursionError and a 500."""
+    r = client.post("/api/run", content=b"[" * 100_000 + b"]" * 100_000, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "nested too deeply" in r.json()["error"]
+
+
+def test_typed_control_tokens_are_noted(client):
+    """A typed [PAD] is read as the control token, not as characters: every answer says so."""
+    text = "the cat [PAD] sleeps ."
+    r = client.post("/api/run", json={"text": text}).json()
+    assert "[PAD]" in r["tokens"] and len(r["notes"]) == 1, r
+    assert "'[PAD]' in the text is read as the tokenizer's control token" in r["notes"][0]
+    head = client.post("/api/head", json={"text": text, "layer": 0, "head": 0}).json()
+    ablation = client.post("/api/ablate", json={"text": text, "heads": [[0, 0]]}).json()
+    assert head["notes"] == ablation["notes"] == r["notes"]
+    assert client.post("/api/run", json={"text": TEXT}).json()["notes"] == []
+
+
+def test_head_pattern_answers_are_bounded():
+    """--max-tokens up to n_ctx made /api/head's token x token answer grow with the square of the
+    length; the head view takes at most 512 tokens, the run, layer view and ablation the whole budget."""
+    from starlette.testclient import TestClient
+
+    cap = 512  # analyses.explore.limits.PATTERN_MAX_TOKENS
+    m = randomized(tiny_config(d_vocab=len(VOCAB), n_ctx=cap + 16, name="tiny"), seed=1)
+    m.tokenizer = word_tokenizer()
+    app = create_app(Session(m.eval(), max_tokens=cap + 16), allowed_hosts("127.0.0.1", 8765))
+    long = " ".join(["cat"] * (cap + 8))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        assert c.get("/api/info").json()["pattern_max_tokens"] == cap
+        assert c.post("/api/run", json={"text": long}).status_code == 200
+        r = c.post("/api/head", json={"text": long, "layer": 0, "head": 0})
+        assert r.status_code == 413 and f"{cap + 8} tokens; the head view's" in r.json()["error"]
+        assert f"at most {cap}" in r.json()["error"]
+        assert c.post("/api/layer", json={"text": long, "layer": 0, "query": cap}).status_code == 200
+        short = " ".join(["cat"] * cap)
+        assert len(c.post("/api/head", json={"text": short, "layer": 0, "head": 0}).json()["pattern"]) == cap
+
+
+def test_target_is_refused_on_an_encoder(minilm):
+    """MiniLM has no logits: a target was ignored without a word."""
+    from starlette.testclient import TestClient
+
+    app = create_app(Session(minilm), allowed_hosts("127.0.0.1", 8765))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        body = {"text": "The keys to the cabinet are here.", "heads": [[0, 0]]}
+        assert c.post("/api/ablate", json=body).status_code == 200
+        r = c.post("/api/ablate", json={**body, "target": "keys"})
+        assert r.status_code == 422 and "has no LM head" in r.json()["error"], r.json()
+        assert "leave target out" in r.json()["error"]
+
+
+def test_target_as_shown_raw_or_with_its_space(smollm2):
+    """`_were` (as the page shows it), ` were` (its text, space kept) and `Ġwere` (the vocabulary's)
+    are one token, and the answer names it; `were` is another token, and says so."""
+    from starlette.testclient import TestClient
+
+    were = smollm2.tokenizer.hf.convert_tokens_to_ids("Ġwere")
+    app = create_app(Session(smollm2), allowed_hosts("127.0.0.1", 8765))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+
+        def ablate(target):
+            return c.post("/api/ablate", json={"text": "The keys to the cabinet", "heads": [[5, 3]], "target": target})
+
+        answers = [ablate(t).json() for t in ("_were", " were", "Ġwere")]
+        for a, typed in zip(answers, ("_were", " were", "Ġwere")):
+            assert (a["target_id"], a["target_token"], a["target_label"], a["target_typed"]) == (
+                were,
+                "Ġwere",
+                "_were",
+                typed,
+            ), a
+        assert answers[0]["logit_change"] == answers[1]["logit_change"] == answers[2]["logit_change"]
+        bare = ablate("were").json()
+        assert bare["target_id"] != were and (bare["target_token"], bare["target_label"]) == ("were", "were")
+        r = ablate(" were here")
+        assert r.status_code == 422 and "not in the vocabulary" in r.json()["error"]
+
+
+def test_the_docs_python_example_imports():
+    """docs/explore.md's "From Python" imports ran into an ImportError (`from analyses.explore import
+    Session`: the package re-exports only the torch-free limits)."""
+    doc = (Path(__file__).parents[3] / "docs" / "explore.md").read_text(encoding="utf-8")
+    example = doc.split("## From Python", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    imports = [line for line in example.splitlines() if line.startswith(("import ", "from "))]
+    assert any("Session" in line for line in imports), imports
+    namespace: dict = {}
+    exec("\n".join(imports), namespace)
+    assert namespace["Session"] is Session
+
+
 def test_host_header_is_checked(client):
     for host in ("evil.example:8765", "evil.example", "127.0.0.1:9999", "localhost"):
         r = client.get("/api/info", headers={"host": host})
@@ -369,30 +462,101 @@ def _ablate(page, heads, mode: str = "zero") -> float:
     return float(page.get_attribute("#logit-change", "data-v"))
 
 
-def test_interp_explore_in_the_browser_and_ctrl_c(browser, tmp_path):
-    """`interp explore` on a folder model, driven through Chromium: the pattern and norm lens the page
-    shows are the model's own, the ablation's logit change is run_ablated's; bad input gets a
-    message in the page; Ctrl-C stops the server and nothing listens on its port afterwards."""
-    folder = models.save_checkpoint(_tiny_lm(), tmp_path / "tiny")
-    model = models.load(folder)
-    _heads_table().to_csv(tmp_path / "heads.csv", index=False)
+@contextmanager
+def _explore(tmp_path: Path, *flags: str, ignore_sigint: bool = False):
+    """``interp explore`` on the tiny folder model in a subprocess: yields (proc, url, port). The
+    caller stops it; on the way out it is killed if it still runs."""
+    folder = tmp_path / "tiny"
+    if not folder.exists():
+        models.save_checkpoint(_tiny_lm(), folder)
     cmd = [sys.executable, "-c", "import sys; from analyses.cli import main; sys.exit(main())", "explore"]
     proc = subprocess.Popen(
-        [*cmd, "--model", str(folder), "--heads", str(tmp_path / "heads.csv"), "--port", "0"],
+        [*cmd, "--model", str(folder), "--port", "0", *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a SIGINT inherited as ignored, as a background job of a shell or some CI runners start it
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None,
     )
     try:
         line = proc.stdout.readline()
         assert line.startswith("interp explore: tiny at http://127.0.0.1:"), (line, proc.stderr.read())
         url = line.split(" at ")[1].split()[0]
-        port = int(url.rsplit(":", 1)[1].strip("/"))
+        yield proc, url, int(url.rsplit(":", 1)[1].strip("/"))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def _stopped(proc, seconds: float = 30) -> str:
+    """Wait for the process to end; its stderr. It must exit 0 having said it stopped, no traceback."""
+    try:
+        _, err = proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"still running {seconds} s after the signal: {proc.communicate()[1]}") from None
+    assert proc.returncode == 0 and "interp explore: stopped" in err and "Traceback" not in err, err
+    return err
+
+
+def test_ctrl_c_says_stopped_though_sigint_was_inherited_as_ignored(tmp_path):
+    """uvicorn put the inherited handler (ignored) back and re-raised the signal into it: the server
+    stopped without a word. The command's own handler records it."""
+    with _explore(tmp_path, ignore_sigint=True) as (proc, url, port):
+        proc.send_signal(signal.SIGINT)
+        _stopped(proc)
+    assert _free_port_is_closed(port)
+
+
+def _stall_mid_body(port: int) -> socket.socket:
+    """A client that sends a request's headers and half its body, then nothing."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(
+        f"POST /api/run HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        'Content-Length: 100\r\n\r\n{"text": '.encode()
+    )
+    time.sleep(0.5)  # the server has read the headers and waits for the rest
+    return s
+
+
+def test_ctrl_c_while_a_client_stalls_mid_body(tmp_path):
+    """One Ctrl-C: the server waits for the stalled request at most GRACE seconds; a second Ctrl-C
+    stops at once; neither prints a traceback."""
+    from analyses.cli.explore import GRACE
+
+    for presses in (1, 2):
+        with _explore(tmp_path) as (proc, url, port):
+            stalled = _stall_mid_body(port)
+            try:
+                start = time.monotonic()
+                proc.send_signal(signal.SIGINT)
+                if presses == 2:
+                    time.sleep(0.5)
+                    proc.send_signal(signal.SIGINT)
+                _stopped(proc, seconds=GRACE + 20)
+                assert presses == 1 or time.monotonic() - start < GRACE, "the second Ctrl-C did not stop at once"
+            finally:
+                stalled.close()
+        assert _free_port_is_closed(port)
+
+
+def test_interp_explore_in_the_browser_and_ctrl_c(browser, tmp_path):
+    """`interp explore` on a folder model, driven through Chromium: the pattern and norm lens the page
+    shows are the model's own, the ablation's logit change is run_ablated's; bad input gets a
+    message in the page; Ctrl-C stops the server and nothing listens on its port afterwards."""
+    model = models.load(models.save_checkpoint(_tiny_lm(), tmp_path / "tiny"))
+    _heads_table().to_csv(tmp_path / "heads.csv", index=False)
+    with _explore(tmp_path, "--heads", str(tmp_path / "heads.csv")) as (proc, url, port):
         ctx, page, errors = _open(browser, url)
         _type_and_run(page, TEXT)
         _click_head(page, 1, 2)
         assert "previous_token" in page.get_attribute("#grid button[data-layer='1'][data-head='2']", "title")
         assert "Primary role: previous_token" in page.text_content("#roles")
+        legend = page.eval_on_selector_all("#legend span", "ss => ss.map(s => s.textContent)")
+        assert legend == ["previous_token", "idle (sink)", "unclassified"], legend  # every colour the grid uses
+        idle = page.eval_on_selector("#grid button[data-layer='0'][data-head='3']", "b => b.style.background")
+        assert idle == page.eval_on_selector("#legend span:nth-child(2) i", "i => i.style.background")
         cache = _cached(model, TEXT)
         assert torch.equal(_shown(page), cache["blocks.1.attn.hook_pattern"][0, 2])
         page.check("#lens-norm")
@@ -413,10 +577,8 @@ def test_interp_explore_in_the_browser_and_ctrl_c(browser, tmp_path):
         page.screenshot(path=str(_shots(tmp_path) / "explore_tiny.png"), full_page=True)
         ctx.close()
         assert errors == [] or all("status of 4" in e for e in errors), errors  # only the 4xx answers asked for
-    finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and "interp explore: stopped" in err, err
+        _stopped(proc)
     assert _free_port_is_closed(port)
 
 
@@ -427,6 +589,8 @@ def test_smollm2_page_hostile_text_and_ablation(browser, smollm2, tmp_path):
     # expectations first: the page's requests use the same model object from the server's thread
     cache = _cached(smollm2, hostile)
     expected = _expected_change(smollm2, hostile, [(5, 3), (9, 1)], "mean")[1]
+    were = smollm2.tokenizer.hf.convert_tokens_to_ids("Ġwere")
+    expected_were = _expected_change(smollm2, hostile, [(5, 3), (9, 1)], "mean", target=were)[1]
     b = smollm2.to_words(hostile)
     with _serving(Session(smollm2)) as url:
         ctx, page, errors = _open(browser, url)
@@ -447,7 +611,42 @@ def test_smollm2_page_hostile_text_and_ablation(browser, smollm2, tmp_path):
         change = _ablate(page, [(5, 3), (9, 1)], mode="mean")
         assert change == expected
         assert "EXAMPLE_SENTENCES" in page.text_content("#ablation-result")
+        page.fill("#target", " were")  # typed with its space: never trimmed to `were`, another token
+        done = page.get_attribute("#ablation-result", "data-done")
+        page.click("#ablate")
+        page.wait_for_selector(f"#ablation-result[data-done='{int(done) + 1}']")
+        assert float(page.get_attribute("#logit-change", "data-v")) == expected_were
+        line = page.text_content("#target-line")
+        assert line.startswith(f"Logit of _were (token Ġwere, id {were}; you typed \u201c were\u201d)"), line
         page.screenshot(path=str(_shots(tmp_path) / "explore_smollm2.png"), full_page=True)
+        ctx.close()
+    assert errors == []
+
+
+def test_an_ablation_in_flight_is_not_drawn_against_a_newer_text(browser, tiny_lm):
+    """An ablation still running when a new text is run belongs to the old text: its answer is
+    dropped, not drawn over the new text's tokens."""
+    gate = threading.Event()
+
+    class Slow(Session):
+        def ablate(self, *args, **kwargs):
+            gate.wait(30)
+            return super().ablate(*args, **kwargs)
+
+    with _serving(Slow(tiny_lm)) as url:
+        ctx, page, errors = _open(browser, url)
+        _type_and_run(page, TEXT)
+        page.click("#grid button[data-layer='1'][data-head='2']", modifiers=["Shift"])
+        page.click("#ablate")  # waits at the gate
+        _type_and_run(page, "the dog barks .")
+        with page.expect_response("**/api/ablate"):
+            gate.set()
+        page.wait_for_selector("body:not(.busy)")
+        assert page.text_content("#ablation-result") == ""
+        done = page.get_attribute("#ablation-result", "data-done") or "0"
+        page.click("#ablate")  # the new text's own ablation is drawn, over its own tokens
+        page.wait_for_selector(f"#ablation-result[data-done='{int(done) + 1}']")
+        assert "(.)" in page.text_content("#ablation-result")
         ctx.close()
     assert errors == []
 
