@@ -114,11 +114,7 @@ def write(result: InvarianceResult, folder, force: bool = False, figures: bool =
     self-contained invariance.html (figures inlined as base64). ``force``: replace files of these
     names that no toolkit run wrote. Returns ``folder``."""
     return write_set(
-        folder,
-        OUTPUTS,
-        lambda tmp: _write_files(result, tmp, figures),
-        command="interp invariance",
-        force=force,
+        folder, OUTPUTS, lambda tmp: _write_files(result, tmp, figures), command="interp invariance", force=force
     )
 
 
