@@ -43,6 +43,9 @@ from analyses.heads.roles import (
     MAP_ROLES,
     NORM_LABEL_ROLES,
     OFFSET_ROLES,
+    PREDICTIVE,
+    READING_ROLES,
+    READINGS,
     RELATIONS,
     RETRIEVAL_THRESHOLD,
     ROLES,
@@ -51,6 +54,9 @@ from analyses.heads.roles import (
     SINK_ROLES,
     SPECIALS,
     WEIGHTINGS,
+    label_name,
+    reading_of,
+    with_reading,
 )
 from analyses.heads.scoring import (
     RelationPlan,
@@ -139,6 +145,12 @@ __all__ = [
     "CEILINGS",
     "SINK_EXCLUDED_ROLES",
     "RETRIEVAL_THRESHOLD",
+    "READINGS",
+    "READING_ROLES",
+    "PREDICTIVE",
+    "reading_of",
+    "with_reading",
+    "label_name",
     # scoring
     "visible_keys",
     "TokenPlan",

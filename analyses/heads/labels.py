@@ -12,7 +12,17 @@ import pandas as pd
 from analyses.data.generated import MINIMAL_PAIR_SOURCE
 from analyses.heads.adapter import Adapter
 from analyses.heads.design import CONTROL_SUBSET, HEURISTIC_RELATIONS, SYNTHETIC_SOURCES
-from analyses.heads.roles import CEILINGS, COLUMNS, IDLE, MAP_PRIMARY, NORM_LABEL_ROLES, RELATIONS, SINK_ROLES, SPECIALS
+from analyses.heads.roles import (
+    CEILINGS,
+    COLUMNS,
+    IDLE,
+    MAP_PRIMARY,
+    NORM_LABEL_ROLES,
+    RELATIONS,
+    SINK_ROLES,
+    SPECIALS,
+    with_reading,
+)
 from interp import stats
 
 __all__ = ["has_norm_rows", "headline", "labelled_roles", "role_map", "LABEL_GATES", "PAIR_SHARE_MIN"]
@@ -95,7 +105,7 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
     df["label"] = df["label"].fillna(False).astype(bool) & (df["family"] != "")
     df["gates"] = _gates(df)
     df["label"] &= df["gates"]
-    return df[COLUMNS]
+    return with_reading(df)[COLUMNS]
 
 
 # the strata (source, subset) on which a relation label must also clear the best heuristic (the

@@ -21,6 +21,12 @@ __all__ = [
     "CEILINGS",
     "SINK_EXCLUDED_ROLES",
     "RETRIEVAL_THRESHOLD",
+    "READINGS",
+    "READING_ROLES",
+    "PREDICTIVE",
+    "reading_of",
+    "with_reading",
+    "label_name",
 ]
 
 ROLES = (
@@ -39,8 +45,9 @@ ROLES = (
     "duplicate_token",
     "rhyme",
     "line_structure",
+    "ioi",
 )
-LINGUISTIC_ROLES = ("subject_verb", "anaphora", "rhyme", "line_structure")
+LINGUISTIC_ROLES = ("subject_verb", "anaphora", "rhyme", "line_structure", "ioi")
 RELATIONS = {  # relation -> (forward direction: row=query, gold=target; reverse direction)
     "subject_verb": ("verb->subject", "subject->verb"),
     "anaphora": ("pronoun->antecedent", "antecedent->pronoun"),
@@ -52,8 +59,13 @@ COLUMNS = [
     "ci_low", "ci_high", "n", "p_value", "p_adjusted", "label", "null_score", "mass",
     "offset_baseline", "candidate_baseline", "margin",
     "specials", "source", "subset", "family", "sd_diff", "special_mass", "weighting",
-    "heuristic", "heuristic_baseline", "gates", "n_clusters",
+    "heuristic", "heuristic_baseline", "gates", "n_clusters", "reading",
 ]  # fmt: skip
+# reading   where a relation is read (labels v4): "retrospective" on the query word's own row (Clark et
+#           al. 2019, the verb's row -> its subject: the only reading of an encoder), "predictive" on
+#           the row of the token whose next-token prediction is the query word (a causal model's last
+#           token before the verb -> the subject: where a head can change that prediction); "-" for
+#           the token-level roles. A heads.csv written before the column reads as retrospective.
 # heuristic  the best noun heuristic (relation rows looking back: "nearest noun", "first noun",
 #           "noun k"), heuristic_baseline its accuracy on the row's items; gates: False where a
 #           label-carrying row fails labels.LABEL_GATES (ci_low <= the best heuristic on a subset).
@@ -73,6 +85,17 @@ COLUMNS = [
 #           norm row to pass too (family "<role>@norm"); the other norm rows are descriptive.
 # sd_diff   sample standard deviation of the per-sentence (score - baseline): what the power figure
 #           uses. special_mass: mean attention from the row word to special tokens (relation rows).
+READINGS = ("retrospective", "predictive")
+# the roles read in both readings on a causal model (ioi: predictive only), and the direction name of
+# each predictive reading (row: the last token before the query word; gold: the target word). IOI's
+# query word is the clean prompt's answer (the indirect object named again), its row the prompt's
+# final token, its target the indirect object's first mention.
+READING_ROLES = ("subject_verb", "anaphora", "ioi")
+PREDICTIVE = {
+    "subject_verb": "pre-verb->subject",
+    "anaphora": "pre-pronoun->antecedent",
+    "ioi": "final->indirect_object",
+}
 SPECIALS = ("exclude", "include")  # the first is the convention that carries labels
 WEIGHTINGS = ("attention", "norm")
 # the boundary roles, whose norm-weighted rows carry a label too (family "<role>@norm"): a head labelled
@@ -102,3 +125,28 @@ CEILINGS = {"induction": 0.5, "duplicate_token": 0.5}  # every other role: 1.0
 # role but a long-context score; a head is a retrieval head when its score exceeds this, Wu et al.'s
 # threshold. The map marks such heads; the score is a column of the map and a colour of the page.
 RETRIEVAL_THRESHOLD = 0.1
+
+
+def reading_of(role: str, direction: str) -> str:
+    """The reading of a heads.csv row from its role and direction: "predictive" for the directions of
+    ``PREDICTIVE``, "retrospective" for every other word-relation direction (``RELATIONS``), "-" for
+    the token-level roles. What a table written before the ``reading`` column reads as."""
+    if direction in PREDICTIVE.values():
+        return "predictive"
+    return "retrospective" if role in RELATIONS or role in PREDICTIVE else "-"
+
+
+def with_reading(df):  # noqa: ANN001, ANN201
+    """``df`` (a heads.csv table, or any table with ``role`` and ``direction``) with a ``reading``
+    column: kept where it is there, else derived by ``reading_of`` (old tables: retrospective)."""
+    if "reading" in df.columns:
+        return df
+    out = df.copy()
+    out["reading"] = [reading_of(r, d) for r, d in zip(out["role"], out["direction"])]
+    return out
+
+
+def label_name(role: str, reading: str) -> str:
+    """The name a label is shown under: "subject_verb (predictive)", "anaphora (retrospective)" for the
+    roles read both ways (``READING_ROLES``), the role's own name for every other role."""
+    return f"{role} ({reading})" if role in READING_ROLES and reading in READINGS else role
