@@ -1,6 +1,6 @@
-"""One test walks every analysis package, like scikit-learn's ``check_estimator``: each package's
-``run()`` on a tiny or planted model (the positional study on a tiny training budget), ``write()``
-into a folder, and the contract of ``analyses.contract``:
+"""One test walks every analysis package (``circuits.agreement`` too, an analysis with its own face),
+like scikit-learn's ``check_estimator``: each package's ``run()`` on a tiny or planted model (the
+positional study on a tiny training budget), ``write()`` into a folder, and the contract of ``analyses.contract``:
 
 - ``check_result``: ``.info`` holds ``analysis``, ``model``, ``seed`` and ``params``; a package that
   scores heads gives ``.heads`` keyed ``model, layer, head``;
@@ -83,6 +83,14 @@ def _circuits(mp):
     return circuits.run(m, "subject_verb", seed=3, min_accuracy=0, min_pairs=4, **kw), m
 
 
+def _agreement(mp):
+    from tests.analyses.circuits.test_contract_face import make_tiny_lm
+
+    m = make_tiny_lm()
+    kw = dict(n=16, n_boot=20, min_accuracy=0, min_pairs=4, batch_size=8)
+    return circuits.agreement.run(m, ["subject_verb"], seed=3, **kw), m
+
+
 def _sinks(mp):
     from tests.analyses.longctx.test_sinks import _sink_model
 
@@ -120,6 +128,7 @@ PACKAGES = [
         "circuits", circuits, _circuits, True, ["circuit", "--task", "ioi"],
         optional={"edges.csv": "written only when edges are scored (edges=False here)"},
     ),
+    Package("circuits.agreement", circuits.agreement, _agreement, True, ["agreement", "--task", "ioi"]),
     Package("longctx.sinks", sinks, _sinks, True, ["sinks"]),
     Package("longctx.retrieval", retrieval, _retrieval, True, ["retrieval"]),
     Package(

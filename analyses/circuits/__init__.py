@@ -6,13 +6,17 @@ circuits) -> ``attribution`` (node scores: EAP, EAP-IG, on our model or a Transf
 run, per pair) and ``patching`` (edge circuits, the gap a circuit recovers) -> ``exact`` (exact
 per-head patching, per pair) -> ``tasks`` (the validation generator's pairs the model solves) ->
 ``faithfulness`` (circuits by size, MIB's CPR / CMD, random and pattern-label baselines) -> ``run``
-(``run``) -> ``report`` (``OUTPUTS``, ``write``; ``figures``).
+(``run``) -> ``report`` (``OUTPUTS``, ``write``; ``figures``). ``agreement`` is an analysis of its
+own with the same face (``agreement.run``, ``agreement.OUTPUTS``, ``agreement.write``; ``interp
+agreement``): the rank agreement of pattern scores and exact patching effects.
 
 The package's face (``analyses.contract``): ``run(model, task, ...) -> CircuitResult`` (tables,
 ``info``, ``heads``: the per-head table), ``OUTPUTS`` and ``write(result, folder, force=False)``.
 The public names are re-exported here; ``PairBatch``, ``as_batch``, ``to_pairs``,
 ``analyse_circuit`` and ``write_outputs`` are deprecated (they warn)."""
 
+from analyses.circuits import agreement
+from analyses.circuits.agreement import AgreementResult
 from analyses.circuits.attribution import METHODS, node_scores
 from analyses.circuits.edges import EDGE_COLUMNS, EdgeGraph, edge_graph, edge_scores
 from analyses.circuits.exact import ExactEffects, exact_head_effects, exact_patching, rank_agreement
@@ -48,6 +52,8 @@ __all__ = [
     "OUTPUTS",
     "write",
     "CircuitResult",
+    "agreement",
+    "AgreementResult",
     "Pairs",
     "Metric",
     "logit_diff",

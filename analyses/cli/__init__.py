@@ -38,6 +38,7 @@ SUBCOMMANDS = {
     "invariance": ("analyses.cli.invariance", "permutation, rotation, relative-position and sqrt(d) checks"),
     "validate": ("analyses.cli.validate", "causal validation of head labels by ablation"),
     "circuit": ("analyses.cli.circuit", "which heads and edges carry a task: EAP / EAP-IG, faithfulness (CPR, CMD)"),
+    "agreement": ("analyses.cli.agreement", "does what a head attends to rank heads as exact patching does?"),
     "train": ("analyses.cli.train", "train the toolkit's transformer from a config file"),
     "summary": ("analyses.cli.summary", "one page over the main job's outputs: comparison, invariances, validation"),
     "sinks": ("analyses.cli.sinks", "the attention sink and previous-token / induction heads at 64 to 4,096 tokens"),

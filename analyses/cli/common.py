@@ -5,15 +5,15 @@ wait policy, and ``Terminated`` (SIGTERM as an exception).
 The flags, command by command (``tests/analyses/cli/test_flags.py`` reads them off the parsers):
 
 - ``--model``, ``--device``, ``--dtype``, ``--threads`` (``add_model_arguments``): every command
-  that loads a model (tour, probe, invariance, validate, circuit, sinks, retrieval, explore).
+  that loads a model (tour, probe, invariance, validate, circuit, agreement, sinks, retrieval, explore).
   ``--model`` is minilm, smollm2, gemma3, a model or checkpoint folder, or a Hugging Face hub id; it
-  defaults to smollm2 where the command needs a causal LM (circuit, sinks, retrieval) and to minilm
+  defaults to smollm2 where the command needs a causal LM (circuit, agreement, sinks, retrieval) and to minilm
   elsewhere; no command requires it. ``--threads`` is set when the command starts and the previous
   count put back when it ends (``threads``, entered by ``interp``'s ``main`` around every command).
 - ``--force``: every command that writes a folder (all but explore); ``interp train``'s former
   ``--overwrite`` is a hidden alias that warns.
 - ``--seed``: the seed of every random draw of a run (default 0), on the commands that draw (probe,
-  invariance, validate, circuit, sinks, retrieval); tour and explore draw nothing, train reads its
+  invariance, validate, circuit, agreement, sinks, retrieval); tour and explore draw nothing, train reads its
   seed from the config's [training] table, positional its seeds from the budget.
 - ``--text`` is a string (tour, invariance: the input); a file of sentences is ``--text-file``
   (probe; its former ``--text`` is a hidden alias that warns).

@@ -18,8 +18,8 @@ from analyses.cli import SUBCOMMANDS, build_parser, main
 from analyses.cli import common as C
 
 ROOT = Path(__file__).resolve().parents[3]
-LOADS_A_MODEL = {"tour", "probe", "invariance", "validate", "circuit", "sinks", "retrieval", "explore"}
-NEEDS_A_CAUSAL_LM = {"circuit", "sinks", "retrieval"}
+LOADS_A_MODEL = {"tour", "probe", "invariance", "validate", "circuit", "agreement", "sinks", "retrieval", "explore"}
+NEEDS_A_CAUSAL_LM = {"circuit", "agreement", "sinks", "retrieval"}
 WRITES_NO_FOLDER = {"explore"}
 SHARED = ("--model", "--device", "--dtype", "--threads", "--force", "--seed", "--text")
 
