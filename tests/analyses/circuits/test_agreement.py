@@ -190,3 +190,12 @@ def test_magnitude_ranks_the_absolute_mean_effect():
     w = A.bootstrap_weights(4, 20, seed=0)
     assert A.rank_agreement_ci(score, effect, w, magnitude=True) == pytest.approx((1.0, 1.0, 1.0))
     assert A.rank_agreement_ci(score, effect, w)[0] == pytest.approx(_spearman_by_hand(np.arange(6.0), effect[0]))
+
+
+def test_the_command_refuses_a_bad_task_before_loading_a_model(tmp_path, capsys):
+    from analyses.cli import main
+
+    assert main(["agreement", "--task", "subject_verb,induction", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "--task induction: the agreement tasks are subject_verb, ioi, pronoun_gender" in err
+    assert not (tmp_path / "o").exists()
