@@ -3,8 +3,8 @@
 #
 # An attention pattern shows where a head looks, not what the model uses it for. Here every labelled head is
 # **ablated** (its `hook_z` replaced by its mean) and a behaviour tied to its role is measured; the effect is compared
-# with ablating random heads. Verdicts: `validated`, `pattern only` (labelled by attention, no measurable effect),
-# `inconclusive`.
+# with ablating random heads. Verdicts: `validated`, `no effect` (labelled by attention; the effect's interval lies
+# inside +-min_effect), `inconclusive (under-powered)` (an interval too wide to say either), `inconclusive`.
 
 # %%
 import os
@@ -44,7 +44,7 @@ res = V.run(planted, labels, prompts=prompts, seed=0)
 Markdown(report_markdown(res, "two hand-set labels"))  # the validation.md `interp validate` writes
 
 # %%
-assert res.table.verdict.tolist() == ["validated", "pattern only"]
+assert res.table.verdict.tolist() == ["validated", "no effect"]
 res.effects.sort_values("effect", ascending=False).head(5)[["layer", "head", "effect", "ci_low", "ci_high"]]
 
 # %% [markdown]

@@ -205,6 +205,7 @@ def _analyse(model: Any, task: str, n: int, seed: int, methods: Sequence[str], s
     tasks, built = task_accuracy(model, TASKS if all_tasks else (task,), n=n, seed=seed, **task_kw)
     info["t_tasks"] = time.perf_counter() - t0
     ct = built[task]
+    info["input"] = getattr(ct.pairs, "input", "as given")  # the pairs' input convention (heads.model_input)
     result = CircuitResult(view(model).name, ct, tasks, info=info)
     if not ct.solved:
         return result

@@ -4,8 +4,12 @@ the model, checks the text before any forward pass, and serialises the model's w
 
 What it computes, and from which of the toolkit's definitions (imported, never copied):
 
+* the input: the model's one input convention (``analyses.heads.model_input``, the probe's): the
+  text with a sink token first where the tokenizer adds none (SmolLM2: ``<|endoftext|>``), stated in
+  ``info()["input"]``;
 * attention patterns: ``blocks.{l}.attn.hook_pattern``, hooked in *every* layer, so that every layer
-  runs the eager attention path and the values are bitwise those of ``model.run_with_cache(text)``;
+  runs the eager attention path and the values are bitwise those of ``model.run_with_cache`` on
+  those tokens;
 * the norm lens: the probe's norm-based attention (Kobayashi et al. 2020), ``scoring.norm_weighted``
   over ``scoring.value_norms`` of the layer's ``hook_v`` and ``W_O`` (``Adapter.output_weights``);
 * word-level rows: ``interp.alignment.word_attention`` over the tokenizer's token-to-word map;
@@ -22,7 +26,7 @@ import pandas as pd
 import torch
 
 from analyses.explore.limits import DEFAULT_MAX_TOKENS, PATTERN_MAX_TOKENS
-from analyses.heads.adapter import adapt
+from analyses.heads.adapter import adapt, model_input
 from analyses.heads.examples import readable_sentences
 from analyses.heads.labels import labelled_roles, role_map
 from analyses.heads.roles import MAP_PRIMARY, MAP_ROLES
@@ -66,7 +70,10 @@ class Session:
     def __init__(self, model, heads: pd.DataFrame | None = None, max_tokens: int = DEFAULT_MAX_TOKENS):
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        self.adapter = adapt(model, sink=False)  # the user's text as the model tokenises it (no added BOS)
+        # the model's one input convention, the probe's (``model_input``): a sink token first where the
+        # tokenizer adds none (SmolLM2: <|endoftext|>), so a pattern here is the one the labels scored
+        self.adapter = adapt(model)
+        self.input = model_input(self.adapter.tokenizer)[1]
         self.view = self.adapter.view
         self.model = self.view.model
         self.limit = min(max_tokens, self.view.n_ctx)
@@ -87,6 +94,7 @@ class Session:
             "n_heads": v.n_heads,
             "causal": v.causal,
             "lm_head": v.lm_head,
+            "input": self.input,
             "n_ctx": v.n_ctx,
             "max_tokens": self.limit,
             "limit_reason": self.limit_reason,

@@ -16,7 +16,7 @@ other module is re-exported here by name (a test holds this).
 >>> res = heads.run("minilm"); heads.write(res, "runs/minilm")
 """
 
-from analyses.heads.adapter import SINK_TOKENS, Adapter, adapt, sink_tokenizer
+from analyses.heads.adapter import SINK_TOKENS, Adapter, adapt, model_input, sink_tokenizer
 from analyses.heads.defaults import DEFAULTS, ProbeDefaults, n_repeat_for
 from analyses.heads.design import CONTROL_SUBSET, LABEL_SUBSET, SUBSETS, in_stratum, noun_heuristics, source_of
 from analyses.heads.engine import check_sentences, cluster_order
@@ -95,6 +95,7 @@ __all__ = [
     "Adapter",
     "adapt",
     "sink_tokenizer",
+    "model_input",
     "SINK_TOKENS",
     # design
     "source_of",

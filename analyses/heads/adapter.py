@@ -12,7 +12,7 @@ import torch
 from interp.names import act_name
 from interp.view import ModelView, view
 
-__all__ = ["Adapter", "adapt", "sink_tokenizer", "SINK_TOKENS"]
+__all__ = ["Adapter", "adapt", "sink_tokenizer", "model_input", "SINK_TOKENS"]
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,21 @@ def sink_tokenizer(tok) -> tuple[object, str]:
     if choice is None:
         return tok, first
     return Tokenizer(tok.hf, prepend_bos=True, bos=choice), f"{choice} (prepended)"
+
+
+def model_input(tokenizer) -> tuple[object, str]:
+    """The one input convention of every analysis of a model (the probe, validation, the contrastive
+    pairs of circuits and the powered run, the explorer): (the ``models.Tokenizer`` they tokenise
+    with, the convention in words for each output's info). It is ``sink_tokenizer``'s: a sink token
+    first where the tokenizer adds none and the model has one ("prepend <|endoftext|>" on SmolLM2),
+    else the tokenizer as it is ("as tokenised ([CLS] first)", "as tokenised (no sink token)")."""
+    from models.tokenizer import Tokenizer
+
+    tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer(tokenizer)
+    tok, what = sink_tokenizer(tok)
+    if tok.prepend_bos and tok.bos_token is not None:
+        return tok, f"prepend {tok.bos_token}"
+    return tok, f"as tokenised ({what} first)" if what != "first word" else "as tokenised (no sink token)"
 
 
 def _null_network(adapter: Adapter, seed: int):

@@ -17,7 +17,14 @@ The analyses' one contract (``analyses.contract``), with two output sets:
 ``validate``, ``validate_powered`` and ``write_outputs`` are the old names (deprecated)."""
 
 from analyses.validation.job import run_named, run_powered_named
-from analyses.validation.labels import LABEL_COLUMNS, check_labels, check_labels_model, pattern_labels, read_labels
+from analyses.validation.labels import (
+    LABEL_COLUMNS,
+    check_labels,
+    check_labels_model,
+    pattern_labels,
+    read_labels,
+    role_names,
+)
 from analyses.validation.metrics import (
     OTHER_ROLE,
     REL_MIN_EFFECT,
@@ -48,7 +55,16 @@ from analyses.validation.prompts import (
 )
 from analyses.validation.report import OUTPUTS, POWERED_OUTPUTS, write, write_outputs, write_powered
 from analyses.validation.runner import ValidationResult, run, validate
-from analyses.validation.verdicts import COLUMNS, NO_METRIC, VERDICTS, decide, empirical_p, verdict_table
+from analyses.validation.verdicts import (
+    COLUMNS,
+    NO_METRIC,
+    OLD_VERDICTS,
+    UNDER_POWERED,
+    VERDICTS,
+    decide,
+    empirical_p,
+    verdict_table,
+)
 
 __all__ = [
     "run",
@@ -62,6 +78,8 @@ __all__ = [
     "run_named",
     "run_powered_named",
     "VERDICTS",
+    "UNDER_POWERED",
+    "OLD_VERDICTS",
     "COLUMNS",
     "NO_METRIC",
     "Task",
@@ -95,4 +113,5 @@ __all__ = [
     "read_labels",
     "check_labels",
     "check_labels_model",
+    "role_names",
 ]

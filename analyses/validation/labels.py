@@ -8,7 +8,11 @@ model's range), ``role`` (a name: ``previous_token``, ``subject_verb``, ...), ``
 false: only rows with ``label`` true are validated; also 1/0) and optionally ``score`` (a number:
 with several rows of one head and role the best is kept). Other columns (``model``, ``direction``,
 the rest of ``heads.csv``) are ignored, except ``model``: a table written for another model is
-refused (``check_labels_model``).
+refused (``check_labels_model``), and ``reading`` (labels v4: "retrospective" or "predictive", where a
+relation is read; ``analyses.heads.roles``): a heads.csv written before that column gets it from its
+``direction`` (``roles.with_reading``: an old table reads as retrospective). ``role_names`` gives each
+row the name it is validated under (``roles.label_name``: "subject_verb (predictive)" and
+"subject_verb (retrospective)" are two roles, with their own metric and ablation site).
 
 ``pattern_labels``: labels from attention patterns alone, for the two best-known roles (a fallback
 when no heads table exists).
@@ -31,7 +35,7 @@ from interp.io import read_csv_rows, readable_input
 from interp.names import act_name
 from interp.view import view
 
-__all__ = ["LABEL_COLUMNS", "read_labels", "check_labels", "check_labels_model", "pattern_labels"]
+__all__ = ["LABEL_COLUMNS", "read_labels", "check_labels", "check_labels_model", "role_names", "pattern_labels"]
 
 LABEL_COLUMNS = ("layer", "head", "role", "label")
 _TRUE, _FALSE = ("true", "1", "1.0"), ("false", "0", "0.0")
@@ -56,7 +60,34 @@ def read_labels(path) -> pd.DataFrame:
         raise ValueError(f"{path}: has a header but no rows; expected one row per head and role")
     df = pd.DataFrame([fields for _, fields in rows], columns=header, index=[line for line, _ in rows], dtype=object)
     df.attrs.update(path=str(path), sha256=hashlib.sha256(data).hexdigest())
-    return check_labels(df)
+    return _with_reading(check_labels(df))
+
+
+def _with_reading(labels: pd.DataFrame) -> pd.DataFrame:
+    """``labels`` with a ``reading`` column where it has ``direction`` (``roles.with_reading``: kept
+    where present, an old heads.csv's rows derived from their direction), else as it is (a table
+    written by hand: no reading). Empty readings in a present column are derived too."""
+    if "direction" not in labels.columns:
+        return labels
+    from analyses.heads.roles import reading_of, with_reading  # lazily: the heads room is heavy to import
+
+    out = with_reading(labels)
+    derived = [reading_of(r, str(d)) for r, d in zip(out["role"], out["direction"])]
+    out["reading"] = [derived[i] if _empty(v) else str(v).strip() for i, v in enumerate(out["reading"])]
+    out.attrs = dict(labels.attrs)
+    return out
+
+
+def role_names(labels: pd.DataFrame) -> list[str]:
+    """Each row's role under the name it is validated and shown under (``roles.label_name``:
+    "subject_verb (predictive)" for a subject-verb row read predictively; a role read in one way
+    only, and every row of a table without ``reading`` or ``direction``, keeps its name)."""
+    lab = _with_reading(labels)
+    if "reading" not in lab.columns:
+        return [str(r) for r in lab["role"]]
+    from analyses.heads.roles import label_name
+
+    return [label_name(str(r), "" if _empty(v) else str(v).strip()) for r, v in zip(lab["role"], lab["reading"])]
 
 
 def check_labels_model(labels: pd.DataFrame, model_names) -> None:

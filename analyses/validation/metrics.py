@@ -25,9 +25,10 @@ Encoder probes are logistic regressions trained on the clean run's final states 
 prompts and scored on the other half; the tokens the probes read are masked ([MASK]) or are not the
 label's word, so the information must travel there through attention.
 
-Roles -> metrics: the table ``ROLE_METRICS`` (every role ``analyses.heads`` can label, with its
-causal and its encoder metric; None: no metric); a role outside the table (a hand-written labels
-file) gets ``OTHER_ROLE``: the causal LM's loss, no encoder metric.
+Roles -> metrics: the table ``ROLE_METRICS`` (every role ``analyses.heads`` can label, under the
+name it is validated under (``labels.role_names``: "subject_verb (predictive)"), with its causal
+and its encoder metric; None: no metric; an encoder has no predictive reading); a role outside the
+table (a hand-written labels file) gets ``OTHER_ROLE``: the causal LM's loss, no encoder metric.
 """
 
 from __future__ import annotations
@@ -61,6 +62,15 @@ ROLE_METRICS: dict[str, tuple[str | None, str | None]] = {
     "rhyme": ("loss", None),
     "line_structure": ("loss", None),
     "noop_sink": ("loss", None),
+    # labels v4: a relation read both ways is two roles (``analyses.heads.roles.label_name``), each
+    # tested on its relation's behaviour; IOI's logit difference is the powered run's (these prompts
+    # have none)
+    "subject_verb (retrospective)": ("sv_logit_diff", "sv_probe"),
+    "subject_verb (predictive)": ("sv_logit_diff", None),
+    "anaphora (retrospective)": ("anaphora_logit_diff", "anaphora_probe"),
+    "anaphora (predictive)": ("anaphora_logit_diff", None),
+    "ioi": (None, None),
+    "ioi (predictive)": (None, None),
 }
 OTHER_ROLE: tuple[str | None, str | None] = ("loss", None)
 # the smallest |effect| that counts, relative to the metric's scale (see analyses.validation.verdicts)

@@ -6,7 +6,8 @@ ablations (all labelled heads of a role at once) against random groups from the 
 only the labelled non-sink heads and about ``n_null`` heads per role, on many prompts per metric:
 
 * **Prompts where the model does the task** (``powered_prompts``): the logit-difference metrics are
-  the clean prompts of ``contrastive_pairs`` (subject-verb, pronoun gender, induction); the model's
+  the clean prompts of ``contrastive_pairs`` (subject-verb, pronoun gender, IOI, induction), in the
+  model's one input convention (``analyses.heads.model_input``: ``info["input"]``); the model's
   own accuracy (logit difference > 0) is measured on a pool of ``2 n`` and only the prompts it
   solves are kept (at most ``n``). The loss metrics read real text (XSum sentences): top-1
   accuracy at the positions that count is reported, and every text is kept.
@@ -19,6 +20,13 @@ only the labelled non-sink heads and about ``n_null`` heads per role, on many pr
   layers of its labelled heads in the same proportions (a layer that runs out lends from its
   neighbours), none labelled with that role. The verdict's p-value is against this null:
   ``p = (1 + #{null >= effect}) / (1 + n_null)``, so p can reach 1/31 with 30 heads.
+* **Where the heads are ablated** (``ablation_site``, the ``ablated_at`` column): the predictive
+  readings of labels v4 (``AT_ANSWER``: "subject_verb (predictive)", "anaphora (predictive)",
+  "ioi (predictive)") act at the pairs' answer position (the token whose next-token prediction is
+  the query word), so their heads, nulls and groups are ablated there only, by the mean of their z
+  at the answer position over the reference set (the metric's prompts: ``answer_source``); every
+  other role, the retrospective readings included (they act at the verb's own row, after the
+  prediction), by the mean over all positions.
 * **Group ablation**: the role's labelled heads ablated together, against ``n_group_null`` random
   groups of the same size with one head from each member's layer (not labelled with the role).
   A behaviour spread over several heads shows here when no single head stands out.
@@ -41,7 +49,15 @@ from tqdm.auto import tqdm
 from analyses.contract import head_table, make_info
 from analyses.validation.labels import check_labels_model
 from analyses.validation.metrics import REL_MIN_EFFECT, metric_functions
-from analyses.validation.prompts import PAIR_TASKS, PromptSet, Task, contrastive_pairs, is_lm, pair_logit_diff
+from analyses.validation.prompts import (
+    PAIR_TASKS,
+    PromptSet,
+    Task,
+    _input_of,
+    contrastive_pairs,
+    is_lm,
+    pair_logit_diff,
+)
 from analyses.validation.runner import _labels_frame
 from analyses.validation.verdicts import decide, empirical_p
 from interp import interventions as iv
@@ -51,6 +67,10 @@ from interp.view import view
 
 __all__ = [
     "POWERED_METRICS",
+    "AT_ANSWER",
+    "SITES",
+    "ablation_site",
+    "answer_source",
     "SINK_ROLES",
     "PoweredResult",
     "powered_prompts",
@@ -75,10 +95,25 @@ POWERED_METRICS = {
     "previous_token": "continuation_loss",
     "self_token": "continuation_loss",
     "next_token": "continuation_loss",
+    # labels v4: the two readings of a relation are two roles (``labels.role_names``)
+    "subject_verb (retrospective)": "sv_logit_diff",
+    "subject_verb (predictive)": "sv_logit_diff",
+    "anaphora (retrospective)": "anaphora_logit_diff",
+    "anaphora (predictive)": "anaphora_logit_diff",
+    "ioi": "ioi_logit_diff",
+    "ioi (predictive)": "ioi_logit_diff",
 }
 # metric -> its task among PAIR_TASKS (tests/analyses/validation/test_powered.py checks they are)
 _PAIR_METRICS = {"sv_logit_diff": "subject_verb", "anaphora_logit_diff": "pronoun_gender"}
-_PAIR_METRICS["induction_logit_diff"] = "induction"
+_PAIR_METRICS.update(induction_logit_diff="induction", ioi_logit_diff="ioi")
+# where a role's heads are ablated: the predictive readings act at the row whose next-token prediction
+# is the query word, which is the pairs' answer position (the token before the verb, the token before
+# the reflexive pronoun, IOI's final token); there the head's z is replaced by its mean at the answer
+# position over the reference set (the run's prompts of that metric), every other position kept clean.
+# Every other role, the retrospective readings included (their heads act at the verb's own row, after
+# the prediction is made), is ablated at every position by its mean over all positions.
+AT_ANSWER = ("subject_verb (predictive)", "anaphora (predictive)", "ioi (predictive)", "ioi")
+SITES = {"answer": "the answer position (mean there over the reference prompts)", "all": "all positions"}
 _LOSS_METRICS = {
     "delimiter_loss": "minus next-token loss after punctuation (XSum sentences)",
     "continuation_loss": "minus next-token loss where the next token continues the current word (XSum sentences)",
@@ -90,6 +125,7 @@ TABLE_COLUMNS = [
     "head",
     "role",
     "metric",
+    "ablated_at",
     "effect",
     "ci_low",
     "ci_high",
@@ -109,6 +145,7 @@ GROUP_COLUMNS = [
     "model",
     "role",
     "metric",
+    "ablated_at",
     "size",
     "heads",
     "effect",
@@ -163,7 +200,9 @@ def _pair_prompts(model, metric: str, n: int, seed: int) -> tuple[PromptSet, dic
     t = Task(metric, "logit_diff", what, rows, pos=kept.position.numpy(), right=kept.right.numpy())
     t.wrong = kept.wrong.numpy()
     fam = [task] * len(kept)  # one resampling group (a form can have a single prompt)
-    ps = PromptSet(kept.clean[:, :width], kept.attention_mask[:, :width], kept.clean_texts, fam, {metric: t})
+    ps = PromptSet(
+        kept.clean[:, :width], kept.attention_mask[:, :width], kept.clean_texts, fam, {metric: t}, input=pairs.input
+    )
     row.update(n_kept=len(kept), kept="solved", clean_mean=float(diff[ok].mean()) if ok.any() else math.nan)
     return ps, row
 
@@ -193,7 +232,7 @@ def _text_prompts(model, metric: str, n: int, seed: int, texts: list) -> tuple[P
     """``n`` of ``texts`` (seeded) with at least one counted position, as a one-task PromptSet; the
     model's top-1 accuracy at the counted positions."""
     rng = np.random.default_rng(seed)
-    tok = model.tokenizer
+    _, tok, convention = _input_of(model.tokenizer)  # the model's one input convention
     order = rng.permutation(len(texts))
     chosen = []
     for start in range(0, len(order), 4 * n):
@@ -212,7 +251,7 @@ def _text_prompts(model, metric: str, n: int, seed: int, texts: list) -> tuple[P
     hit = (logits[:, :-1].argmax(-1) == ids[:, 1:]) & m[:, :-1]
     acc = float(hit.sum() / m[:, :-1].sum().clamp(min=1))
     task = Task(metric, "loss", _LOSS_METRICS[metric], np.arange(len(chosen)), loss_mask=m)
-    ps = PromptSet(ids, am.long(), chosen, ["xsum"] * len(chosen), {metric: task})
+    ps = PromptSet(ids, am.long(), chosen, ["xsum"] * len(chosen), {metric: task}, input=convention)
     row = dict(metric=metric, task="xsum", kind="loss", n_generated=len(chosen), accuracy=acc, n_kept=len(chosen))
     row.update(kept="all (top-1 accuracy at the counted positions)", clean_mean=math.nan)
     return ps, row
@@ -336,6 +375,7 @@ class _Plan:
     """What one metric's run ablates: the roles that read it, their labelled heads and nulls."""
 
     metric: str
+    site: str = "all"  # where the heads are ablated: a key of SITES
     roles: dict = field(default_factory=dict)  # role -> list of labelled heads
     nulls: dict = field(default_factory=dict)  # role -> the layer-matched null heads
     groups: dict = field(default_factory=dict)  # role -> random matched groups
@@ -346,29 +386,63 @@ class _Plan:
 
 
 def _plans(lab: pd.DataFrame, shape: tuple, n_null: int, n_group_null: int, seed: int, metrics: dict) -> dict:
-    """One ``_Plan`` per metric; the nulls and groups drawn from one generator seeded with ``seed``,
-    role by role in sorted order."""
+    """One ``_Plan`` per metric and ablation site (``ablation_site``); the nulls and groups drawn from
+    one generator seeded with ``seed``, role by role in sorted order."""
     rng = np.random.default_rng(seed)
     plans = {}
     for role, sub in lab.groupby("role", sort=True):
         metric = metrics.get(str(role).lower(), "loss")
         heads = sorted({(int(a), int(b)) for a, b in zip(sub["layer"], sub["head"])})
-        plan = plans.setdefault(metric, _Plan(metric))
+        site = ablation_site(role)
+        plan = plans.setdefault((metric, site), _Plan(metric, site))
         plan.roles[role] = heads
         plan.nulls[role] = layer_matched(heads, n_null, *shape, set(heads), rng)
         plan.groups[role] = matched_groups(heads, n_group_null, *shape, set(heads), rng) if len(heads) > 1 else []
     return plans
 
 
+def ablation_site(role: str) -> str:
+    """Where a role's heads are ablated (a key of ``SITES``): "answer" for the roles of ``AT_ANSWER``
+    (the answer position of their logit-difference prompts, where the role acts), else "all"."""
+    return "answer" if str(role).lower() in AT_ANSWER else "all"
+
+
+def answer_source(z: dict, pos, kind: str = "mean", groups=None, seed: int = 0) -> dict:
+    """Replacement ``hook_z`` values that ablate a head only at each prompt's answer position
+    ``pos`` [batch]: there its z becomes the ``kind`` ablation of the z at the answer positions of
+    the batch (``iv.ablation_source`` over them: "mean" is the mean at the answer position over the
+    prompts, the reference set), everywhere else it stays the clean z (replacing a value by itself
+    changes nothing)."""
+    pos = torch.as_tensor(np.asarray(pos), dtype=torch.long)
+    rows = torch.arange(len(pos))
+    at = {layer: value[rows, pos][:, None] for layer, value in z.items()}  # [batch, 1, head, d_head]
+    src = iv.ablation_source(at, kind, groups=groups, seed=seed)
+    out = {}
+    for layer, value in z.items():
+        new = value.clone()
+        new[rows, pos] = src[layer][:, 0].to(value.dtype)
+        out[layer] = new
+    return out
+
+
 def _run_metric(model, plan: _Plan, ps: PromptSet, ablation: str, seed: int) -> tuple:
     """The clean scores [batch], every planned head's ablated scores {head: [batch]} and every
-    role's group scores {role: [1 + n_groups, batch]} (the role's own group first)."""
+    role's group scores {role: [1 + n_groups, batch]} (the role's own group first), each head
+    ablated where ``plan.site`` says."""
     heads = plan.heads()
     layers = sorted({l for l, _ in heads})
     clean_out, z = iv.cache_z(model, ps.tokens, layers, attention_mask=ps.attention_mask)
     func = metric_functions(ps)[plan.metric]
     clean = func(clean_out).float().numpy()
-    source = iv.ablation_source(z, ablation, attention_mask=ps.attention_mask, groups=ps.family, seed=seed)
+    if plan.site == "answer":
+        if ps.tasks[plan.metric].pos is None:
+            raise ValueError(
+                f"roles {sorted(plan.roles)} are ablated at the answer position, but metric {plan.metric!r} has none "
+                "(a loss); give them a logit-difference metric (POWERED_METRICS)"
+            )
+        source = answer_source(z, ps.tasks[plan.metric].pos, ablation, groups=ps.family, seed=seed)
+    else:
+        source = iv.ablation_source(z, ablation, attention_mask=ps.attention_mask, groups=ps.family, seed=seed)
     swept = iv.head_sweep(model, ps.tokens, source, {plan.metric: func}, heads=heads, attention_mask=ps.attention_mask)
     single = dict(zip(heads, swept[plan.metric]))
     groups = {}
@@ -394,6 +468,7 @@ def _rows(name: str, plan: _Plan, lab: pd.DataFrame, got: tuple, min_effect: flo
         best = -math.inf
         for h in hs:
             row = dict(model=name, layer=h[0], head=h[1], role=role, metric=plan.metric, min_effect=min_effect)
+            row.update(ablated_at=SITES[plan.site])
             row.update(_stats(clean[ok] - single[h][ok], null, cfg["n_boot"], cfg["seed"]))
             row.update(null_layers=" ".join(str(l) for l in sorted({l for l, _ in plan.nulls[role]})))
             row.update(label_score=float(score.get((h[0], h[1], role), math.nan)), **_verdict_cols(row, cfg["alpha"]))
@@ -403,6 +478,7 @@ def _rows(name: str, plan: _Plan, lab: pd.DataFrame, got: tuple, min_effect: flo
             per = clean[None, ok] - groups[role][:, ok]
             gnull = per[1:].mean(1)
             row = dict(model=name, role=role, metric=plan.metric, size=len(hs), min_effect=min_effect)
+            row.update(ablated_at=SITES[plan.site])
             row.update(heads=" ".join(f"L{l}H{h}" for l, h in hs), best_single=best)
             row.update(_stats(per[0], gnull, cfg["n_boot"], cfg["seed"]))
             groups_out.append({**row, **_verdict_cols(row, cfg["alpha"])})
@@ -450,16 +526,17 @@ def run_powered(
     v = view(model)
     plans = _plans(lab, (v.n_layers, v.n_heads), n_null, n_group_null, seed, metrics or POWERED_METRICS)
     given = prompts is not None
+    wanted = sorted({p.metric for p in plans.values()})
     if prompts is None:
-        prompts, accuracy = powered_prompts(model, list(plans), n=n, seed=seed)
+        prompts, accuracy = powered_prompts(model, wanted, n=n, seed=seed)
     else:
-        missing = sorted(set(plans) - set(prompts))
+        missing = sorted(set(wanted) - set(prompts))
         if missing:
             raise ValueError(f"no prompts given for metrics {missing} (the labelled roles need them)")
         accuracy = pd.DataFrame()
     cfg = dict(n_boot=n_boot, seed=seed, alpha=alpha)
     heads_rows, group_rows, cost = [], [], 0
-    for metric, plan in tqdm(plans.items(), desc="powered validation", leave=False):
+    for (metric, _site), plan in tqdm(plans.items(), desc="powered validation", leave=False):
         ps = prompts[metric]
         got = _run_metric(model, plan, ps, ablation, seed)
         ok = np.isfinite(got[0])
@@ -470,9 +547,11 @@ def run_powered(
         n_groups = sum(1 + len(x) for r, x in plan.groups.items() if x)
         cost += (len(plan.heads()) + n_groups) * int(ps.tokens.shape[0])
     info = dict(model=name, ablation=ablation, seed=seed, n=n, n_null=n_null, n_group_null=n_group_null, alpha=alpha)
-    info.update(sinks_left_out=skipped, ablated_prompt_runs=cost)
+    inputs = sorted({getattr(ps, "input", "as given") for ps in prompts.values()})
+    info.update(sinks_left_out=skipped, ablated_prompt_runs=cost, input=", ".join(inputs))
+    info.update(ablated_at={role: SITES[p.site] for p in plans.values() for role in p.roles})
     params = dict(n=n, ablation=ablation, n_null=n_null, n_group_null=n_group_null, alpha=alpha, n_boot=n_boot)
-    params.update(max_heads_per_role=max_heads_per_role, prompts_given=given, metrics=metrics)
+    params.update(max_heads_per_role=max_heads_per_role, prompts_given=given, metrics=metrics, input=info["input"])
     info.update(make_info("validation.powered", name, seed, **params))  # model and seed: the same values
     table = pd.DataFrame(heads_rows, columns=TABLE_COLUMNS)
     return PoweredResult(table, pd.DataFrame(group_rows, columns=GROUP_COLUMNS), accuracy, info)

@@ -83,6 +83,7 @@ class PromptSet:
     family: list
     tasks: dict
     token_type_ids: Tensor | None = None
+    input: str = "as given"  # the input convention of the texts (``analyses.heads.model_input``)
 
     def forward_kwargs(self) -> dict:
         kw = {"attention_mask": self.attention_mask}
@@ -215,7 +216,10 @@ def _loss_tasks(tok, tokens: Tensor, attention_mask: Tensor, fam: np.ndarray, ha
 
 
 def _causal_prompts(model, n: int, rng: np.random.Generator) -> PromptSet:
-    tok = model.tokenizer
+    """The natural prompts under the model's input convention (``_input_of``: a sink token first
+    where the tokenizer adds none), then the repeated random token sequences as the probe reads
+    them (no sink token)."""
+    _, tok, convention = _input_of(model.tokenizer)
     texts, family, meta = _causal_texts(tok, n, rng)
     batch = tok(texts)
     ids, mask = batch.input_ids, batch.attention_mask.bool()
@@ -234,7 +238,7 @@ def _causal_prompts(model, n: int, rng: np.random.Generator) -> PromptSet:
     last = attention_mask.sum(1).numpy() - 1
     tasks = _logit_diff_tasks(fam, last, meta)
     tasks.update(_loss_tasks(tok, tokens, attention_mask, fam, half))
-    return PromptSet(tokens, attention_mask.long(), texts, family, tasks)
+    return PromptSet(tokens, attention_mask.long(), texts, family, tasks, input=convention)
 
 
 def _encoder_words(n: int, rng: np.random.Generator) -> tuple[list, list, list, list]:
@@ -298,7 +302,7 @@ def _probe_tasks(batch, labels: list, read_word: list, mask_id: int, rng: np.ran
 
 
 def _encoder_prompts(model, n: int, rng: np.random.Generator) -> PromptSet:
-    tok = model.tokenizer
+    _, tok, convention = _input_of(model.tokenizer)  # an encoder's own [CLS] ... [SEP]
     mask_id = getattr(tok.hf, "mask_token_id", None)
     if mask_id is None:
         raise ValueError("encoder probes need a tokenizer with a [MASK] token")
@@ -313,6 +317,7 @@ def _encoder_prompts(model, n: int, rng: np.random.Generator) -> PromptSet:
         family,
         tasks,
         token_type_ids=getattr(batch, "token_type_ids", None),
+        input=convention,
     )
 
 
@@ -365,13 +370,16 @@ class PairSet(Pairs):
     negative (``subject_verb``, ``pronoun_gender``, ``induction``) or near zero (``ioi``'s ABC
     corruption, as in Wang et al. 2022). ``attractor``: subject-verb pairs with a noun of the other
     number between subject and verb (False for the other tasks). ``template``: which form each pair
-    comes from. Indexing (``pairs[mask]``, ``subset``) keeps the text with the ids."""
+    comes from. Indexing (``pairs[mask]``, ``subset``) keeps the text with the ids. ``input``: the
+    model's input convention the ids follow (``analyses.heads.model_input``: "prepend <|endoftext|>"
+    on SmolLM2), for the info of every output built on them."""
 
     task: str
     attractor: Tensor  # [n] bool
     template: list
     clean_texts: list
     corrupted_texts: list
+    input: str = "as given"
 
     def logit_diff(self, logits: Tensor, rows: Tensor | None = None) -> Tensor:
         """[n] ``interp.pairs.logit_diff`` (fp32, on the CPU) from logits [n, pos, vocab] of these
@@ -402,6 +410,16 @@ def _hf_of(tokenizer):
         f"contrastive_pairs needs a tokenizer (models.Tokenizer, e.g. model.tokenizer, or a fast Hugging Face "
         f"tokenizer), got {type(tokenizer).__name__}"
     )
+
+
+def _input_of(tokenizer) -> tuple:
+    """(the Hugging Face tokenizer, the ``Tokenizer`` of the model's input convention, the convention
+    in words): ``analyses.heads.model_input`` of ``tokenizer`` (either kind)."""
+    from analyses.heads.adapter import model_input  # lazily: the heads room is heavy to import
+
+    hf, tok = _hf_of(tokenizer)
+    tok, convention = model_input(tok)
+    return hf, tok, convention
 
 
 def _one_token(hf, word: str) -> int | None:
@@ -594,8 +612,10 @@ def _induction_pairs(hf, tok, n: int, rng: np.random.Generator, length: int = 12
 
 def contrastive_pairs(task: str, tokenizer, n: int, seed: int = 0, held_out: float = 0.25) -> PairSet:
     """``n`` seeded contrastive pairs of ``task`` (``PAIR_TASKS``), tokenised with ``tokenizer`` (the
-    toolkit's ``Tokenizer``, e.g. ``model.tokenizer``, or a fast Hugging Face one; BOS/[CLS] as it
-    adds them); a seeded ``held_out`` share of them is flagged ``held_out``.
+    toolkit's ``Tokenizer``, e.g. ``model.tokenizer``, or a fast Hugging Face one) under the model's
+    one input convention (``analyses.heads.model_input``, the probe's: SmolLM2's prompts start with
+    ``<|endoftext|>``; BOS/[CLS] as the tokenizer adds them elsewhere; ``PairSet.input`` says which);
+    a seeded ``held_out`` share of them is flagged ``held_out``.
 
     * ``subject_verb``: "The keys near the cabinet" / "The key near the cabinet" -> " are" vs " is"
       (forms: a prepositional phrase, or an object relative clause "The keys that the man found");
@@ -618,7 +638,7 @@ def contrastive_pairs(task: str, tokenizer, n: int, seed: int = 0, held_out: flo
         raise ValueError(f"n must be a positive integer (the number of pairs), got {n!r}")
     if not 0 <= held_out < 1:
         raise ValueError(f"held_out is the share of pairs held out, in [0, 1), got {held_out!r}")
-    hf, tok = _hf_of(tokenizer)
+    hf, tok, convention = _input_of(tokenizer)
     rng = np.random.default_rng(seed)
     if task == "induction":
         parts = _induction_pairs(hf, tok, int(n), rng)
@@ -629,7 +649,7 @@ def contrastive_pairs(task: str, tokenizer, n: int, seed: int = 0, held_out: flo
     clean, corrupted, mask, pos, right, wrong, attractor, template, texts_c, texts_k = parts
     return PairSet(
         clean, corrupted, right, wrong, pos, mask, held_out=flag, task=task, attractor=attractor, template=template,
-        clean_texts=texts_c, corrupted_texts=texts_k,
+        clean_texts=texts_c, corrupted_texts=texts_k, input=convention,
     )  # fmt: skip
 
 

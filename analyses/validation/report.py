@@ -48,8 +48,10 @@ def report_markdown(result, labels_source: str, labels_sha256: str | None = None
         "95% bootstrap interval above 0, is at least `min_effect`, and its empirical p-value against random "
         f"heads (+1 corrected) is at most {info['alpha']} (smallest attainable: 1/(n_null+1)); `q_value` is "
         "Benjamini-Hochberg within each role over its 8 best labels by probe score (a family fixed before "
-        "any ablation; the other labels have no q), for a false-discovery reading; *pattern only* = no "
-        "measurable effect either way; *inconclusive* = the rest.",
+        "any ablation; the other labels have no q), for a false-discovery reading; *no effect* = the whole "
+        "interval lies inside +-`min_effect` (an equivalence result); *inconclusive (under-powered)* = the "
+        "interval does not clear zero but reaches beyond +-`min_effect` (absence of evidence); "
+        "*inconclusive* = the rest.",
         "",
         "### Metrics",
         "",
@@ -149,7 +151,11 @@ def powered_markdown(result, labels_source: str, seconds: float | None = None) -
         f"Sink labels left out (background, not a behaviour): {sinks}.",
         "",
         "Rule: *validated* = the 95% bootstrap interval of the effect is above 0, the effect is at least "
-        f"`min_effect`, and p (+1 corrected, against the layer-matched null) is at most {info['alpha']}.",
+        f"`min_effect`, and p (+1 corrected, against the layer-matched null) is at most {info['alpha']}; "
+        "*no effect* = the whole interval inside +-`min_effect`; *inconclusive (under-powered)* = it does not "
+        "clear zero and reaches beyond +-`min_effect`. `ablated_at`: the predictive readings at the answer "
+        "position (the mean there over the reference prompts), every other role at all positions. "
+        f"Input: {info.get('input', 'not recorded')}.",
         "",
         "### The model's own accuracy per task (prompts it gets wrong are dropped)",
         "",

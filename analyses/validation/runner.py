@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from analyses.contract import HEAD_KEYS, head_table, make_info
-from analyses.validation.labels import check_labels, check_labels_model
+from analyses.validation.labels import check_labels, check_labels_model, role_names
 from analyses.validation.metrics import REL_MIN_EFFECT, metric_functions, role_metric
 from analyses.validation.prompts import PromptSet, build_prompts, is_lm
 from analyses.validation.verdicts import empirical_p, null_effects, verdict_table
@@ -78,8 +78,10 @@ def ablation_heads(effects: pd.DataFrame, model) -> pd.DataFrame:
 
 def _labels_frame(labels: pd.DataFrame, n_layers: int | None = None, n_heads: int | None = None) -> pd.DataFrame:
     """The rows with ``label`` true, values checked (``check_labels``: the row, the column and what
-    is expected), one row per (head, role)."""
+    is expected), one row per (head, role), the role named by its reading (``role_names``: the two
+    readings of subject-verb are two roles)."""
     lab = check_labels(labels, n_layers, n_heads)
+    lab["role"] = pd.Series(role_names(lab), index=lab.index, dtype=object)
     lab = lab[lab["label"]]
     # several directions of one (head, role) are one hypothesis here: keep the best score
     lab = lab.sort_values("score", ascending=False, na_position="last").drop_duplicates(["layer", "head", "role"])
@@ -235,6 +237,7 @@ def _info(name: str, prompts: PromptSet, clean: dict, pools: _Pools, head_shards
         clean_accuracy={m: float(np.mean(clean[m][np.isfinite(clean[m])] > 0)) for m in probes},
         clean={m: float(np.nanmean(v)) for m, v in clean.items()},
         n_labels=len(lab),
+        input=prompts.input,  # the texts' input convention (analyses.heads.model_input)
     )
 
 
@@ -310,7 +313,7 @@ def run(
     )
     info = _info(name, prompts, clean, pools, head_shards, lab, **settings)
     params = {k: v for k, v in settings.items() if k != "seed"}
-    params.update(n=n, n_null=n_null, n_boot=n_boot, probe_n=probe_n, q_family=q_family)
+    params.update(n=n, n_null=n_null, n_boot=n_boot, probe_n=probe_n, q_family=q_family, input=prompts.input)
     info.update(make_info("validation", name, seed, **params))  # model and seed: the same values
     return ValidationResult(table, unlabelled, fx.frame, info)
 

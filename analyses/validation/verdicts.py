@@ -20,7 +20,13 @@ Decision rule (per labelled head and role, one metric):
   probe log-odds; rel 0.05) or the mean clean loss (loss metrics; rel 0.005).
 * ``validated``: measurable, positive, and ``p_value <= alpha`` (the head beats at least a fraction
   ``1 - alpha`` of random heads; with 20 null heads: all of them).
-* ``pattern only``: no measurable effect in either direction.
+* ``no effect`` (an equivalence result): the whole interval lies inside ``(-min_effect,
+  +min_effect)``: the ablation is measured well enough to say that any effect is below the smallest
+  one that counts.
+* ``inconclusive (under-powered)``: the interval does not clear zero (or the effect is below
+  ``min_effect``) and reaches beyond ``+-min_effect``: absence of evidence, not evidence of absence
+  (more prompts would narrow it). Tables written before labels v4 say ``pattern only`` for both of
+  these; their readers show the old word as it is.
 * ``inconclusive``: everything else: a measurable effect that random heads match, an ablation that
   *helps*, no behaviour metric for the role (its ``metric`` is None: ``none`` in the table), or an
   encoder probe that fails on clean held-out prompts (mean log-odds <= 0: it cannot show a loss of
@@ -37,9 +43,21 @@ import pandas as pd
 
 from interp.stats import bh
 
-__all__ = ["VERDICTS", "COLUMNS", "NO_METRIC", "UNREADABLE_PROBE", "empirical_p", "decide", "verdict_table"]
+__all__ = [
+    "VERDICTS",
+    "UNDER_POWERED",
+    "OLD_VERDICTS",
+    "COLUMNS",
+    "NO_METRIC",
+    "UNREADABLE_PROBE",
+    "empirical_p",
+    "decide",
+    "verdict_table",
+]
 
-VERDICTS = ("validated", "pattern only", "inconclusive")
+VERDICTS = ("validated", "no effect", "inconclusive (under-powered)", "inconclusive")
+UNDER_POWERED = "inconclusive (under-powered)"
+OLD_VERDICTS = ("pattern only",)  # the word of tables written before labels v4 (no effect or under-powered)
 COLUMNS = [
     "model",
     "layer",
@@ -89,8 +107,10 @@ def decide(
     down = ci_high < 0 and -effect >= min_effect
     if up and p_value <= alpha:
         return "validated", "ablation hurts, more than random heads"
+    if -min_effect < ci_low and ci_high < min_effect:
+        return "no effect", "the whole interval lies inside +-min_effect (equivalence)"
     if not up and not down:
-        return "pattern only", "no measurable effect of ablation"
+        return UNDER_POWERED, "the interval does not clear zero and reaches beyond +-min_effect"
     if down:
         return "inconclusive", "ablation helps the behaviour"
     return "inconclusive", "measurable effect, but random heads do as much"

@@ -64,6 +64,7 @@ def test_circuit_cli_writes_the_outputs(tiny_lm, tmp_path, monkeypatch):
     assert np.allclose(curve[curve.proportion == 1].faithfulness, 1.0)  # the full one is the clean run
     info = json.loads((out / "circuit.json").read_text())
     assert info["task"] == "subject_verb" and info["circuit"][0] == "input"
+    assert info["input"] == "prepend <|endoftext|>"  # SmolLM2's tokenizer: the probe's input convention
     assert "Faithfulness" in (out / "report.md").read_text()
     assert (out / ".interp-manifest.json").is_file()
     # edges (the tiny model is pre-norm and causal): top edges per method, and an edge-level curve

@@ -27,6 +27,7 @@ import torch
 import models
 from analyses.explore.server import MAX_BODY, allowed_hosts, create_app
 from analyses.explore.session import Session
+from analyses.heads.adapter import model_input
 from analyses.heads.examples import readable_sentences
 from analyses.heads.roles import COLUMNS
 from analyses.heads.scoring import norm_weighted, value_norms
@@ -82,9 +83,16 @@ def _heads_table() -> pd.DataFrame:
     return df[COLUMNS]
 
 
+def _words(model, text):
+    """``text`` under the model's one input convention (``model_input``: SmolLM2's starts with
+    <|endoftext|>; the tiny word-level model's and MiniLM's as their tokenizers make them)."""
+    return model_input(model.tokenizer)[0](text)
+
+
 def _cached(model, text: str):
-    """The model's own hooks on ``text``: every pattern and value, as ``run_with_cache`` gives them."""
-    _, cache = model.run_with_cache(text)
+    """The model's own hooks on ``text`` (its input convention): every pattern and value, as
+    ``run_with_cache`` gives them."""
+    _, cache = model.run_with_cache(_words(model, text).input_ids)
     return cache
 
 
@@ -95,14 +103,15 @@ def _norm_lens(model, cache, layer: int) -> torch.Tensor:
 
 
 def _reference_mean(model, layers) -> dict:
-    ref = model.to_words([list(s.words) for s in readable_sentences(model.tokenizer)])
+    tok = model_input(model.tokenizer)[0]
+    ref = tok.words([list(s.words) for s in readable_sentences(tok)])
     _, z = cache_z(model, ref.input_ids, layers, attention_mask=ref.attention_mask)
     return ablation_source(z, "mean", attention_mask=ref.attention_mask)
 
 
 def _expected_change(model, text: str, heads, mode: str, target: int | None = None, position: int = -1):
     """(target id, ablated - clean logit) from ``run_ablated``, the mean over the reference set."""
-    b = model.to_words(text)
+    b = _words(model, text)
     n = b.input_ids.shape[1]
     source = None
     if mode == "mean":
@@ -120,7 +129,7 @@ def _expected_change(model, text: str, heads, mode: str, target: int | None = No
 
 def test_head_is_the_models_own_pattern_norm_lens_and_words(client, tiny_lm):
     cache = _cached(tiny_lm, TEXT)
-    b = tiny_lm.to_words(TEXT)
+    b = _words(tiny_lm, TEXT)
     for layer, head in ((0, 3), (1, 2)):
         d = client.post("/api/head", json={"text": TEXT, "layer": layer, "head": head}).json()
         assert d["tokens"] == b.tokens[0] and d["token_to_word"] == b.token_to_word[0]
@@ -181,6 +190,7 @@ def test_role_map_from_heads_csv(tiny_lm):
     assert roles["1.2"]["primary"] == "previous_token" and roles["1.2"]["evidence"][0]["p_adjusted"] == 1e-5
     assert roles["0.0"] == {"primary": "unclassified", "secondary": [], "standardised": None, "evidence": []}
     assert Session(tiny_lm).info()["heads"] is None
+    assert Session(tiny_lm).info()["input"] == "as tokenised (no sink token)"  # no special token to put first
     with pytest.raises(ValueError, match="another model's heads.csv"):
         Session(tiny_lm, heads=_heads_table().assign(layer=5))
     with pytest.raises(ValueError, match=r"lacks columns \['source'\]"):
@@ -307,6 +317,7 @@ def test_target_as_shown_raw_or_with_its_space(smollm2):
     were = smollm2.tokenizer.hf.convert_tokens_to_ids("Ġwere")
     app = create_app(Session(smollm2), allowed_hosts("127.0.0.1", 8765))
     with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        assert c.get("/api/info").json()["input"] == "prepend <|endoftext|>"  # the probe's input convention
 
         def ablate(target):
             return c.post("/api/ablate", json={"text": "The keys to the cabinet", "heads": [[5, 3]], "target": target})
@@ -591,7 +602,8 @@ def test_smollm2_page_hostile_text_and_ablation(browser, smollm2, tmp_path):
     expected = _expected_change(smollm2, hostile, [(5, 3), (9, 1)], "mean")[1]
     were = smollm2.tokenizer.hf.convert_tokens_to_ids("Ġwere")
     expected_were = _expected_change(smollm2, hostile, [(5, 3), (9, 1)], "mean", target=were)[1]
-    b = smollm2.to_words(hostile)
+    b = _words(smollm2, hostile)
+    assert b.tokens[0][0] == "<|endoftext|>"  # the probe's input convention (labels v4)
     with _serving(Session(smollm2)) as url:
         ctx, page, errors = _open(browser, url)
         _type_and_run(page, hostile)

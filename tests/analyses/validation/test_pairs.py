@@ -24,13 +24,15 @@ def test_pairs_same_length_single_token_answers(smol_tok, task):
     assert len(p) == 120 and p.clean.shape == p.corrupted.shape == p.attention_mask.shape
     assert len(set(p.clean_texts)) == 120  # distinct prompts
     lengths = p.attention_mask.sum(1)
+    sink = [hf.convert_tokens_to_ids("<|endoftext|>")]  # SmolLM2's input convention: the probe's sink first
+    assert p.input == "prepend <|endoftext|>" and (p.clean[:, 0] == sink[0]).all()
     for i in range(len(p)):
         n = int(lengths[i])
         assert p.attention_mask[i, :n].all() and not p.attention_mask[i, n:].any()  # right padding
         assert int(p.position[i]) == n - 1  # SmolLM2 adds no [SEP]: the answer is read at the last token
         if task != "induction":  # the rows are what the tokenizer makes of the texts, each alone
-            assert hf.encode(p.clean_texts[i], add_special_tokens=False) == p.clean[i, :n].tolist()
-            assert hf.encode(p.corrupted_texts[i], add_special_tokens=False) == p.corrupted[i, :n].tolist()
+            assert sink + hf.encode(p.clean_texts[i], add_special_tokens=False) == p.clean[i, :n].tolist()
+            assert sink + hf.encode(p.corrupted_texts[i], add_special_tokens=False) == p.corrupted[i, :n].tolist()
         for t in (int(p.right[i]), int(p.wrong[i])):  # answers are single tokens
             assert hf.encode(hf.decode([t]), add_special_tokens=False) == [t]
         assert p.right[i] != p.wrong[i]
@@ -51,10 +53,10 @@ def test_pair_contents_follow_the_cue(smol_tok):
         plural = words[1].endswith("s")  # the subjects' plurals are regular
         assert int(sv.right[i]) == (are if plural else is_), sv.clean_texts[i]
         diff = (sv.clean[i] != sv.corrupted[i]).nonzero()[:, 0].tolist()
-        assert diff == [1]  # only the subject ("The" is token 0) changes
+        assert diff == [2]  # only the subject (<|endoftext|> is token 0, "The" token 1) changes
     ind = contrastive_pairs("induction", smol_tok, 40, seed=0)
     for i in range(len(ind)):
-        k = int(ind.template[i].split("=")[1])
+        k = int(ind.template[i].split("=")[1]) + 1  # after the sink token
         assert int(ind.clean[i, k]) == int(ind.right[i]) and int(ind.corrupted[i, k]) == int(ind.wrong[i])
         assert (ind.clean[i] != ind.corrupted[i]).nonzero()[:, 0].tolist() == [k]
         assert int(ind.clean[i, ind.position[i]]) == int(ind.clean[i, k - 1])  # the token before the answer

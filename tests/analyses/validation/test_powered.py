@@ -59,7 +59,7 @@ def test_group_of_one_real_head_and_a_dud_is_carried_by_the_real_head():
         n_boot=300,
     )
     t = res.table.set_index(["layer", "head"])
-    assert t.loc[(0, 2), "verdict"] == "validated" and t.loc[(0, 5), "verdict"] == "pattern only"
+    assert t.loc[(0, 2), "verdict"] == "validated" and t.loc[(0, 5), "verdict"] == "no effect"
 
 
 def test_verdict_uses_the_layer_matched_null():

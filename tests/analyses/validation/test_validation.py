@@ -36,14 +36,14 @@ def test_planted_model_has_the_designed_patterns(planted):
     assert (-minus_loss).max() < 0.1  # the task is solved from position 1 on (chance: log 12 = 2.5)
 
 
-def test_planted_head_validated_decoy_pattern_only(planted):
+def test_planted_head_validated_decoy_no_effect(planted):
     model, heads = planted
     res = V.run(model, _planted_labels(), prompts=V.planted_prompts(n=12, seed=0), seed=0)
     t = res.table.set_index(["layer", "head"])
     assert len(t) == 2  # label=False rows are not validated
     a, b = t.loc[heads["A"]], t.loc[heads["B"]]
     assert a["verdict"] == "validated", a.to_dict()
-    assert b["verdict"] == "pattern only", b.to_dict()
+    assert b["verdict"] == "no effect", b.to_dict()  # an exact zero: the interval [0, 0] is inside +-min_effect
     assert a["effect"] > 1.0 and a["z"] > 3 and a["n_null"] == 47
     assert a["p_value"] == pytest.approx(1 / 48)
     assert b["effect"] == 0.0  # the decoy's output is exactly zero
@@ -80,8 +80,11 @@ def test_empirical_p_value_has_the_plus_one_correction():
 def test_decision_rule():
     assert V.decide(1.0, 0.5, 1.5, 0.1, 0.01)[0] == "validated"
     assert V.decide(1.0, 0.5, 1.5, 0.1, 0.2)[0] == "inconclusive"  # random heads do as much
-    assert V.decide(0.05, 0.01, 0.09, 0.1, 0.01)[0] == "pattern only"  # below min_effect
-    assert V.decide(0.5, -0.1, 1.1, 0.1, 0.01)[0] == "pattern only"  # interval includes 0
+    assert V.decide(0.05, 0.01, 0.09, 0.1, 0.01)[0] == "no effect"  # inside +-min_effect: equivalence
+    assert V.decide(0.0, -0.09, 0.09, 0.1, 0.9)[0] == "no effect"  # a narrow interval around 0
+    assert V.decide(0.5, -0.1, 1.1, 0.1, 0.01)[0] == V.UNDER_POWERED  # interval includes 0, and is wide
+    assert V.decide(0.0, -0.5, 0.5, 0.1, 0.5)[0] == V.UNDER_POWERED  # around 0 but wide: not "no effect"
+    assert V.decide(0.05, 0.01, 0.2, 0.1, 0.01)[0] == V.UNDER_POWERED  # below min_effect, interval reaches past it
     assert V.decide(-1.0, -1.5, -0.5, 0.1, 1.0)[0] == "inconclusive"  # ablation helps
     assert V.decide(float("nan"), np.nan, np.nan, 0.1, np.nan)[0] == "inconclusive"
 
@@ -205,7 +208,8 @@ def test_cli_writes_csv_and_report(minilm, tmp_path, monkeypatch):
     )
     assert len(df) == 3 and set(df["verdict"]) <= set(V.VERDICTS)
     assert df.set_index("role").loc["attention_sink", "metric"] == "none"
-    assert df.set_index("role").loc["subject_verb", "metric"] == "sv_probe"
+    # labels v4: a relation's row is validated under its reading's name (an old table: retrospective)
+    assert df.set_index("role").loc["subject_verb (retrospective)", "metric"] == "sv_probe"
     md = (out / "validation.md").read_text()
     assert "Causal validation" in md and "subject_verb" in md
     assert not list(out.glob("*.tmp"))
