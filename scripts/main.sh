@@ -33,8 +33,11 @@ step() {  # step NAME BUDGET_SECONDS COMMAND...
 # its baseline is labelled with >= 80% probability (the power table of each report says so).
 # "pairs": generated minimal pairs (pronoun gender, attractor number swapped, the rest unchanged):
 # a subject-verb or anaphora label needs the head's argmax to move with the cue (docs/head-roles.md).
+# "ioi" (SmolLM2 only: an encoder refuses it): the IOI contrastive pairs' clean prompts with the answer
+# appended, read predictively (the final token -> the indirect object; docs/head-roles.md "Two readings").
 SOURCES=generated,pairs,winobias,spacy,xsum,sonnets
 for model in minilm smollm2; do
+  sources=$SOURCES
   if [ "$model" = minilm ]; then
     sizes=(--n 1000 --n-for anaphora=2500 --n-for winobias=1000 --n-for delimiter=300 --n-for rhyme=800
            --n-for line_structure=500 --n-for pairs=400)
@@ -43,10 +46,11 @@ for model in minilm smollm2; do
     # fewer items: SmolLM2 costs ~0.08 s per sentence here, so the power table reports a detectable
     # effect of about 0.15-0.2 for its relations (0.15 everywhere would need about twice the time)
     sizes=(--n 600 --n-for anaphora=2000 --n-for winobias=300 --n-for spacy=400 --n-for delimiter=150
-           --n-for rhyme=300 --n-for line_structure=200 --n-for pairs=300)
+           --n-for rhyme=300 --n-for line_structure=200 --n-for pairs=300 --n-for ioi=300)
+    sources=$SOURCES,ioi
     budgets=(480 180 420)
   fi
-  step "$model probe" "${budgets[0]}" $I probe --model "$model" --out "$OUT/$model" --sources "$SOURCES" "${sizes[@]}"
+  step "$model probe" "${budgets[0]}" $I probe --model "$model" --out "$OUT/$model" --sources "$sources" "${sizes[@]}"
   # exits non-zero when a measurement disagrees with theory: a finding for the report, not a crash
   step "$model invariance" "${budgets[1]}" $I invariance --model "$model" --out "$OUT/$model/invariance" \
     || echo "interp invariance: some measurements on $model disagree with theory; see $OUT/$model/invariance/invariance.md"

@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sources",
         default=None,
-        help="comma-separated data sources: generated, winobias, spacy, xsum, sonnets, and your own files "
+        help="comma-separated data sources: generated, pairs, winobias, spacy, xsum, sonnets, ioi (causal models: "
+        "the IOI prompts, read predictively), and your own files "
         "conllu=FILE (a CoNLL-U treebank: its nsubj arcs) and text=FILE (plain text, one sentence a line, "
         "parsed by spaCy: silver arcs); default: generated, or only your files where --conllu/--text-file or "
         "a FILE source is given",

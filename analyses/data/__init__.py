@@ -1,9 +1,9 @@
 """Probing data: the item type and its rules (``items``), generated sentence families and repeated
 token sequences (``generated``), real text (``corpora``), a user's CoNLL-U treebank (``conllu``),
-poetry (``poetry``: Shakespeare's sonnets and the CMU Pronouncing Dictionary), and the source registry
-(``sources``).
+poetry (``poetry``: Shakespeare's sonnets and the CMU Pronouncing Dictionary), the IOI prompts as probe
+items (``ioi``), and the source registry (``sources``).
 
-Every public name of the six modules is re-exported here by name (``from analyses.data import Item``);
+Every public name of the seven modules is re-exported here by name (``from analyses.data import Item``);
 modules inside this package import each other by their full module name, never through this file.
 The word lists themselves (``lexicon``: the generators' and the validation prompts') are data, read
 by module name (``from analyses.data.lexicon import ANIMATE``); its ``noun_number`` and
@@ -38,6 +38,7 @@ from analyses.data.generated import (
     noun_number,
     random_repeated_tokens,
 )
+from analyses.data.ioi import IOI_SOURCE, IOI_TEMPLATES, ioi_items, ioi_items_from_prompts, ioi_pair, ioi_prompts
 from analyses.data.items import (
     RELATIONS,
     USER_FILE_SOURCES,
@@ -99,6 +100,12 @@ __all__ = [
     "random_repeated_tokens",
     "noun_number",
     "noun_gender",
+    "IOI_SOURCE",
+    "IOI_TEMPLATES",
+    "ioi_pair",
+    "ioi_prompts",
+    "ioi_items",
+    "ioi_items_from_prompts",
     "Item",
     "RELATIONS",
     "is_punctuation",

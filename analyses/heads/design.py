@@ -13,8 +13,17 @@ import numpy as np
 import pandas as pd
 
 from analyses.data.generated import MINIMAL_PAIR_SOURCE
+from analyses.data.ioi import IOI_SOURCE
 from analyses.data.items import Item
-from analyses.heads.roles import BROAD_REFERENCE, NORM_LABEL_ROLES, RELATIONS, SET_ROLES, SPECIALS, WEIGHTINGS
+from analyses.heads.roles import (
+    BROAD_REFERENCE,
+    NORM_LABEL_ROLES,
+    PREDICTIVE,
+    RELATIONS,
+    SET_ROLES,
+    SPECIALS,
+    WEIGHTINGS,
+)
 
 __all__ = ["source_of", "noun_heuristics", "in_stratum", "SUBSETS", "LABEL_SUBSET", "CONTROL_SUBSET"]
 
@@ -41,13 +50,17 @@ class _Test:
     noun_k: int = 0  # the best k-th noun heuristic's k (relation tests)
     heuristic: str = "-"  # the best noun heuristic's name, and its accuracy on the test's items
     heuristic_baseline: float = float("nan")
+    reading: str = "-"  # relation tests: "retrospective" or "predictive" (roles.READINGS); "-" token roles
 
     @property
     def family(self) -> str:
-        """The multiple-comparison family of a label-carrying test ("" for descriptive tests)."""
+        """The multiple-comparison family of a label-carrying test ("" for descriptive tests): the
+        role, "<role>@predictive" for the predictive reading of a role read both ways, and
+        "@<weighting>" after it for a weighting other than attention."""
         if not self.carries_label:
             return ""
-        return self.role if self.weighting == "attention" else f"{self.role}@{self.weighting}"
+        name = f"{self.role}@predictive" if self.reading == "predictive" and self.role in RELATIONS else self.role
+        return name if self.weighting == "attention" else f"{name}@{self.weighting}"
 
 
 def _row_gold(item: Item, forward: bool) -> tuple[int, int]:
@@ -68,7 +81,11 @@ def _other_noun(item: Item) -> int:
 
 def _test_row_gold(test: _Test, item: Item) -> tuple[int, int]:
     """(row word, gold word) of ``item`` under ``test``: the relation's direction, or for the
-    reverse control the other noun's row and the query as the gold."""
+    reverse control the other noun's row and the query as the gold. The predictive reading's row
+    word is the word before the query (the engine reads its last token: the token whose next-token
+    prediction is the query word), its gold the target."""
+    if test.reading == "predictive":
+        return item.query - 1, item.target
     if test.subset == CONTROL_SUBSET:
         return _other_noun(item), item.query
     return _row_gold(item, test.forward)
@@ -167,7 +184,7 @@ CONTROL_SOURCES = ("sonnets-control",)
 NON_LABEL_SOURCES = (*CONTROL_SOURCES, MINIMAL_PAIR_SOURCE)
 # the sources that are not real text: a label from them needs real text behind it where the run has
 # real text of the relation (``analyses.heads.labels``' REAL_TEXT_RELATIONS)
-SYNTHETIC_SOURCES = ("generated", *NON_LABEL_SOURCES)
+SYNTHETIC_SOURCES = ("generated", IOI_SOURCE, *NON_LABEL_SOURCES)
 
 
 def in_stratum(test: _Test, item: Item) -> bool:
@@ -176,34 +193,62 @@ def in_stratum(test: _Test, item: Item) -> bool:
         return False
     if test.source != "all" and source_of(item) != test.source:
         return False
+    if test.reading == "predictive" and (item.query < 1 or item.target == item.query - 1):
+        return False  # the target is the row word itself: nothing to predict from the row before it
     if test.subset == CONTROL_SUBSET:
         return _other_noun(item) >= 0
     return test.subset == "all" or SUBSETS[test.relation][test.subset](item)
 
 
+def _directions(relation: str, causal: bool) -> list[tuple[str, bool, str]]:
+    """(direction, forward, reading) of a relation's tests: the retrospective reading (the query
+    word's own row: both ways on an encoder; a causal row cannot see a later word, so only looking
+    back there) and, on a causal model, the predictive one (``PREDICTIVE``: IOI has only that)."""
+    out = []
+    if relation in RELATIONS:
+        fwd_name, rev_name = RELATIONS[relation]
+        out.append((fwd_name, True, "retrospective"))
+        if not causal:
+            out.append((rev_name, False, "retrospective"))
+    if causal and relation in PREDICTIVE:
+        out.append((PREDICTIVE[relation], True, "predictive"))
+    return out
+
+
+def _strata(relation: str, rel: Sequence[Item]) -> list[tuple[str, str, bool]]:
+    """(source, subset, carries a label) of a relation's tests: every source pooled, each source on
+    the relation's ``LABEL_SUBSET`` (label-carrying unless a ``NON_LABEL_SOURCES``) and on all of its
+    items, and each subset pooled; one test per stratum."""
+    sources = sorted({source_of(it) for it in rel})
+    label_subset = LABEL_SUBSET.get(relation, "all")
+    strata = [("all", "all", False)] + [(s, label_subset, s not in NON_LABEL_SOURCES) for s in sources]
+    strata += [(s, "all", False) for s in sources if label_subset != "all" or s == MINIMAL_PAIR_SOURCE]
+    strata += [("all", sub, False) for sub in SUBSETS.get(relation, {})]
+    # one test per stratum (the minimal pairs' "all" is the label subset of subject-verb too)
+    return [st for i, st in enumerate(strata) if st[:2] not in {x[:2] for x in strata[:i]}]
+
+
+# the relations the probe scores: Clark et al.'s word relations, then those read only predictively
+PROBE_RELATIONS = (*RELATIONS, *(r for r in PREDICTIVE if r not in RELATIONS))
+
+
 def _relation_tests(
     items: Sequence[Item], causal: bool, margin: float, specials: Sequence[str] = SPECIALS
 ) -> list[_Test]:
-    """The word-relation tests. Per relation and direction: the label-carrying tests (the first
-    ``specials`` convention, one per source, on the relation's ``LABEL_SUBSET``), and descriptive
-    ones: every source pooled, each source and each subset on its own, and the other conventions
-    for the label-carrying strata."""
+    """The word-relation tests. Per relation, direction and reading (``_directions``): the
+    label-carrying tests (the first ``specials`` convention, one per source, on the relation's
+    ``LABEL_SUBSET``), and descriptive ones: every source pooled, each source and each subset on its
+    own, and the other conventions for the label-carrying strata (``_strata``). The predictive
+    reading has the retrospective one's strata, on the items whose target is not the word right
+    before the query."""
     tests = []
-    for relation, (fwd_name, rev_name) in RELATIONS.items():
+    for relation in PROBE_RELATIONS:
         rel = [it for it in items if it.relation == relation and it.query >= 0 and it.target >= 0]
-        sources = sorted({source_of(it) for it in rel})
-        label_subset = LABEL_SUBSET[relation]
-        strata = [("all", "all", False)] + [(s, label_subset, s not in NON_LABEL_SOURCES) for s in sources]
-        strata += [(s, "all", False) for s in sources if label_subset != "all" or s == MINIMAL_PAIR_SOURCE]
-        strata += [("all", sub, False) for sub in SUBSETS[relation]]
-        # one test per stratum (the minimal pairs' "all" is the label subset of subject-verb too)
-        strata = [st for i, st in enumerate(strata) if st[:2] not in {x[:2] for x in strata[:i]}]
+        strata = _strata(relation, rel)
         controls = []  # the reverse control, beside every label-carrying source and pooled
         if relation in HEURISTIC_RELATIONS:
             controls = [("all", CONTROL_SUBSET, False)] + [(s, CONTROL_SUBSET, False) for s, _, lab in strata if lab]
-        for forward, name in ((True, fwd_name), (False, rev_name)):
-            if causal and not forward:
-                continue  # a causal row cannot see a later word; the forward direction looks back
+        for name, forward, reading in _directions(relation, causal):
             for source, subset, label_stratum in strata + ([] if forward else controls):
                 for k, convention in enumerate(specials):
                     if k > 0 and not label_stratum and (source, subset) != ("all", "all"):
@@ -222,10 +267,14 @@ def _relation_tests(
                         carries_label=label_stratum and k == 0,
                         # subject-verb on all items keeps the positional baselines: there the first
                         # noun is usually the subject, so its label is gated on the subsets where
-                        # the heuristics fail instead (LABEL_GATES)
-                        heuristics=forward
-                        and relation in HEURISTIC_RELATIONS
-                        and not (relation == "subject_verb" and subset == "all" and source != MINIMAL_PAIR_SOURCE),
+                        # the heuristics fail instead (LABEL_GATES); IOI: the first and the last name
+                        heuristics=(
+                            forward
+                            and relation in HEURISTIC_RELATIONS
+                            and not (relation == "subject_verb" and subset == "all" and source != MINIMAL_PAIR_SOURCE)
+                        )
+                        or relation in NAME_HEURISTICS_RELATIONS,
+                        reading=reading,
                     )
                     members = [it for it in rel if in_stratum(probe, it)]
                     if members or (source, subset) == ("all", "all"):  # the pooled row is always there
@@ -233,11 +282,31 @@ def _relation_tests(
     return tests
 
 
+# IOI's heuristics, on its names (the candidates): the first name and the last (nearest) name; the
+# name mentioned once is the indirect object by construction (the task's solution), so no baseline
+NAME_HEURISTICS_RELATIONS = ("ioi",)
+NAME_HEURISTICS = {"first name": "first noun", "last name": "nearest noun"}  # name -> the noun heuristic
+
+
+def _heuristics(t: _Test, looking_back: Sequence[Item]) -> dict[str, float]:
+    """The accuracy of each heuristic of ``t``'s relation on its items looking back: the noun
+    heuristics (subject-verb, anaphora), the name heuristics (IOI), none for the rest."""
+    if t.relation in HEURISTIC_RELATIONS and t.forward:
+        return noun_heuristics(looking_back)
+    if t.relation in NAME_HEURISTICS_RELATIONS and looking_back:
+        return {
+            kind: float(np.mean([_noun_heuristic(it, noun) for it in looking_back]))
+            for kind, noun in NAME_HEURISTICS.items()
+        }
+    return {}
+
+
 def _with_baseline(t: _Test, rel: Sequence[Item], causal: bool) -> _Test:
-    """Set the test's baseline: the best of a fixed word offset, the first word, (anaphora and
-    rhyme, looking back) the nearest preceding candidate and, where ``t.heuristics``, the noun
-    heuristics (``noun_heuristics``: nearest, first and k-th noun), over the test's own items. The
-    best noun heuristic is recorded either way (``heuristic``, ``heuristic_baseline``)."""
+    """Set the test's baseline: the best of a fixed word offset (relative to the row word), the
+    first word, (anaphora and rhyme, looking back) the nearest preceding candidate and, where
+    ``t.heuristics``, the noun heuristics (``noun_heuristics``: nearest, first and k-th noun) or
+    IOI's name heuristics (``NAME_HEURISTICS``: first and last name), over the test's own items. The
+    best heuristic is recorded either way (``heuristic``, ``heuristic_baseline``)."""
     pairs = [_test_row_gold(t, it) for it in rel]
     if causal:
         pairs = [(r, g) for r, g in pairs if g < r]
@@ -256,14 +325,13 @@ def _with_baseline(t: _Test, rel: Sequence[Item], causal: bool) -> _Test:
         t.candidate_baseline = float(np.mean(cand)) if cand else float("nan")
         if cand and t.candidate_baseline > best_acc:
             t.baseline_kind, best_acc = "nearest candidate", t.candidate_baseline
-    if t.relation in HEURISTIC_RELATIONS and t.forward:
-        heur = noun_heuristics([it for it in rel if not causal or it.target < it.query])
-        if heur:
-            kind = max(heur, key=lambda name: (heur[name], name == "nearest noun"))  # ties: the nearest noun
-            t.heuristic, t.heuristic_baseline = kind, heur[kind]
-            t.noun_k = int(kind.split()[1]) if kind.startswith("noun ") else 0
-            if t.heuristics and heur[kind] > best_acc:
-                t.baseline_kind, best_acc = kind, heur[kind]
+    heur = _heuristics(t, [it for it in rel if not causal or it.target < it.query])
+    if heur:  # ties: the nearest noun (name)
+        kind = max(heur, key=lambda name: (heur[name], name in ("nearest noun", "last name")))
+        t.heuristic, t.heuristic_baseline = kind, heur[kind]
+        t.noun_k = int(kind.split()[1]) if kind.startswith("noun ") else 0
+        if t.heuristics and heur[kind] > best_acc:
+            t.baseline_kind, best_acc = kind, heur[kind]
     return t
 
 
@@ -279,6 +347,8 @@ def _item_baseline(test: _Test, item: Item) -> float:
         return float(_nearest_candidate(item) == item.target)
     if test.baseline_kind == "first noun" or test.baseline_kind.startswith("noun "):
         return float(_noun_heuristic(item, test.baseline_kind, test.noun_k))
+    if test.baseline_kind in NAME_HEURISTICS:
+        return float(_noun_heuristic(item, NAME_HEURISTICS[test.baseline_kind]))
     if test.baseline_kind == "first word":
         return float(g == 0)
     return float(g - r == test.offset)

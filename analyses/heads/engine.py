@@ -118,7 +118,11 @@ def _token_sets(batch, chunk: Sequence[Item]) -> Tensor:
 
 
 def _relation_plan(batch, chunk: Sequence[Item], tests: list, causal: bool) -> tuple[RelationPlan, dict, list]:
-    """(the stacked plan of the relation tests, test index -> per-sentence baseline, their test indices)."""
+    """(the stacked plan of the relation tests, test index -> per-sentence baseline, their test indices).
+    A retrospective row is the mean over the row word's tokens, the word itself left out of the
+    argmax (Clark et al. 2019); a predictive row is the last token of the word before the query, and
+    that word competes (a head on the attractor "cabinet" in "The keys near the cabinet | are" is
+    wrong)."""
     mask = batch.attention_mask.bool()
     t = batch.input_ids.shape[1]
     n_words = [len(it.words) for it in chunk]
@@ -139,9 +143,13 @@ def _relation_plan(batch, chunk: Sequence[Item], tests: list, causal: bool) -> t
             if causal and g > r:
                 continue
             toks = [pos for pos, w in enumerate(batch.token_to_word[i]) if w == r and mask[i, pos]]
+            if test.reading == "predictive":  # the last token before the query word: it predicts that word
+                toks = toks[-1:]
+            else:  # the retrospective row word itself does not compete (Clark et al.); a predictive one does
+                others[i, j, r] = False
             rows[i, j, toks] = 1.0 / len(toks)
             gold[i, j] = g
-            others[i, j, r] = others[i, j, g] = False
+            others[i, j, g] = False
             valid[i, j] = True
             base[i] = _item_baseline(test, it)
         baselines[k] = base

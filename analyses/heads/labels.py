@@ -96,6 +96,7 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
                     "heuristic": t.heuristic,
                     "heuristic_baseline": t.heuristic_baseline,
                     "n_clusters": n_clusters[k].ravel().astype(int),
+                    "reading": t.reading,
                 }
             )
         )

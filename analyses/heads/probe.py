@@ -21,11 +21,17 @@ role                    metric       what is measured (per sentence, then averag
 ``broad``               entropy      row entropy / log(visible keys)                        0.9 (fixed)
 ``duplicate_token``     mass         on earlier copies of the same token (TL ``mul``)       uniform
 ``induction``           mass         on the token after an earlier copy (TL ``mul``)        uniform
-``subject_verb``        accuracy     the row word's largest weight (self excluded) is the    best offset,
-                                     gold partner (Clark et al., 2019)                      first word
-``anaphora``            accuracy     same, pronoun <-> antecedent                           best offset,
-                                                                                            first word,
-                                                                                            nearest noun
+``subject_verb``        accuracy     retrospective: the row word's largest weight (self      best offset,
+                                     excluded) is the gold partner (Clark et al., 2019);    first word,
+                                     predictive (causal): the largest weight of the last    noun
+                                     token before the verb (its own word competing) is on   heuristics
+                                     the subject
+``anaphora``            accuracy     same, pronoun <-> antecedent; predictive: the token     + nearest
+                                     before the pronoun -> the antecedent                   candidate
+``ioi``                 accuracy     predictive only (causal): the IOI prompt's final token  best offset,
+                                     ("... gave a drink to") -> the indirect object's        first word,
+                                     first mention (Wang et al., 2022)                      first / last
+                                                                                            name
 ``rhyme``               accuracy     same, a line's last word <-> its rhyme partner's       + nearest
                                      (sonnets; a non-rhyming control set beside it)          line end
 ``line_structure``      accuracy     same, a line's first word <-> the previous line's      best offset,
@@ -37,7 +43,16 @@ out for the set roles, so a token attending to itself does not count). "uniform"
 head attending uniformly over the keys it may see would get on the same sentence. The word-level
 relation roles are scored in both directions on bidirectional models (``verb->subject`` and
 ``subject->verb``, ...) and only looking back on causal models. Attention *to* a word sums over its
-tokens, *from* a word averages over them. Special tokens take Clark et al.'s convention by default
+tokens, *from* a word averages over them. That is the **retrospective** reading (``reading`` column):
+the query word's own row. A causal model also gets the **predictive** reading of subject_verb and
+anaphora (``roles.PREDICTIVE``: ``pre-verb->subject``, ``pre-pronoun->antecedent``), where a head can
+change the prediction of the query word: the row is the last token of the word before the query, the
+gold the target; items whose target is that word are left out, and the row's own word competes in the
+argmax (a head on the attractor "cabinet" in "The keys near the cabinet | are" is wrong), unlike the
+retrospective reading, where Clark et al. leave the row word out. Its labels are a family of their own
+(``subject_verb@predictive``); the strata, heuristics and baselines are the retrospective ones' (the
+best offset relative to the row word). ``ioi`` (source ``ioi``, ``analyses.data.ioi``) is read only
+predictively, so an encoder refuses it. Special tokens take Clark et al.'s convention by default
 (``specials="exclude"``: the largest weight among the sentence's other words; ``"include"``: they
 compete as columns of their own), both reported. Relations are scored per source and subset; the
 rows that carry labels are each source on its own, on the relation's ``LABEL_SUBSET`` (anaphora:
@@ -165,6 +180,11 @@ def probe_items(
     None (default): whole patterns."""
     adapter = adapt(model, tokenizer)
     items = list(items)
+    if not adapter.is_causal and any(it.relation == "ioi" for it in items):
+        raise ValueError(
+            f"{adapter.name} is an encoder: the ioi relation is read only predictively (the final token -> the "
+            "indirect object), which needs a causal model; drop ioi from the sources"
+        )
     specials, weighting = tuple(specials), tuple(weighting)
     _check_options(items, alpha, specials, weighting)
     check_sentences(adapter, items)

@@ -16,12 +16,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from analyses.data.generated import random_repeated_tokens
+from analyses.data.ioi import ioi_pair as _ioi_pair  # the IOI forms and draw: shared with the probe's items
 from analyses.data.items import is_punctuation
 from analyses.data.lexicon import GENDER_PAIRS as _GENDER
 from analyses.data.lexicon import GENDER_PLURALS as _GENDER_PL
 from analyses.data.lexicon import IOI_NAMES as _IOI_NAMES
-from analyses.data.lexicon import IOI_OBJECTS as _IOI_OBJECTS
-from analyses.data.lexicon import IOI_PLACES as _IOI_PLACES
 from analyses.data.lexicon import MEET_VERBS as _MEET_VERBS
 from analyses.data.lexicon import PAIR_GENDER_PAIRS as _PAIR_GENDER
 from analyses.data.lexicon import PAIR_SV_ATTRACTORS as _PAIR_SV_ATTR
@@ -387,17 +386,6 @@ class PairSet(Pairs):
         return logit_diff(logits, self if rows is None else self[torch.as_tensor(rows).long()]).cpu()
 
 
-# Wang et al. (2022)'s forms: {A} the indirect object, {B} the subject (named twice), {P}, {O}
-_IOI_TEMPLATES = [
-    "Then, {X} and {Y} went to the {P}. {B} gave a {O} to",
-    "When {X} and {Y} got a {O} at the {P}, {B} decided to give it to",
-    "Then, {X} and {Y} had a lot of fun at the {P}. {B} gave a {O} to",
-    "After {X} and {Y} went to the {P}, {B} gave a {O} to",
-    "While {X} and {Y} were working at the {P}, {B} gave a {O} to",
-    "Friends {X} and {Y} found a {O} at the {P}. {B} gave it to",
-]
-
-
 def _hf_of(tokenizer):
     """(the Hugging Face tokenizer, the toolkit's ``Tokenizer`` around it) of either kind."""
     from models.tokenizer import Tokenizer  # analyses may use models
@@ -479,23 +467,6 @@ def _pronoun_pair(rng, i: int, words: dict) -> tuple:
     him, her = words["himself"], words["herself"]
     right, wrong = (her, him) if g else (him, her)
     return clean, corrupted, right, wrong, False, form
-
-
-def _ioi_pair(rng, i: int, words: dict) -> tuple:
-    """One IOI pair (Wang et al. 2022): the indirect object {A} is the answer, the subject {B} (named
-    twice) the contrast; ABBA and BABA orders alternate. The corruption is their ABC one: the second
-    mention of the subject becomes a third name."""
-    names = words["names"]
-    a, b, c = (names[k] for k in rng.choice(len(names), 3, replace=False))
-    t = int(rng.integers(len(_IOI_TEMPLATES)))
-    x, y = (a, b) if i % 2 == 0 else (b, a)
-    fill = dict(
-        X=x, Y=y, P=_IOI_PLACES[rng.integers(len(_IOI_PLACES))], O=_IOI_OBJECTS[rng.integers(len(_IOI_OBJECTS))]
-    )
-    templ = _IOI_TEMPLATES[t]
-    clean, corrupted = templ.format(B=b, **fill), templ.format(B=c, **fill)
-    order = "ABBA" if i % 2 == 0 else "BABA"
-    return clean, corrupted, words["id"][a], words["id"][b], False, f"{order}{t}"
 
 
 def _text_pairs(task: str, hf, tok, n: int, rng: np.random.Generator) -> tuple:

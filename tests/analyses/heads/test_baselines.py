@@ -49,10 +49,11 @@ def _items(n: int, seed: int) -> list[Item]:
     return out
 
 
-def _planted(pick):
+def _planted(pick, attention: str = "bidirectional"):
     """The planted one-layer model (four heads) with its patterns replaced: the row of query q of
-    sentence ``toks`` (token ids) puts all its weight on key ``pick(toks, q)[head]``."""
-    m = planted_model()
+    sentence ``toks`` (token ids) puts all its weight on key ``pick(toks, q)[head]`` (``attention``:
+    "causal" for a causal model, whose picks must then look back)."""
+    m = planted_model(attention)
     seen = {}
 
     def grab(module, args, out):  # the embedding is one-hot in the token dimensions: its argmax is the id

@@ -124,11 +124,13 @@ def test_anaphora_labels_are_tested_where_neither_subject_nor_nearest_noun_is_ri
         _item("the man saw the woman by the men since she left", 9, 4, (1, 4, 7)),
     ]
     tests = [t for t in design._relation_tests(items, causal=True, margin=0.05) if t.carries_label]
-    assert [(t.role, t.source, t.subset, t.specials) for t in tests] == [
-        ("anaphora", "generated", "antecedent=other", "exclude")
+    # both readings of a causal model, each in its own family
+    assert [(t.role, t.source, t.subset, t.specials, t.reading, t.family) for t in tests] == [
+        ("anaphora", "generated", "antecedent=other", "exclude", "retrospective", "anaphora"),
+        ("anaphora", "generated", "antecedent=other", "exclude", "predictive", "anaphora@predictive"),
     ]
     # on those items the nearest-candidate baseline is 0 by construction: a nearest-noun head cannot pass
-    assert tests[0].candidate_baseline == 0.0
+    assert [t.candidate_baseline for t in tests] == [0.0, 0.0]
 
 
 @pytest.mark.parametrize("n, sd, m", [(200, 0.6, 100), (800, 0.7, 300)])

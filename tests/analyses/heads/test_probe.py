@@ -77,10 +77,11 @@ def test_causal_model_scores_only_looking_back():
             m, planted_items(80, seed=2), n_repeat=0, null_model=False, n_boot=20, weighting=("attention",)
         )
     )
-    assert set(df[df.role == "subject_verb"].direction) == {"verb->subject"}
+    # retrospective only looking back, and the predictive reading beside it
+    assert set(df[df.role == "subject_verb"].direction) == {"verb->subject", "pre-verb->subject"}
     prev = df[(df.role == "previous_token")].set_index("head")
     assert prev.loc[0, "label"]
-    sv = df[(df.role == "subject_verb")].set_index("head")
+    sv = df[(df.role == "subject_verb") & (df.direction == "verb->subject")].set_index("head")
     assert sv.loc[2, "label"] and sv.loc[2, "score"] == 1.0
 
 
