@@ -27,8 +27,10 @@ from analyses.data.corpora import (
 )
 from analyses.data.generated import (
     ANAPHORA_FAMILIES,
+    CLAUSE_FAMILIES,
     DELIMITER_FAMILIES,
     MINIMAL_PAIR_SOURCE,
+    PHRASE_FAMILIES,
     SUBJECT_VERB_FAMILIES,
     generate_anaphora,
     generate_delimiter,
@@ -90,6 +92,8 @@ __all__ = [
     "readable_file",
     "SPACY_MODEL",
     "SUBJECT_VERB_FAMILIES",
+    "PHRASE_FAMILIES",
+    "CLAUSE_FAMILIES",
     "ANAPHORA_FAMILIES",
     "DELIMITER_FAMILIES",
     "generate_subject_verb",

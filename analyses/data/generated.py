@@ -11,10 +11,18 @@ generator of repeated random token sequences.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 
+from analyses.data.clauses import CLAUSE_FAMILIES, clause_item, subject_verb_item
+from analyses.data.drawing import cap as _cap
+from analyses.data.drawing import families as _families
+from analyses.data.drawing import fronted as _fronted
+from analyses.data.drawing import generate as _generate
+from analyses.data.drawing import noun_phrase as _np
+from analyses.data.drawing import pick as _pick
+from analyses.data.drawing import predicate as _predicate
 from analyses.data.items import Item, delimiter_positions
 from analyses.data.items import check_n as _check_n
 from analyses.data.items import rng as _rng
@@ -25,14 +33,11 @@ from analyses.data.lexicon import (
     COPULA,
     FEMALE_NAMES,
     FEMALE_NOUNS,
-    FRONT_EVENTS,
-    FRONT_PREPOSITIONS,
     INANIMATE,
     INTRANSITIVE,
     INTRANSITIVE_PAST,
     MALE_NAMES,
     MALE_NOUNS,
-    PERSON_ADJ,
     PERSON_PERSON_VERBS,
     PERSON_PREDICATES,
     PERSON_THING_VERBS,
@@ -51,6 +56,8 @@ from analyses.data.lexicon import (
 
 __all__ = [
     "SUBJECT_VERB_FAMILIES",
+    "PHRASE_FAMILIES",
+    "CLAUSE_FAMILIES",
     "ANAPHORA_FAMILIES",
     "DELIMITER_FAMILIES",
     "generate_subject_verb",
@@ -64,87 +71,25 @@ __all__ = [
 ]
 
 
-def _fronted(rng: np.random.Generator) -> list[list[str]]:
-    """A fronted adverbial as noun phrases to mention: [] (a quarter of the time), one ("Near the
-    park ,", "After the storm"), or two ("In the garden of the hotel ,"); the comma is added by the
-    caller, the last list is [","] or empty."""
-    r = rng.random()
-    if r < 0.25:
-        return []
-    prep = _pick(rng, FRONT_PREPOSITIONS)
-    if prep in ("after", "before"):
-        first = [prep, *_pick(rng, FRONT_EVENTS).split()]
-    else:
-        first = [prep, "the", _pick(rng, PLACES)]
-    if r < 0.55:
-        return [first, [","] if rng.random() < 0.7 else []]
-    return [first, ["of", "the", _pick(rng, PLACES)], [","]]
-
-
-def _pick(rng: np.random.Generator, seq):
-    return seq[int(rng.integers(len(seq)))]
-
-
-def _cap(words: list[str]) -> list[str]:
-    return [words[0][:1].upper() + words[0][1:]] + words[1:] if words else words
-
-
-def _families(requested, known: Sequence[str], what: str) -> list[str]:
-    if requested is None:
-        return list(known)
-    requested = [requested] if isinstance(requested, str) else list(requested)
-    bad = [f for f in requested if f not in known]
-    if bad or not requested:
-        raise ValueError(f"{what}: unknown families {bad or requested}; known: {list(known)}")
-    return requested
-
-
-def _generate(n: int, seed: int, families: list[str], build, what: str) -> list[Item]:
-    """Round-robin over families, rejecting duplicate sentences, until n distinct items."""
-    rng = _rng(seed)
-    out: list[Item] = []
-    seen: set[tuple[str, ...]] = set()
-    misses = 0  # consecutive duplicates: the families are exhausted long before this runs out
-    i = 0
-    while len(out) < n:
-        if misses >= 5000:
-            raise ValueError(
-                f"{what}: could only make {len(out)} distinct sentences of families {families}; ask for fewer (n={n})"
-            )
-        fam = families[i % len(families)]
-        item = build(fam, rng)
-        if item.words in seen:
-            misses += 1
-            continue
-        misses = 0
-        seen.add(item.words)
-        out.append(item)
-        i += 1
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # Subject-verb agreement
 # ---------------------------------------------------------------------------------------------
 
-SUBJECT_VERB_FAMILIES = ("simple", "adverb", "pp", "pp2", "rc_object", "rc_subject")
-
-
-def _np(rng, pool, number: str, adj_p: float = 0.0) -> list[str]:
-    sg, pl = _pick(rng, pool)
-    words = ["the"]
-    if rng.random() < adj_p:
-        words.append(_pick(rng, ANIMATE_ADJ if pool is ANIMATE else THING_ADJ))
-    words.append(sg if number == "sg" else pl)
-    return words
+# the phrase families put the subject as the first noun outside a prepositional phrase (a structural
+# shortcut); the clause families (``analyses.data.clauses``) do not
+PHRASE_FAMILIES = ("simple", "adverb", "pp", "pp2", "rc_object", "rc_subject")
+SUBJECT_VERB_FAMILIES = (*PHRASE_FAMILIES, *CLAUSE_FAMILIES)
 
 
 def _sv_item(fam: str, rng: np.random.Generator) -> Item:
+    if fam in CLAUSE_FAMILIES:
+        return clause_item(fam, rng)
     number = "sg" if rng.random() < 0.5 else "pl"
     other = "pl" if number == "sg" else "sg"
     idx = 0 if number == "sg" else 1
     words: list[str] = []
     nouns: list[int] = []  # indices of every noun before the verb
+    pps: list[int] = []  # the nouns inside a prepositional phrase (the fronted adverbial's, pp's)
     attractor = False
 
     def add_np(pool, num, adj_p=0.0):
@@ -165,6 +110,7 @@ def _sv_item(fam: str, rng: np.random.Generator) -> Item:
         words.extend(phrase)
         if phrase and phrase[-1] != ",":
             nouns.append(len(words) - 1)
+            pps.append(len(words) - 1)
     add_np(ANIMATE if animate else INANIMATE, number, adj_p=0.3)
     subject = nouns[-1]
     if fam == "adverb":
@@ -173,6 +119,7 @@ def _sv_item(fam: str, rng: np.random.Generator) -> Item:
         for _ in range(1 if fam == "pp" else 2):
             words.append(_pick(rng, PREPOSITIONS))
             add_np(INANIMATE if rng.random() < 0.6 else ANIMATE, inter_number(), adj_p=0.25)
+            pps.append(nouns[-1])
     elif fam == "rc_object":  # the dog that the boys chase runs
         words.append("that")
         n2 = inter_number()
@@ -182,53 +129,35 @@ def _sv_item(fam: str, rng: np.random.Generator) -> Item:
         words.append("that")
         words.append(_pick(rng, TRANSITIVE)[idx])
         add_np(ANIMATE, inter_number())
-    verb = len(words)
-    if animate and rng.random() < 0.75:
-        words.append(_pick(rng, INTRANSITIVE)[idx])
-        if rng.random() < 0.3:
-            words += ["in", "the", _pick(rng, PLACES)]
-    else:
-        words.append(_pick(rng, COPULA)[idx])
-        words.append(_pick(rng, PERSON_ADJ if animate else THING_ADJ))
+    verb, _ = _predicate(rng, words, animate, idx)
     words.append(".")
-    words = _cap(words)
-    attractors = [i for i in nouns if subject < i < verb and noun_number(words[i]) != number]
-    meta = (
-        ("family", fam),
-        ("distance", verb - subject),
-        ("attractor", bool(attractors)),
-        ("number", number),
-        ("n_attractors", len(attractors)),
-        ("animate", animate),
-        ("fronted", sum(1 for p in front if p and p[-1] != ",")),
-    )
-    return Item(
-        tuple(words),
-        "subject_verb",
-        query=verb,
-        target=subject,
-        candidates=tuple(nouns),
-        source=f"generated:{fam}",
-        meta=meta,
-    )
+    return subject_verb_item(fam, _cap(words), nouns, pps, subject, verb, number, animate)
 
 
 def generate_subject_verb(n: int, seed: int = 0, families: Iterable[str] | None = None) -> list[Item]:
     """``n`` distinct subject-verb agreement sentences, deterministic from ``seed``.
 
-    Families (round robin): ``simple`` ("The cat sleeps ."), ``adverb`` ("The cat often
-    sleeps ."), ``pp`` ("The keys to the cabinet are old ."), ``pp2`` (two prepositional phrases),
-    ``rc_object`` ("The dog that the boys chase runs ."), ``rc_subject`` ("The dog that chases
-    the boys runs ."). Intervening nouns take the other number half of the time (attractors);
-    every verb, main and relative, agrees with its own subject. Three quarters of the sentences open
-    with a fronted adverbial of one or two nouns ("Near the park , the dogs bark .", "In the garden
-    of the hotel , ..."), so the subject is the first, second or third noun: no nearest-, first- or
-    k-th-noun heuristic finds it everywhere (tests/analyses/data bound their accuracies).
+    Families (round robin): the phrase families (``PHRASE_FAMILIES``) ``simple`` ("The cat sleeps
+    ."), ``adverb`` ("The cat often sleeps ."), ``pp`` ("The keys to the cabinet are old ."),
+    ``pp2`` (two prepositional phrases), ``rc_object`` ("The dog that the boys chase runs ."),
+    ``rc_subject`` ("The dog that chases the boys runs ."); and the clause families
+    (``CLAUSE_FAMILIES``, ``analyses.data.clauses``) ``complement`` ("The man said that the dogs
+    near the tree bark ."), ``rc_verb`` ("The dog that the boys chase runs .", query: chase),
+    ``coordinated`` ("The man sleeps and the dogs bark ."), ``fronted_clause`` ("When the man
+    sleeps , the dogs bark ."). Intervening nouns take the other number half of the time
+    (attractors); every verb, main and relative, agrees with its own subject. Three quarters of the
+    phrase families' sentences open with a fronted adverbial of one or two nouns ("Near the park ,
+    the dogs bark .", "In the garden of the hotel , ..."), so the subject is the first, second or
+    third noun: no nearest-, first- or k-th-noun heuristic finds it everywhere (tests/analyses/data
+    bound their accuracies). In a phrase family the subject is always the first noun outside a
+    prepositional phrase; in a clause family never (the structural shortcut ``analyses.heads.design``
+    scores on each family's row).
 
-    query = main verb, target = head noun of its subject, candidates = every noun before the verb.
+    query = the verb, target = head noun of its subject, candidates = every noun before the verb.
     meta: family, distance (verb index - subject index, in words), attractor (bool: a noun of the
     other number between subject and verb), number ("sg"/"pl" of the subject), n_attractors,
-    animate, fronted (nouns before the subject).
+    animate, fronted (nouns before the subject), pp_nouns (the candidates inside a prepositional
+    phrase).
     """
     n = _check_n(n, "generate_subject_verb")
     fams = _families(families, SUBJECT_VERB_FAMILIES, "generate_subject_verb")

@@ -41,7 +41,11 @@ __all__ = [
     "THING_PREDICATES",
     "POSSESSED",
     "INTRANSITIVE_PAST",
+    "COMPLEMENT_VERBS",
+    "SUBORDINATORS",
+    "COORDINATORS",
     "PRONOUN_FEATURES",
+    "PRONOUNS",
     "noun_number",
     "noun_gender",
     "PROMPT_SV_SUBJECTS",
@@ -506,6 +510,11 @@ THING_PREDICATES = [
 ]
 POSSESSED = ["house", "car", "garden", "office", "room", "kitchen", "shop", "boat", "studio", "apartment"]
 INTRANSITIVE_PAST = ["arrived", "cried", "laughed", "fell", "left", "smiled", "returned", "shouted", "woke", "sang"]
+# the clause families of subject-verb (analyses.data.clauses): a past-tense verb that takes a "that"
+# clause (no agreement of its own), the words that open a fronted clause, and those that join two
+COMPLEMENT_VERBS = ["said", "thought", "knew", "heard", "noticed", "believed", "claimed", "explained", "felt", "wrote"]
+SUBORDINATORS = ["when", "because", "while", "although", "if", "since", "before", "after", "unless", "until"]
+COORDINATORS = ["and", "but"]
 
 _SG = {s: "sg" for s, _ in ANIMATE + INANIMATE}
 _PL = {p: "pl" for _, p in ANIMATE + INANIMATE}
@@ -524,6 +533,17 @@ PRONOUN_FEATURES = {  # pronoun -> (gender or None, number, animate)
     "it": (None, "sg", False),
     "its": (None, "sg", False),
 }
+# the closed class of English pronouns the "nearest noun or pronoun" heuristic counts
+# (``analyses.heads.design``), matched on the lower-cased word: the personal pronouns in their subject
+# and object forms (possessives such as "his", "their", "mine" left out: they stand for a noun but
+# are determiners in front of one, or rare), and the relative pronouns that UD tags PRON. A word list
+# cannot see the tag: "her" counts as a pronoun where it is a possessive, and "that" where it is a
+# determiner ("that book") or a complementiser ("said that"), as the surface form a head could key on.
+PRONOUNS = frozenset(
+    ("i", "you", "he", "she", "it", "we", "they")  # subject forms
+    + ("me", "him", "her", "us", "them")  # object forms ("you", "it": both)
+    + ("who", "whom", "which", "that")  # relative pronouns
+)
 
 
 def noun_number(word: str) -> str | None:

@@ -19,7 +19,14 @@ import analyses.data.conllu as conllu
 import analyses.data.corpora as corpora
 import analyses.data.ioi as ioi
 import analyses.data.poetry as poetry
-from analyses.data.generated import generate_anaphora, generate_delimiter, generate_minimal_pairs, generate_subject_verb
+from analyses.data.generated import (
+    CLAUSE_FAMILIES,
+    PHRASE_FAMILIES,
+    generate_anaphora,
+    generate_delimiter,
+    generate_minimal_pairs,
+    generate_subject_verb,
+)
 from analyses.data.items import USER_FILE_SOURCES, Item, check_n, rng
 
 __all__ = ["SOURCES", "load_dataset", "load_items", "describe", "parse_sources", "source_names"]
@@ -108,7 +115,8 @@ def load_dataset(
     Sources that provide other relations are skipped, so one tuple can serve every relation
     (("generated", "winobias", "spacy") gives winobias only for anaphora); an unknown source, or
     sources none of which provides ``relation``, raise ValueError.
-    n: items per source: generated sources make exactly n (default 600); real sources give at
+    n: items per source: generated sources make exactly n (default 600; for subject_verb n of the
+    phrase families and n more of the clause families, ``generate_subject_verb``); real sources give at
     most n, a seeded sample in corpus order (default: all; for "spacy" the arcs of the first 2,000
     XSum sentences, about 3,700 items).
     """
@@ -133,13 +141,13 @@ def load_dataset(
         )
     out: list[Item] = []
     for src in providing:
-        if src == "generated":
-            gen = {
-                "subject_verb": generate_subject_verb,
-                "anaphora": generate_anaphora,
-                "delimiter": generate_delimiter,
-            }[relation]
-            out += gen(n or _DEFAULT_N, seed)
+        if src == "generated" and relation == "subject_verb":
+            # n of the phrase families and n of the clause families: each clause family is a report
+            # row of its own, so it needs as many items as the phrase families share
+            out += generate_subject_verb(n or _DEFAULT_N, seed, PHRASE_FAMILIES)
+            out += generate_subject_verb(n or _DEFAULT_N, seed, CLAUSE_FAMILIES)
+        elif src == "generated":
+            out += {"anaphora": generate_anaphora, "delimiter": generate_delimiter}[relation](n or _DEFAULT_N, seed)
         elif src == "pairs":  # minimal pairs: n items, n // 2 pairs (source "minimal-pairs")
             out += generate_minimal_pairs(relation, max(1, (n or _DEFAULT_N) // 2), seed)
         elif src == "winobias":

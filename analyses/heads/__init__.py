@@ -18,7 +18,15 @@ other module is re-exported here by name (a test holds this).
 
 from analyses.heads.adapter import SINK_TOKENS, Adapter, adapt, model_input, sink_tokenizer
 from analyses.heads.defaults import DEFAULTS, ProbeDefaults, n_repeat_for
-from analyses.heads.design import CONTROL_SUBSET, LABEL_SUBSET, SUBSETS, in_stratum, noun_heuristics, source_of
+from analyses.heads.design import (
+    CONTROL_SUBSET,
+    LABEL_SUBSET,
+    SUBSETS,
+    in_stratum,
+    is_real_source,
+    noun_heuristics,
+    source_of,
+)
 from analyses.heads.engine import check_sentences, cluster_order
 from analyses.heads.examples import (
     EXAMPLE_SENTENCES,
@@ -30,7 +38,18 @@ from analyses.heads.examples import (
     example_patterns,
     readable_sentences,
 )
-from analyses.heads.labels import LABEL_GATES, PAIR_SHARE_MIN, has_norm_rows, headline, labelled_roles, role_map
+from analyses.heads.labels import (
+    LABEL_GATES,
+    PAIR_SHARE_MIN,
+    REAL_TEXT_GATE,
+    REAL_TEXT_RELATIONS,
+    has_norm_rows,
+    headline,
+    labelled_roles,
+    real_text_note,
+    real_text_status,
+    role_map,
+)
 from analyses.heads.pipeline import OUTPUTS, ProbeResult, ProbeRun, run, run_probe, write
 from analyses.heads.probe import probe_heads, probe_items
 from analyses.heads.roles import (
@@ -57,6 +76,7 @@ from analyses.heads.roles import (
     label_name,
     reading_of,
     with_reading,
+    with_real_text,
 )
 from analyses.heads.scoring import (
     RelationPlan,
@@ -104,6 +124,7 @@ __all__ = [
     "SUBSETS",
     "LABEL_SUBSET",
     "CONTROL_SUBSET",
+    "is_real_source",
     # engine
     "check_sentences",
     "cluster_order",
@@ -114,6 +135,9 @@ __all__ = [
     "role_map",
     "LABEL_GATES",
     "PAIR_SHARE_MIN",
+    "REAL_TEXT_RELATIONS",
+    "real_text_status",
+    "real_text_note",
     # summaries
     "real_text_heads",
     "detectable_effect",
@@ -151,6 +175,8 @@ __all__ = [
     "PREDICTIVE",
     "reading_of",
     "with_reading",
+    "with_real_text",
+    "REAL_TEXT_GATE",
     "label_name",
     # scoring
     "visible_keys",

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analyses.data.generated import MINIMAL_PAIR_SOURCE
+from analyses.data.generated import MINIMAL_PAIR_SOURCE, SUBJECT_VERB_FAMILIES
 from analyses.data.ioi import IOI_SOURCE
 from analyses.data.items import Item
+from analyses.data.lexicon import PRONOUNS
 from analyses.heads.roles import (
     BROAD_REFERENCE,
     NORM_LABEL_ROLES,
@@ -25,7 +26,16 @@ from analyses.heads.roles import (
     WEIGHTINGS,
 )
 
-__all__ = ["source_of", "noun_heuristics", "in_stratum", "SUBSETS", "LABEL_SUBSET", "CONTROL_SUBSET"]
+__all__ = [
+    "source_of",
+    "noun_heuristics",
+    "in_stratum",
+    "is_real_source",
+    "SUBSETS",
+    "LABEL_SUBSET",
+    "CONTROL_SUBSET",
+    "REAL_TEXT_GATE",
+]
 
 
 @dataclass
@@ -111,32 +121,80 @@ def _kth_noun(item: Item, k: int) -> int:
     return nouns[k - 1] if len(nouns) >= k else -1
 
 
+def _nearest_noun(item: Item) -> int:
+    """The nearest noun before the query: a candidate or the target that is not a pronoun of
+    ``analyses.data.lexicon.PRONOUNS`` (real sources' candidates hold the words their parser tags
+    PRON too), or -1."""
+    nouns = [c for c in set(item.candidates) | {item.target} if c < item.query]
+    nouns = [c for c in nouns if item.words[c].lower() not in PRONOUNS]
+    return max(nouns) if nouns else -1
+
+
+def _nearest_noun_or_pronoun(item: Item) -> int:
+    """The nearest word before the query that is a noun (a candidate or the target) or a pronoun of
+    ``analyses.data.lexicon.PRONOUNS`` (the closed class, matched on the lower-cased word), or -1."""
+    nouns = set(item.candidates) | {item.target}
+    before = [i for i in range(item.query) if i in nouns or item.words[i].lower() in PRONOUNS]
+    return before[-1] if before else -1
+
+
+def _first_noun_outside_pp(item: Item) -> int:
+    """The first noun before the query that is not inside a prepositional phrase (meta ``pp_nouns``:
+    generated subject-verb items carry it), or -1."""
+    inside = set(item.info.get("pp_nouns", ()))
+    nouns = [c for c in _nouns_before(item) if c not in inside]
+    return nouns[0] if nouns else -1
+
+
 # the noun heuristics a relation head must beat, looking back from the query (verb, pronoun):
-# the nearest preceding noun, the first noun, and the k-th noun for the best fixed k <= MAX_NOUN_K
+# the nearest preceding noun (pronouns of lexicon.PRONOUNS excluded), the nearest noun or pronoun
+# (those pronouns included: on real text about what the nearest nominal candidate is), the first
+# noun, and the k-th noun for the best fixed k <= MAX_NOUN_K; on one generated family's items (the
+# "family=<name>" rows) also the structural shortcut PP_SHORTCUT, the first noun outside a
+# prepositional phrase
 HEURISTIC_RELATIONS = ("subject_verb", "anaphora")
 MAX_NOUN_K = 4
+NEAREST_OR_PRONOUN = "nearest noun or pronoun"
+PP_SHORTCUT = "first noun outside a PP"
+NOUN_HEURISTICS = ("nearest noun", NEAREST_OR_PRONOUN, "first noun", PP_SHORTCUT)  # and "noun k"
 
 
 def _noun_heuristic(item: Item, kind: str, k: int = 0) -> bool:
-    """Whether noun heuristic ``kind`` ("nearest noun", "first noun", "noun k") finds the gold target."""
+    """Whether noun heuristic ``kind`` ("nearest noun", "nearest noun or pronoun", "first noun",
+    "first noun outside a PP", "noun k" with ``k``) finds the gold target."""
     if kind == "nearest noun":
-        return _nearest_candidate(item) == item.target
-    if kind == "first noun":
-        nouns = _nouns_before(item)
-        return bool(nouns) and nouns[0] == item.target
-    return _kth_noun(item, k) == item.target
+        return _nearest_noun(item) == item.target
+    if kind == NEAREST_OR_PRONOUN:
+        return _nearest_noun_or_pronoun(item) == item.target
+    if kind == PP_SHORTCUT:
+        return _first_noun_outside_pp(item) == item.target
+    return _kth_noun(item, 1 if kind == "first noun" else k) == item.target
+
+
+def _shortcut_applies(items: Sequence[Item]) -> bool:
+    """The PP shortcut is scored on the items of one generated family that all carry ``pp_nouns``
+    (the "family=<name>" rows): pooled over families, sources or minimal pairs it is left out (it is
+    right on every phrase-family item by construction, so it would leave such a row no room)."""
+    families = {(it.source, it.info.get("family")) for it in items}
+    return len(families) == 1 and all("pp_nouns" in it.info for it in items)
 
 
 def noun_heuristics(items: Sequence[Item]) -> dict[str, float]:
     """The accuracy of each noun heuristic on ``items`` (looking back from the query): "nearest
-    noun", "first noun" and "noun k" for k = 2 .. MAX_NOUN_K (k = 1 is the first noun)."""
+    noun", "nearest noun or pronoun", "first noun", "noun k" for k = 2 .. MAX_NOUN_K (k = 1 is the
+    first noun), and "first noun outside a PP" where ``_shortcut_applies``."""
     items = list(items)
     if not items:
         return {}
-    out = {kind: float(np.mean([_noun_heuristic(it, kind) for it in items])) for kind in ("nearest noun", "first noun")}
-    for k in range(2, MAX_NOUN_K + 1):
-        out[f"noun {k}"] = float(np.mean([_noun_heuristic(it, "noun", k) for it in items]))
-    return out
+    kinds = ["nearest noun", NEAREST_OR_PRONOUN, "first noun"]
+    kinds += [f"noun {k}" for k in range(2, MAX_NOUN_K + 1)]
+    kinds += [PP_SHORTCUT] if _shortcut_applies(items) else []
+    return {kind: float(np.mean([_noun_heuristic(it, kind, _k(kind)) for it in items])) for kind in kinds}
+
+
+def _k(kind: str) -> int:
+    """The k of a "noun k" heuristic (0 for the others)."""
+    return int(kind.split()[1]) if kind.startswith("noun ") else 0
 
 
 def _intervening(item: Item) -> bool:
@@ -144,6 +202,11 @@ def _intervening(item: Item) -> bool:
     nearer distractor for anaphora)."""
     lo, hi = sorted((item.query, item.target))
     return any(lo < c < hi for c in item.candidates if c != item.target)
+
+
+def _family(name: str):
+    """The subset of one generated subject-verb family's items (``SUBJECT_VERB_FAMILIES``)."""
+    return lambda it: source_of(it) == "generated" and it.info.get("family") == name
 
 
 # subsets reported beside each relation (descriptive), and the one that carries the anaphora label:
@@ -157,6 +220,12 @@ SUBSETS = {
         "no attractor": lambda it: not _intervening(it),
         "distance 1-2": lambda it: abs(it.query - it.target) <= 2,
         "distance 3+": lambda it: abs(it.query - it.target) >= 3,
+        # the real-text gate (REAL_TEXT_GATE): a noun between subject and verb (the nearest noun is
+        # wrong) and three words or more apart (a short fixed offset is wrong)
+        "attractor, distance 3+": lambda it: _intervening(it) and abs(it.query - it.target) >= 3,
+        # one row per generated family: the phrase families put the subject as the first noun outside
+        # a prepositional phrase, the clause families never (the PP shortcut is scored on these rows)
+        **{f"family={name}": _family(name) for name in SUBJECT_VERB_FAMILIES},
     },
     "rhyme": {  # the previous line's end is the nearest candidate: right for couplets only
         "partner=previous line": lambda it: _nearest_candidate(it) == it.target,
@@ -182,9 +251,30 @@ CONTROL_SOURCES = ("sonnets-control",)
 # which are scored per pair (a pair counts as right only where the head is right on both of its
 # sentences: the argmax moved with the cue) and enter the labels as a gate (LABEL_GATES)
 NON_LABEL_SOURCES = (*CONTROL_SOURCES, MINIMAL_PAIR_SOURCE)
-# the sources that are not real text: a label from them needs real text behind it where the run has
-# real text of the relation (``analyses.heads.labels``' REAL_TEXT_RELATIONS)
+# the sources that are not real text (IOI: the probe's prompt items): they get no real-text gate row,
+# and a label's ``real_text`` status reads the other sources' (``analyses.heads.labels``)
 SYNTHETIC_SOURCES = ("generated", IOI_SOURCE, *NON_LABEL_SOURCES)
+# the real-text gate (labels v4): per relation, the subset of each real source's items on which a
+# label's head is compared with the best of every heuristic (nearest noun, nearest noun or pronoun,
+# first noun, k-th noun, best offset): subject-verb's items with a noun between subject and verb at
+# distance 3+, anaphora's items whose antecedent is neither the subject nor the nearest noun. Each
+# real source (not SYNTHETIC_SOURCES) gets a descriptive row of it per direction; ``roles.COLUMNS``'
+# ``real_text`` says which real sources support a label (``analyses.heads.labels``)
+REAL_TEXT_GATE = {"subject_verb": "attractor, distance 3+", "anaphora": "antecedent=other"}
+
+
+def is_real_source(source: str) -> bool:
+    """Whether a source family (``source_of``) is real text: not generated, minimal pairs, IOI
+    prompts or the rhyme control, and not the pooled "all"."""
+    return source != "all" and source not in SYNTHETIC_SOURCES
+
+
+def _real_text_strata(relation: str, sources: Sequence[str]) -> list[tuple[str, str, bool]]:
+    """The real-text gate's strata of ``relation``: (source, REAL_TEXT_GATE's subset, descriptive)
+    for each real source of the run."""
+    if relation not in REAL_TEXT_GATE:
+        return []
+    return [(s, REAL_TEXT_GATE[relation], False) for s in sources if is_real_source(s)]
 
 
 def in_stratum(test: _Test, item: Item) -> bool:
@@ -223,7 +313,7 @@ def _strata(relation: str, rel: Sequence[Item]) -> list[tuple[str, str, bool]]:
     label_subset = LABEL_SUBSET.get(relation, "all")
     strata = [("all", "all", False)] + [(s, label_subset, s not in NON_LABEL_SOURCES) for s in sources]
     strata += [(s, "all", False) for s in sources if label_subset != "all" or s == MINIMAL_PAIR_SOURCE]
-    strata += [("all", sub, False) for sub in SUBSETS.get(relation, {})]
+    strata += [("all", sub, False) for sub in SUBSETS.get(relation, {})] + _real_text_strata(relation, sources)
     # one test per stratum (the minimal pairs' "all" is the label subset of subject-verb too)
     return [st for i, st in enumerate(strata) if st[:2] not in {x[:2] for x in strata[:i]}]
 
@@ -343,9 +433,9 @@ def _nearest_candidate(item: Item) -> int:
 
 def _item_baseline(test: _Test, item: Item) -> float:
     r, g = _test_row_gold(test, item)
-    if test.baseline_kind in ("nearest candidate", "nearest noun"):
+    if test.baseline_kind == "nearest candidate":
         return float(_nearest_candidate(item) == item.target)
-    if test.baseline_kind == "first noun" or test.baseline_kind.startswith("noun "):
+    if test.baseline_kind in NOUN_HEURISTICS or test.baseline_kind.startswith("noun "):
         return float(_noun_heuristic(item, test.baseline_kind, test.noun_k))
     if test.baseline_kind in NAME_HEURISTICS:
         return float(_noun_heuristic(item, NAME_HEURISTICS[test.baseline_kind]))

@@ -1,8 +1,9 @@
 """The label decision: the heads table from a run's summaries (one-sided p-values over clusters, Holm
 within each role's family, intervals widened to Wilson's for accuracies, the null model), the gates a
-relation label must also pass (``LABEL_GATES``, the reverse control, real text behind a synthetic
-label), and what the labels make of each head: ``headline``, ``labelled_roles`` (a boundary label by
-weight only is ``noop_sink``) and the role map."""
+relation label must also pass (``LABEL_GATES``, the reverse control), the real-text status of a
+subject-verb or anaphora label (``real_text_status``: each real source's ``REAL_TEXT_GATE`` subset
+against every heuristic; ``real_text_note``), and what the labels make of each head: ``headline``,
+``labelled_roles`` (a boundary label by weight only is ``noop_sink``) and the role map."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pandas as pd
 
 from analyses.data.generated import MINIMAL_PAIR_SOURCE
 from analyses.heads.adapter import Adapter
-from analyses.heads.design import CONTROL_SUBSET, HEURISTIC_RELATIONS, SYNTHETIC_SOURCES
+from analyses.heads.design import CONTROL_SUBSET, HEURISTIC_RELATIONS, REAL_TEXT_GATE, is_real_source
 from analyses.heads.roles import (
     CEILINGS,
     COLUMNS,
@@ -25,7 +26,18 @@ from analyses.heads.roles import (
 )
 from interp import stats
 
-__all__ = ["has_norm_rows", "headline", "labelled_roles", "role_map", "LABEL_GATES", "PAIR_SHARE_MIN"]
+__all__ = [
+    "has_norm_rows",
+    "headline",
+    "labelled_roles",
+    "role_map",
+    "real_text_status",
+    "real_text_note",
+    "LABEL_GATES",
+    "PAIR_SHARE_MIN",
+    "REAL_TEXT_GATE",
+    "REAL_TEXT_RELATIONS",
+]
 
 
 def has_norm_rows(df: pd.DataFrame) -> bool:
@@ -106,6 +118,8 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
     df["label"] = df["label"].fillna(False).astype(bool) & (df["family"] != "")
     df["gates"] = _gates(df)
     df["label"] &= df["gates"]
+    df["real_text"] = real_text_status(df)
+    df.attrs["real_text_gate"] = real_text_note(df)
     return with_reading(df)[COLUMNS]
 
 
@@ -119,10 +133,9 @@ LABEL_GATES = {
     "anaphora": ((MINIMAL_PAIR_SOURCE, "all"),),
 }
 PAIR_SHARE_MIN = 0.5  # a gated head moves its argmax with the cue in at least half of the pairs
-# a label from the generated families needs real text behind it where the run has real text of the
-# relation (WinoBias, spaCy-silver XSum, CoNLL-U, a user's text): the same head and direction with
-# ci_low above the baseline on a real source's label-carrying row
-REAL_TEXT_RELATIONS = ("subject_verb", "anaphora")
+# the relations whose labels say whether real text supports them (``real_text_status``): each real
+# source's REAL_TEXT_GATE subset (analyses.heads.design) against the best of every heuristic
+REAL_TEXT_RELATIONS = tuple(REAL_TEXT_GATE)
 
 
 def _gates(df: pd.DataFrame) -> pd.Series:
@@ -161,16 +174,55 @@ def _gates(df: pd.DataFrame) -> pd.Series:
         key = pd.MultiIndex.from_frame(df.loc[rows, ["source", *keys]])
         against = ctrl_score.reindex(key).to_numpy()  # NaN: no other noun in that source's items
         ok.loc[rows] &= ~(df.loc[rows, "ci_low"].to_numpy() <= against)
-    for relation in REAL_TEXT_RELATIONS:
-        label_rows = (df["role"] == relation) & (df["family"] != "")
-        synthetic = label_rows & df["source"].isin(SYNTHETIC_SOURCES)
-        real = df[label_rows & ~df["source"].isin(SYNTHETIC_SOURCES)]
-        if real.empty or not synthetic.any():
-            continue  # no real text of this relation in the run (df.attrs["real_text"] says so)
-        behind = real.assign(passed=real["ci_low"] > real["baseline"]).groupby(keys)["passed"].any()
-        key = pd.MultiIndex.from_frame(df.loc[synthetic, keys])
-        ok.loc[synthetic] &= behind.reindex(key).fillna(False).astype(bool).to_numpy()
     return ok
+
+
+def real_text_status(df: pd.DataFrame) -> pd.Series:
+    """Per row, the ``real_text`` column: for a label-carrying row of a ``REAL_TEXT_RELATIONS``
+    relation, "supported (<sources>)" where the same head, direction, specials convention and
+    weighting clears the best heuristic (ci_low > baseline, n > 0) on a real source's gate subset
+    (``REAL_TEXT_GATE``), the sources that it clears listed; "templates only" where the run has real
+    text of the relation but no source supports the row (a label stays a label, on its own gates,
+    but is not a real-text label); "-" where the run has no real text of the relation and on every
+    other row."""
+    out = pd.Series("-", index=df.index, dtype=object)
+    keys = ["layer", "head", "direction", "specials", "weighting"]
+    for relation in REAL_TEXT_RELATIONS:
+        rows = (df["role"] == relation) & (df["family"] != "")
+        has_real = (df["role"] == relation) & df["source"].map(is_real_source)
+        if not rows.any() or not has_real.any():
+            continue
+        g = df[has_real & (df["subset"] == REAL_TEXT_GATE[relation])]
+        g = g[(g["ci_low"] > g["baseline"]) & (g["n"] > 0)]
+        support = g.groupby(keys)["source"].agg(lambda s: ", ".join(sorted(set(s))))
+        got = support.reindex(pd.MultiIndex.from_frame(df.loc[rows, keys])).to_numpy()
+        out.loc[rows] = [f"supported ({s})" if isinstance(s, str) else "templates only" for s in got]
+    return out
+
+
+def real_text_note(df: pd.DataFrame) -> dict[str, dict]:
+    """What the real-text gate rests on, per ``REAL_TEXT_RELATIONS`` relation the run has real text
+    of: ``items`` (real source -> its items in the gate subset, 0 where it has none: the n of its
+    gate row) and ``note`` ("" or a sentence the readers print: the relation's labels rest on
+    generated items where no real source has a gate item)."""
+    out = {}
+    for relation in REAL_TEXT_RELATIONS:
+        real = df[(df["role"] == relation) & df["source"].map(is_real_source)]
+        if real.empty:
+            continue
+        gate = real[real["subset"] == REAL_TEXT_GATE[relation]]
+        items = {
+            s: int(gate.loc[gate["source"] == s, "n"].max()) if (gate["source"] == s).any() else 0
+            for s in sorted(set(real["source"]))
+        }
+        note = ""
+        if not any(items.values()):
+            note = (
+                f"{relation} labels rest on generated items: no real source has items in the real-text gate "
+                f"subset '{REAL_TEXT_GATE[relation]}' ({', '.join(f'{s}: 0' for s in items)})"
+            )
+        out[relation] = {"subset": REAL_TEXT_GATE[relation], "items": items, "note": note}
+    return out
 
 
 def headline(df: pd.DataFrame) -> pd.DataFrame:

@@ -26,6 +26,7 @@ __all__ = [
     "PREDICTIVE",
     "reading_of",
     "with_reading",
+    "with_real_text",
     "label_name",
 ]
 
@@ -59,8 +60,15 @@ COLUMNS = [
     "ci_low", "ci_high", "n", "p_value", "p_adjusted", "label", "null_score", "mass",
     "offset_baseline", "candidate_baseline", "margin",
     "specials", "source", "subset", "family", "sd_diff", "special_mass", "weighting",
-    "heuristic", "heuristic_baseline", "gates", "n_clusters", "reading",
+    "heuristic", "heuristic_baseline", "gates", "n_clusters", "reading", "real_text",
 ]  # fmt: skip
+# real_text a subject-verb or anaphora label row's real-text status (labels v4): "supported (<sources>)"
+#           where the same head, direction and weighting clears the best heuristic (ci_low > its
+#           baseline) on a real source's gate subset (design.REAL_TEXT_GATE: subject-verb's items with
+#           a noun between subject and verb at distance 3+, anaphora's antecedent=other), "templates
+#           only" where the run has real text of the relation and no source supports it (the label
+#           stands on its gates but is not a real-text label), "-" elsewhere. A heads.csv written
+#           before the column reads as "-" (``with_real_text``).
 # reading   where a relation is read (labels v4): "retrospective" on the query word's own row (Clark et
 #           al. 2019, the verb's row -> its subject: the only reading of an encoder), "predictive" on
 #           the row of the token whose next-token prediction is the query word (a causal model's last
@@ -143,6 +151,16 @@ def with_reading(df):  # noqa: ANN001, ANN201
         return df
     out = df.copy()
     out["reading"] = [reading_of(r, d) for r, d in zip(out["role"], out["direction"])]
+    return out
+
+
+def with_real_text(df):  # noqa: ANN001, ANN201
+    """``df`` (a heads.csv table) with a ``real_text`` column: kept where it is there, else "-" on
+    every row (a table written before labels v4 says nothing about real-text support)."""
+    if "real_text" in df.columns:
+        return df
+    out = df.copy()
+    out["real_text"] = "-"
     return out
 
 

@@ -20,6 +20,7 @@ from analyses.data import (
     Item,
     delimiter_positions,
     describe,
+    drawing,
     generate_anaphora,
     generate_delimiter,
     generate_subject_verb,
@@ -202,7 +203,9 @@ def test_generator_reports_exhausted_families(monkeypatch):
         ("PERSON_ADJ", ["tired"]),
         ("COPULA", [("is", "are")]),
     ]:
-        monkeypatch.setattr(generated, name, value)
+        for module in (generated, drawing):  # the word lists the family reads, where it reads them
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, value)
     monkeypatch.setattr(generated, "_fronted", lambda rng: [])  # no fronted adverbials
     assert len(generate_subject_verb(10, families=["simple"])) == 10
     with pytest.raises(ValueError, match=r"could only make 12 distinct sentences.*ask for fewer"):
@@ -485,8 +488,10 @@ def test_spacy_on_real_news_sentences():
 
 
 def test_load_dataset_and_describe():
-    sv = load_dataset("subject_verb", n=120, seed=1)
-    assert sv == generate_subject_verb(120, seed=1)
+    sv = load_dataset("subject_verb", n=120, seed=1)  # 120 of the phrase families, 120 of the clause families
+    assert sv == generate_subject_verb(120, 1, data.PHRASE_FAMILIES) + generate_subject_verb(
+        120, 1, data.CLAUSE_FAMILIES
+    )
     with pytest.raises(ValueError, match="unknown relation"):
         load_dataset("coreference")
     with pytest.raises(ValueError, match="does not provide"):
@@ -494,16 +499,16 @@ def test_load_dataset_and_describe():
     with pytest.raises(ValueError, match="unknown sources"):
         load_dataset("anaphora", sources=["generated", "wikipedia"])
     # a source that serves another relation is skipped, so one tuple serves all relations
-    assert load_dataset("subject_verb", n=20, seed=1, sources=("generated", "winobias")) == generate_subject_verb(
-        20, seed=1
+    assert load_dataset("subject_verb", n=20, seed=1, sources=("generated", "winobias")) == load_dataset(
+        "subject_verb", n=20, seed=1
     )
     with pytest.raises(ValueError, match="no sources"):
         load_dataset("anaphora", sources=[])
     items = sv + generate_anaphora(60, seed=0) + generate_delimiter(40, seed=0)
     df = describe(items)
     assert {"relation", "source", "family", "n_items", "n_distinct"} <= set(df.columns)
-    assert df["n_items"].sum() == 220
-    assert df.groupby("relation")["n_items"].sum().to_dict() == {"anaphora": 60, "delimiter": 40, "subject_verb": 120}
+    assert df["n_items"].sum() == 340
+    assert df.groupby("relation")["n_items"].sum().to_dict() == {"anaphora": 60, "delimiter": 40, "subject_verb": 240}
     simple = df[(df.relation == "subject_verb") & (df.family == "simple")].iloc[0]
     assert simple.mean_distance == 1.0 and simple.attractor_share == 0.0
     assert len(describe([])) == 0
@@ -586,8 +591,9 @@ def test_n_for_overrides_per_relation_source_or_both():
         n=6, sources="generated", n_for={"anaphora": 9, "delimiter:generated": 4, "subject_verb": 5, "generated": 7}
     )
     counts = {r: sum(it.relation == r for it in items) for r in ("subject_verb", "anaphora", "delimiter")}
-    # the most specific key wins: relation:source, then source, then relation, then n
-    assert counts == {"subject_verb": 7, "anaphora": 7, "delimiter": 4}
+    # the most specific key wins: relation:source, then source, then relation, then n (generated
+    # subject-verb: n of the phrase families and n of the clause families)
+    assert counts == {"subject_verb": 14, "anaphora": 7, "delimiter": 4}
     with pytest.raises(ValueError, match="unknown relations or sources"):
         data.load_items(n=3, n_for={"anaphor": 3})
 
