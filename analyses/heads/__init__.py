@@ -30,7 +30,16 @@ from analyses.heads.examples import (
     example_patterns,
     readable_sentences,
 )
-from analyses.heads.labels import LABEL_GATES, PAIR_SHARE_MIN, has_norm_rows, headline, labelled_roles, role_map
+from analyses.heads.labels import (
+    LABEL_GATES,
+    PAIR_SHARE_MIN,
+    has_norm_rows,
+    headline,
+    label_names,
+    labelled_roles,
+    readings,
+    role_map,
+)
 from analyses.heads.pipeline import OUTPUTS, ProbeResult, ProbeRun, run, run_probe, write
 from analyses.heads.probe import probe_heads, probe_items
 from analyses.heads.roles import (
@@ -38,9 +47,12 @@ from analyses.heads.roles import (
     CEILINGS,
     COLUMNS,
     IDLE,
+    IDLE_PRIMARIES,
+    LABEL_NAMES,
     LINGUISTIC_ROLES,
     MAP_PRIMARY,
     MAP_ROLES,
+    NOOP_IDLE,
     NORM_LABEL_ROLES,
     OFFSET_ROLES,
     PREDICTIVE,
@@ -52,6 +64,7 @@ from analyses.heads.roles import (
     SET_ROLES,
     SINK_EXCLUDED_ROLES,
     SINK_ROLES,
+    SINK_WRITER,
     SPECIALS,
     WEIGHTINGS,
     label_name,
@@ -75,7 +88,15 @@ from analyses.heads.scoring import (
     visible_keys,
     word_columns,
 )
-from analyses.heads.summaries import detectable_effect, head_summary, real_text_heads, top_head
+from analyses.heads.summaries import (
+    detectable_effect,
+    head_summary,
+    heuristic_table,
+    no_label_bound,
+    real_text,
+    real_text_heads,
+    top_head,
+)
 
 __all__ = [
     # the analysis face
@@ -110,12 +131,17 @@ __all__ = [
     "has_norm_rows",
     "headline",
     "labelled_roles",
+    "readings",
+    "label_names",
     "role_map",
     "LABEL_GATES",
     "PAIR_SHARE_MIN",
     # summaries
     "real_text_heads",
     "detectable_effect",
+    "real_text",
+    "heuristic_table",
+    "no_label_bound",
     "head_summary",
     "top_head",
     # examples
@@ -141,6 +167,10 @@ __all__ = [
     "MAP_ROLES",
     "SINK_ROLES",
     "IDLE",
+    "SINK_WRITER",
+    "NOOP_IDLE",
+    "IDLE_PRIMARIES",
+    "LABEL_NAMES",
     "MAP_PRIMARY",
     "CEILINGS",
     "SINK_EXCLUDED_ROLES",
