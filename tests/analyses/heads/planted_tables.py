@@ -61,7 +61,7 @@ def planted_heads(old: bool = False) -> pd.DataFrame:
     rows = []
     for layer in range(2):
         for head in range(3):
-            tests = [("attention_sink", "all", w) for w in ("attention", "norm")]
+            tests = [(r, "all", w) for r in ("attention_sink", "delimiter") for w in ("attention", "norm")]
             tests += [("previous_token", "all", "attention"), ("subject_verb", SV_RETRO, "attention")]
             tests += [("anaphora", "pronoun->antecedent", "attention")]
             if not old:
