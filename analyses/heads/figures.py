@@ -14,8 +14,8 @@ from interp.display import figure_label, png_bytes
 
 __all__ = ["role_colours", "role_grid", "heatmap_figure", "role_map_figure", "lens_figure", "pattern_figure"]
 
-# the idle kinds and unclassified: greys (a sink writer bluish: it moves something), never a tab20 hue
-FIXED_COLOURS = {SINK_WRITER: "#9fb3c8", NOOP_IDLE: "#c9c9c9", IDLE: "#b3b3b3", "unclassified": "#ededed"}
+# the idle kinds and unclassified: greys (a sink writer the darkest: it moves something), never a tab20 hue
+FIXED_COLOURS = {SINK_WRITER: "#8f8f8f", NOOP_IDLE: "#cfcfcf", IDLE: "#b0b0b0", "unclassified": "#ededed"}
 
 
 def role_colours(roles: Sequence[str]) -> dict[str, str]:
