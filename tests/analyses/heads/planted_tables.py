@@ -72,35 +72,15 @@ def planted_heads(old: bool = False) -> pd.DataFrame:
                 lab = key in LABELS
                 lab_kw = dict(score=score, ci_low=score - 0.05, ci_high=min(1.0, score + 0.05), label=lab)
                 lab_kw.update(p_value=1e-8 if lab else 0.9, p_adjusted=1e-6 if lab else 1.0, real_text=real)
+                fam = _family(role, direction, weighting)
                 if direction == "all":  # a token role: one row, label-carrying
-                    rows.append(
-                        _row(
-                            layer,
-                            head,
-                            role,
-                            direction,
-                            weighting,
-                            family=_family(role, direction, weighting),
-                            **lab_kw,
-                        )
-                    )
+                    rows.append(_row(layer, head, role, direction, weighting, family=fam, **lab_kw))
                     continue
                 # a relation: the pooled descriptive row, the label-carrying row, the real-text gate's row
                 pooled = dict(score=score, ci_low=score - 0.05, ci_high=min(1.0, score + 0.05))
                 rows.append(_row(layer, head, role, direction, source="all", subset="all", **pooled))
                 subset = "antecedent=other" if role == "anaphora" else "all"
-                rows.append(
-                    _row(
-                        layer,
-                        head,
-                        role,
-                        direction,
-                        source="generated",
-                        subset=subset,
-                        family=_family(role, direction, weighting),
-                        **lab_kw,
-                    )
-                )
+                rows.append(_row(layer, head, role, direction, source="generated", subset=subset, family=fam, **lab_kw))
                 if role == "subject_verb":
                     s, lo = GATE_SCORES.get((layer, head, direction), (0.30, 0.20))
                     rows.append(
