@@ -89,7 +89,12 @@ def report_markdown(result: CircuitResult) -> str:
         "under |1 - f| (0 is best), trapezoids over the proportion as in MIB (Mueller et al. 2025). Random: "
         f"{int(curve[curve.method == 'random'].draw.nunique())} circuits per size (mean and sd over draws); "
         "pattern_labels: the head report's labelled heads for the task's role first, then the others by "
-        "role score, MLPs last.",
+        "role score, MLPs last"
+        + (
+            f" (the {info['label_reading']} reading of the role's labels)."
+            if info.get("label_reading", "-") != "-"
+            else "."
+        ),
         "",
         *_gap_warning(curve),
         "![faithfulness](faithfulness.png)",

@@ -85,17 +85,40 @@ def edge_level_ok(model: Any) -> str:
     return ""
 
 
-def role_labels(labels: pd.DataFrame | None, task: str) -> pd.DataFrame | None:
-    """The rows of a heads table for the task's pattern roles (``TASK_ROLES``): layer, head, label
-    (bool), score; None when there are none."""
+def role_labels(
+    labels: pd.DataFrame | None, task: str, reading: str | None = None, causal: bool = True
+) -> pd.DataFrame | None:
+    """The rows of a heads table for the task's pattern roles (``TASK_ROLES``): layer, head, role,
+    reading, label (bool), score; None when there are none. A relation read both ways
+    (``roles.READING_ROLES``: subject_verb, anaphora) keeps one reading: ``reading`` where given, else
+    the predictive one for a causal model (the row where the model predicts the task's answer, where
+    the circuit's logit difference is read) when the table has it, else the retrospective one (an
+    encoder's, and every heads.csv written before labels v4). ``attrs["reading"]`` says which
+    ("-": the task's roles are token roles)."""
+    from analyses.heads.roles import READING_ROLES, READINGS, reading_of
+
+    if reading is not None and reading not in READINGS:
+        raise ValueError(f"reading must be one of {READINGS} or None (the task's default), got {reading!r}")
     if labels is None or not len(labels):
         return None
     rows = labels[labels["role"].astype(str).isin(TASK_ROLES[task])].copy()
     if not len(rows):
         return None
+    directions = rows["direction"].astype(str) if "direction" in rows else pd.Series("", index=rows.index)
+    derived = [reading_of(r, d) for r, d in zip(rows["role"].astype(str), directions)]
+    given = rows["reading"].astype(str) if "reading" in rows else pd.Series("", index=rows.index)
+    rows["reading"] = given.where(given.isin([*READINGS, "-"]), derived)
+    relation = rows["role"].astype(str).isin(READING_ROLES)
+    if relation.any():
+        have = set(rows.loc[relation, "reading"])
+        if reading is None:
+            reading = "predictive" if causal and "predictive" in have else "retrospective"
+        rows = rows[~relation | (rows["reading"] == reading)]
     rows["label"] = rows["label"].astype(str).str.lower().isin(("true", "1", "1.0"))
     rows["score"] = pd.to_numeric(rows.get("score", 0.0), errors="coerce").fillna(0.0)
-    return rows[["layer", "head", "role", "label", "score"]].astype({"layer": int, "head": int})
+    out = rows[["layer", "head", "role", "reading", "label", "score"]].astype({"layer": int, "head": int})
+    out.attrs["reading"] = reading if relation.any() else "-"
+    return out if len(out) else None
 
 
 def _node_scores(
@@ -225,9 +248,11 @@ def _analyse(model: Any, task: str, n: int, seed: int, methods: Sequence[str], s
         result.edges = pd.concat([_top_edges(tab, n_top_edges) for tab in result.edge_tables.values()])
         info["t_edges"] = time.perf_counter() - t
     t = time.perf_counter()
+    task_labels = role_labels(labels, task, causal=view(model).causal)
+    info["label_reading"] = task_labels.attrs["reading"] if task_labels is not None else "-"
     result.curve, result.curve_pairs = faithfulness_curve(
         model, evaluation, scores, proportions=proportions, n_random=n_random,
-        labels=role_labels(labels, task), seed=seed, batch_size=batch_size, progress=progress, per_pair=True,
+        labels=task_labels, seed=seed, batch_size=batch_size, progress=progress, per_pair=True,
     )  # fmt: skip
     info["t_curve"] = time.perf_counter() - t
     result.summary = summarise_curve(result.curve).assign(level="node")

@@ -10,8 +10,10 @@ solved held-out pairs. ``task_accuracy`` is the table of all tasks, saying which
 solve.
 
 ``TASK_ROLES``: the head report's roles whose pattern labels are the baseline circuit of a task
-(subject-verb agreement: ``subject_verb`` heads; pronoun gender: ``anaphora``; IOI: duplicate-token
-and induction heads, two classes of Wang et al. 2022's circuit; induction: ``induction``).
+(subject-verb agreement: ``subject_verb`` heads; pronoun gender: ``anaphora``; IOI: the probe's
+``ioi`` heads (final token -> indirect object, predictive) and duplicate-token and induction heads, two
+classes of Wang et al. 2022's circuit; induction: ``induction``). A relation read both ways is taken
+in its predictive reading on a causal model where the heads table has it (``run.role_labels``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ __all__ = [
 TASK_ROLES = {
     "subject_verb": ("subject_verb",),
     "pronoun_gender": ("anaphora",),
-    "ioi": ("duplicate_token", "induction"),
+    "ioi": ("ioi", "duplicate_token", "induction"),
     "induction": ("induction",),
 }
 MIN_PAIRS = 100

@@ -31,6 +31,7 @@ from analyses.heads.examples import readable_sentences
 from analyses.heads.labels import labelled_roles, role_map
 from analyses.heads.roles import MAP_PRIMARY, MAP_ROLES
 from analyses.heads.scoring import norm_weighted, value_norms
+from analyses.heads.summaries import real_text
 from interp.alignment import word_attention
 from interp.display import token_label
 from interp.interventions import ablation_source, cache_z, normalize_heads, run_ablated
@@ -368,7 +369,7 @@ def _colours() -> dict[str, str]:
     unclassified included)."""
     from analyses.report.page import role_colours
 
-    colours = role_colours(MAP_ROLES)
+    colours = role_colours(MAP_PRIMARY)
     return {role: colours[role] for role in MAP_PRIMARY}
 
 
@@ -422,7 +423,8 @@ def _hidden_change(clean: torch.Tensor, ablated: torch.Tensor, position: int) ->
 
 def _head_roles(df: pd.DataFrame, n_layers: int, n_heads: int) -> dict[str, dict]:
     """``"layer.head"`` -> the head's primary role, other roles and the labelled rows behind them
-    (the probe's ``role_map`` and ``labelled_roles``)."""
+    (the probe's ``role_map`` and ``labelled_roles``), each named with its reading where a relation
+    is read both ways ("subject_verb (predictive)"; a heads.csv without ``reading``: retrospective)."""
     need = (
         "layer",
         "head",
@@ -445,6 +447,7 @@ def _head_roles(df: pd.DataFrame, n_layers: int, n_heads: int) -> dict[str, dict
             f"{n_layers} layers of {n_heads} heads: it is another model's heads.csv"
         )
     lab = labelled_roles(df)
+    lab = lab.assign(real_text=real_text(lab))
     out = {}
     for r in role_map(df).itertuples():
         rows = lab[(lab["layer"] == r.layer) & (lab["head"] == r.head)]
@@ -463,7 +466,8 @@ def _evidence(row) -> dict:
 
     get = row._asdict().get
     return {
-        "role": str(row.role),
+        "role": str(get("name", row.role)),
+        "reading": str(get("reading", "-")),
         "direction": str(get("direction", "all")),
         "weighting": str(get("weighting", "attention")),
         "source": str(get("source", "all")),
@@ -473,4 +477,5 @@ def _evidence(row) -> dict:
         "baseline": num(row.baseline),
         "p_adjusted": num(get("p_adjusted")),
         "n": None if get("n") is None else int(get("n")),
+        "real_text": str(get("real_text", "-")),
     }

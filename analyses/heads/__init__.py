@@ -45,7 +45,9 @@ from analyses.heads.labels import (
     REAL_TEXT_RELATIONS,
     has_norm_rows,
     headline,
+    label_names,
     labelled_roles,
+    readings,
     real_text_note,
     real_text_status,
     role_map,
@@ -57,9 +59,12 @@ from analyses.heads.roles import (
     CEILINGS,
     COLUMNS,
     IDLE,
+    IDLE_PRIMARIES,
+    LABEL_NAMES,
     LINGUISTIC_ROLES,
     MAP_PRIMARY,
     MAP_ROLES,
+    NOOP_IDLE,
     NORM_LABEL_ROLES,
     OFFSET_ROLES,
     PREDICTIVE,
@@ -71,6 +76,7 @@ from analyses.heads.roles import (
     SET_ROLES,
     SINK_EXCLUDED_ROLES,
     SINK_ROLES,
+    SINK_WRITER,
     SPECIALS,
     WEIGHTINGS,
     label_name,
@@ -95,7 +101,15 @@ from analyses.heads.scoring import (
     visible_keys,
     word_columns,
 )
-from analyses.heads.summaries import detectable_effect, head_summary, real_text_heads, top_head
+from analyses.heads.summaries import (
+    detectable_effect,
+    head_summary,
+    heuristic_table,
+    no_label_bound,
+    real_text,
+    real_text_heads,
+    top_head,
+)
 
 __all__ = [
     # the analysis face
@@ -132,6 +146,8 @@ __all__ = [
     "has_norm_rows",
     "headline",
     "labelled_roles",
+    "readings",
+    "label_names",
     "role_map",
     "LABEL_GATES",
     "PAIR_SHARE_MIN",
@@ -141,6 +157,9 @@ __all__ = [
     # summaries
     "real_text_heads",
     "detectable_effect",
+    "real_text",
+    "heuristic_table",
+    "no_label_bound",
     "head_summary",
     "top_head",
     # examples
@@ -166,6 +185,10 @@ __all__ = [
     "MAP_ROLES",
     "SINK_ROLES",
     "IDLE",
+    "SINK_WRITER",
+    "NOOP_IDLE",
+    "IDLE_PRIMARIES",
+    "LABEL_NAMES",
     "MAP_PRIMARY",
     "CEILINGS",
     "SINK_EXCLUDED_ROLES",

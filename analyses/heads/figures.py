@@ -9,10 +9,24 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analyses.heads.roles import RETRIEVAL_THRESHOLD, ROLES
+from analyses.heads.roles import IDLE, NOOP_IDLE, READING_ROLES, READINGS, RETRIEVAL_THRESHOLD, ROLES, SINK_WRITER
 from interp.display import figure_label, png_bytes
 
-__all__ = ["role_grid", "heatmap_figure", "role_map_figure", "lens_figure", "pattern_figure"]
+__all__ = ["role_colours", "role_grid", "heatmap_figure", "role_map_figure", "lens_figure", "pattern_figure"]
+
+# the idle kinds and unclassified: greys (a sink writer the darkest: it moves something), never a tab20 hue
+FIXED_COLOURS = {SINK_WRITER: "#8f8f8f", NOOP_IDLE: "#cfcfcf", IDLE: "#b0b0b0", "unclassified": "#ededed"}
+
+
+def role_colours(roles: Sequence[str]) -> dict[str, str]:
+    """The role map's colours (hex), one for the figure, the page and the explorer: tab20 in the
+    order of ``roles``, the idle kinds and unclassified in fixed greys (``FIXED_COLOURS``)."""
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    cmap = colormaps["tab20"]
+    hued = [r for r in roles if r not in FIXED_COLOURS]
+    return {**{r: to_hex(cmap(i % 20)) for i, r in enumerate(hued)}, **FIXED_COLOURS}
 
 
 def _plt():
@@ -24,10 +38,15 @@ def _plt():
     return plt
 
 
-def role_grid(df: pd.DataFrame, role: str, value: str = "score") -> tuple[np.ndarray, np.ndarray]:
-    """[layer, head] best ``value`` over directions, and [layer, head] bool: labelled in some direction."""
+def role_grid(
+    df: pd.DataFrame, role: str, value: str = "score", reading: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """[layer, head] best ``value`` over directions, and [layer, head] bool: labelled in some direction.
+    ``reading``: only the rows of that reading (``df`` with a ``reading`` column: ``labels.headline``)."""
     L, H = int(df["layer"].max()) + 1, int(df["head"].max()) + 1
     g = df[df["role"] == role]
+    if reading is not None:
+        g = g[g["reading"] == reading]
     grid = np.full((L, H), np.nan)
     lab = np.zeros((L, H), dtype=bool)
     if not g.empty:
@@ -63,29 +82,44 @@ def _score_panel(ax, grid: np.ndarray, lab: np.ndarray, title: str, cbar: bool) 
     ax.tick_params(labelsize=6)
 
 
+def _panels(df: pd.DataFrame, roles: Sequence[str]) -> list[tuple[str, str | None]]:
+    """(role, reading) per heatmap panel: one per role the table has, one per reading it has for the
+    roles read both ways (``READING_ROLES``: the predictive and ioi panels where the table has them)."""
+    out = []
+    for role in [r for r in roles if r in set(df["role"])]:
+        if role in READING_ROLES and "reading" in df:
+            have = set(df.loc[df["role"] == role, "reading"])
+            out += [(role, x) for x in READINGS if x in have]
+        else:
+            out.append((role, None))
+    return out
+
+
 def heatmap_figure(df: pd.DataFrame, roles: Sequence[str] = ROLES, title: str = "") -> bytes:
-    """One seaborn layer x head heatmap per role (best score over directions); labelled heads are
-    marked with a dot. Returns PNG bytes."""
+    """One seaborn layer x head heatmap per role (best score over directions), one per reading for the
+    roles read both ways (``df``: ``labels.headline``'s rows); labelled heads are marked with a dot.
+    Returns PNG bytes."""
 
     plt = _plt()
-    roles = [r for r in roles if r in set(df["role"])]
+    panels = _panels(df, roles)
     L, H = int(df["layer"].max()) + 1, int(df["head"].max()) + 1
     ncol = 4
-    nrow = int(np.ceil(len(roles) / ncol))
+    nrow = int(np.ceil(len(panels) / ncol))
     cell_h = max(2.2, 0.16 * L + 0.8)
     fig, axes = plt.subplots(nrow, ncol, figsize=(ncol * max(2.4, 0.24 * H + 1.0), nrow * cell_h), squeeze=False)
     # fixed spacing: constrained/tight layout re-measures every tick label many times (slow)
     fig.subplots_adjust(left=0.05, right=0.97, bottom=0.06, top=0.92, wspace=0.35, hspace=0.6)
-    for i, (ax, role) in enumerate(zip(axes.ravel(), roles)):
+    for i, (ax, (role, reading)) in enumerate(zip(axes.ravel(), panels)):
         # seaborn draws the whole figure inside every heatmap() call (to check tick overlap); with
         # only this panel visible that stays one panel's work instead of growing with the grid
         for other in axes.ravel():
             other.set_visible(other is ax)
-        grid, lab = role_grid(df, role)
+        grid, lab = role_grid(df, role, reading=reading)
         metric = df.loc[df["role"] == role, "metric"].iloc[0]
+        name = f"{role} ({reading}, {metric})" if reading else f"{role} ({metric})"
         # one shared colour scale (0..1) and one colour bar, drawn with the last panel
-        _score_panel(ax, grid, lab, f"{role} ({metric}); {int(lab.sum())} labelled", cbar=i == len(roles) - 1)
-    for ax in axes.ravel()[: len(roles)]:
+        _score_panel(ax, grid, lab, f"{name}; {int(lab.sum())} labelled", cbar=i == len(panels) - 1)
+    for ax in axes.ravel()[: len(panels)]:
         ax.set_visible(True)
     if title:
         fig.suptitle(title, fontsize=10)
@@ -101,14 +135,10 @@ def role_map_figure(heads_map: pd.DataFrame, title: str = "") -> bytes:
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch, Rectangle
 
-    from analyses.heads.roles import IDLE
-
     plt = _plt()
     cats = list(heads_map["primary"].cat.categories)
     present = [c for c in cats if (heads_map["primary"] == c).any()]
-    palette = sns.color_palette("tab20", len(cats))
-    colour = {c: palette[i] for i, c in enumerate(cats)}
-    colour.update({"unclassified": (0.93, 0.93, 0.93), IDLE: (0.79, 0.79, 0.79)})
+    colour = role_colours(cats)
     L, H = int(heads_map["layer"].max()) + 1, int(heads_map["head"].max()) + 1
     codes = np.full((L, H), np.nan)
     annot = np.full((L, H), "", dtype=object)
@@ -156,7 +186,7 @@ def role_map_figure(heads_map: pd.DataFrame, title: str = "") -> bytes:
         cbar=False,
         annot=sink_n,
         fmt="",
-        annot_kws={"fontsize": 5, "color": "tab:red"},
+        annot_kws={"fontsize": 5},  # seaborn picks black or white per cell: readable on light and dark grey
         linewidths=0.3,
         linecolor="white",
     )

@@ -18,16 +18,23 @@ from analyses.heads.roles import (
     COLUMNS,
     IDLE,
     MAP_PRIMARY,
+    NOOP_IDLE,
     NORM_LABEL_ROLES,
+    READINGS,
     RELATIONS,
     SINK_ROLES,
+    SINK_WRITER,
     SPECIALS,
+    label_name,
+    reading_of,
     with_reading,
 )
 from interp import stats
 
 __all__ = [
     "has_norm_rows",
+    "readings",
+    "label_names",
     "headline",
     "labelled_roles",
     "role_map",
@@ -44,6 +51,20 @@ def has_norm_rows(df: pd.DataFrame) -> bool:
     """Whether a heads table (or a slice of one) holds norm-weighted rows (``weighting`` = "norm":
     the probe ran with the norm lens), which the boundary labels and the sink layer read."""
     return "weighting" in df and bool((df["weighting"] == "norm").any())
+
+
+def readings(df: pd.DataFrame) -> pd.Series:
+    """Each row's reading (``roles.with_reading``): the ``reading`` column where it holds one of
+    "retrospective", "predictive" or "-", else (an old heads.csv, a hand-made table, an empty cell)
+    what ``reading_of`` derives from the role and direction: an old relation row is retrospective."""
+    got = with_reading(df)["reading"] if len(df) else pd.Series([], dtype=object, index=df.index)
+    derived = pd.Series([reading_of(r, d) for r, d in zip(df["role"], df["direction"])], index=df.index, dtype=object)
+    return got.where(got.isin([*READINGS, "-"]), derived).astype(object)
+
+
+def label_names(df: pd.DataFrame) -> pd.Series:
+    """Each row's label name (``roles.label_name``): "subject_verb (predictive)", "delimiter"."""
+    return pd.Series([label_name(r, x) for r, x in zip(df["role"], readings(df))], index=df.index, dtype=object)
 
 
 def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFrame:
@@ -228,7 +249,8 @@ def real_text_note(df: pd.DataFrame) -> dict[str, dict]:
 def headline(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (layer, head, role, direction): the pooled row under the label-carrying
     convention (all sources, all items, specials excluded), with ``label`` true where any of the
-    head's label-carrying rows for that role and direction is labelled. What maps and heatmaps show."""
+    head's label-carrying rows for that role and direction is labelled, its ``reading`` and its
+    label ``name`` (``label_name``: the reading named). What maps and heatmaps show."""
     pooled = (df["source"] == "all") & (df["subset"] == "all") & df["specials"].isin(["-", SPECIALS[0]])
     if "weighting" in df:
         pooled &= df["weighting"] == "attention"
@@ -239,6 +261,8 @@ def headline(df: pd.DataFrame) -> pd.DataFrame:
     labelled = lab.groupby(["layer", "head", "role", "direction"]).size()
     key = pd.MultiIndex.from_frame(head[["layer", "head", "role", "direction"]])
     head["label"] = key.isin(labelled.index)
+    head["reading"] = readings(head)
+    head["name"] = label_names(head)
     return head.reset_index(drop=True)
 
 
@@ -246,11 +270,13 @@ def labelled_roles(df: pd.DataFrame) -> pd.DataFrame:
     """The labelled rows that make a head's roles: attention-weighted rows with ``label``, and,
     where the table has norm-weighted rows, each boundary role (``NORM_LABEL_ROLES``:
     attention_sink, delimiter, punctuation, sep_eos) split into itself (the norm row is labelled too:
-    the head moves information from where it attends) and ``noop_sink`` (it is not). Adds ``effect``
-    = score - baseline, ``standardised`` = effect / margin and ``relative``, the ceiling-normalised
-    effect (score - baseline) / (ceiling - baseline) (``CEILINGS``; 1 for most roles): the share of
-    the way from the baseline to the best score the metric allows."""
-    lab = df[df["label"]].copy()
+    the head moves information from where it attends) and ``noop_sink`` (it is not). Adds
+    ``reading`` (``readings``), ``name`` (the label's name: ``label_name(role, reading)``, e.g.
+    "subject_verb (predictive)", or ``noop_sink``), ``effect`` = score - baseline, ``standardised`` =
+    effect / margin and ``relative``, the ceiling-normalised effect (score - baseline) / (ceiling -
+    baseline) (``CEILINGS``; 1 for most roles): the share of the way from the baseline to the best
+    score the metric allows. A hand-made table without ``margin`` gets the default 0.05 there."""
+    lab = df[df["label"].astype(bool)].copy()
     if has_norm_rows(df):
         normed = lab[lab["weighting"] == "norm"]
         confirmed = set(zip(normed["layer"], normed["head"], normed["role"]))
@@ -262,18 +288,21 @@ def labelled_roles(df: pd.DataFrame) -> pd.DataFrame:
     else:
         weight_only = [False] * len(lab)
     lab["effect"] = lab["score"] - lab["baseline"]
-    lab["standardised"] = lab["effect"] / lab["margin"].where(lab["margin"] > 0, 0.05)
+    margin = lab["margin"] if "margin" in lab else pd.Series(np.nan, index=lab.index)
+    lab["standardised"] = lab["effect"] / margin.where(margin > 0, 0.05)
     ceiling = lab["role"].map(lambda r: CEILINGS.get(r, 1.0)).astype(float)
     room = ceiling - lab["baseline"]
     lab["relative"] = lab["effect"] / room.where(room > 0)
     lab.loc[weight_only, "role"] = "noop_sink"
+    lab["reading"] = readings(lab)
+    lab["name"] = label_names(lab)
     return lab
 
 
 def _sink_layer(df: pd.DataFrame) -> pd.DataFrame:
     """Per head: the attention_sink score by weight (``sink_weight``) and by norm (``sink_norm``,
     NaN without norm rows), from the pooled rows."""
-    g = df[(df["role"] == "attention_sink") & (df["source"] == "all")]
+    g = df[(df["role"] == "attention_sink") & (df["source"] == "all") & (df["subset"] == "all")]
     w = g[g["weighting"] == "attention"] if "weighting" in g else g
     out = w.groupby(["layer", "head"])["score"].max().rename("sink_weight").to_frame()
     if has_norm_rows(g):
@@ -283,6 +312,15 @@ def _sink_layer(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _idle_kind(sinks: set, norm_lens: bool) -> str:
+    """What a head whose only labels are sink roles is on the map: a ``SINK_WRITER`` where its
+    attention_sink label is norm-confirmed (it writes from the sink), a ``NOOP_IDLE`` where every
+    sink label is by weight only (noop_sink), ``IDLE`` where the table has no norm rows to tell."""
+    if not norm_lens:
+        return IDLE
+    return SINK_WRITER if "attention_sink" in sinks else NOOP_IDLE
+
+
 def role_map(df: pd.DataFrame) -> pd.DataFrame:
     """One row per head: its primary role (what it does when it is not idling), the effect behind
     it, its other (secondary) roles, and the sink layer of the map beside them.
@@ -290,15 +328,19 @@ def role_map(df: pd.DataFrame) -> pd.DataFrame:
     A head's labelled roles outside the sink (``SINK_ROLES``: attention_sink, noop_sink) are ranked
     by the ceiling-normalised effect ``relative`` = (score - baseline) / (ceiling - baseline)
     (``labelled_roles``), which puts accuracy roles, mass roles, the induction score (which cannot
-    exceed 0.5) and ``broad``'s entropy on one scale; the first is the primary role. A head whose
-    only labels are sink roles is ``"idle (sink)"``, one with none "unclassified". The sink is its
-    own layer: ``sink`` (the head's sink label, "attention_sink" when the norm lens confirms it,
-    "noop_sink" for a boundary label by weight only, "" for none), ``sink_weight`` and ``sink_norm``
-    (its attention_sink score by weight and by norm). ``standardised`` (effect / margin) is kept."""
+    exceed 0.5) and ``broad``'s entropy on one scale; the first is the primary role. Roles are named
+    by their label names (``label_name``: "subject_verb (predictive)" and "subject_verb
+    (retrospective)" are two roles). A head whose only labels are sink roles is a "sink writer"
+    (its attention_sink label is norm-confirmed), a "no-op sink" (by weight only) or, without norm
+    rows, "idle (sink)"; one with none "unclassified". The sink is its own layer: ``sink`` (the
+    head's sink label, "attention_sink" when the norm lens confirms it, "noop_sink" for a boundary
+    label by weight only, "" for none), ``sink_weight`` and ``sink_norm`` (its attention_sink score
+    by weight and by norm). ``standardised`` (effect / margin) is kept."""
     h = headline(df)
     lab = labelled_roles(df)
-    best = lab.sort_values("relative", ascending=False).drop_duplicates(["layer", "head", "role"])
+    best = lab.sort_values("relative", ascending=False).drop_duplicates(["layer", "head", "name"])
     sinks = _sink_layer(df)
+    norm_lens = has_norm_rows(df)
     rows = []
     for (layer, head_), _ in h.groupby(["layer", "head"], sort=True):
         g = best[(best["layer"] == layer) & (best["head"] == head_)]
@@ -308,10 +350,10 @@ def role_map(df: pd.DataFrame) -> pd.DataFrame:
         row.update(relative=np.nan, secondary="", sink=", ".join(sorted(set(idle["role"]))))
         if not active.empty:
             top = active.iloc[0]
-            row.update(primary=str(top["role"]), effect=float(top["effect"]), standardised=float(top["standardised"]))
-            row.update(relative=float(top["relative"]), secondary=", ".join(active["role"].iloc[1:]))
+            row.update(primary=str(top["name"]), effect=float(top["effect"]), standardised=float(top["standardised"]))
+            row.update(relative=float(top["relative"]), secondary=", ".join(active["name"].iloc[1:]))
         elif not idle.empty:
-            row["primary"] = IDLE
+            row["primary"] = _idle_kind(set(idle["role"]), norm_lens)
         key = (layer, head_)
         row["sink_weight"] = float(sinks.loc[key, "sink_weight"]) if key in sinks.index else np.nan
         row["sink_norm"] = float(sinks.loc[key, "sink_norm"]) if key in sinks.index else np.nan

@@ -59,13 +59,16 @@ rows that carry labels are each source on its own, on the relation's ``LABEL_SUB
 antecedent neither the subject nor the nearest noun). ``weighting=("attention", "norm")`` scores
 every test again on Kobayashi et al.'s norm-weighted attention; boundary labels need both.
 
-Statistics (see ``interp.stats``): per row a paired one-sided t-test of the per-sentence score minus
-baseline against a minimum effect ``margin``; Holm-Bonferroni within each role's family of
-label-carrying rows (family-wise error <= ``alpha`` per role); a 95% streaming Poisson-bootstrap
-interval over sentences. ``label`` is true where the Holm-adjusted p <= alpha, the interval's lower
-end clears the baseline, and (except for ``broad``) clears the same head's score in a randomly
-initialised model of the same architecture (``null_score``). ``detectable_effect`` gives the power
-figure, ``role_map`` the primary role of every head. docs/head-roles.md has the whole story.
+Statistics (see ``interp.stats``): per row a one-sided t-test over clusters (``Item.cluster``; an
+item without one is its own) of the mean per-item score minus baseline against a minimum effect
+``margin``, with the cluster-robust (Liang-Zeger) standard error and clusters - 1 degrees of
+freedom; Holm-Bonferroni within each role's family of label-carrying rows (family-wise error <=
+``alpha`` per role); a 95% streaming Poisson-bootstrap interval over clusters (one weight per
+cluster; accuracy rows widened to the Wilson interval at the number of clusters). ``label`` is true
+where the Holm-adjusted p <= alpha, the interval's lower end clears the baseline, and (except for
+``broad``) clears the same head's score in a randomly initialised model of the same architecture
+(``null_score``). ``detectable_effect`` gives the power figure, ``role_map`` the primary role of
+every head. docs/head-roles.md has the whole story.
 
 Everything is reduced inside ``blocks.{l}.attn.hook_pattern`` hooks batch by batch: no cache is
 kept. The analysis needs only those hook names, so it runs on the toolkit's ``models.Transformer``

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from analyses.heads.figures import heatmap_figure, lens_figure, pattern_figure, role_map_figure
-from analyses.heads.labels import has_norm_rows, headline, labelled_roles, role_map
-from analyses.heads.roles import COLUMNS, LINGUISTIC_ROLES, MAP_ROLES, ROLES
-from analyses.heads.summaries import detectable_effect
+from analyses.heads.labels import has_norm_rows, headline, label_names, labelled_roles, role_map
+from analyses.heads.roles import COLUMNS, LABEL_NAMES, LINGUISTIC_ROLES
+from analyses.heads.summaries import REAL_TEXT_GATE, detectable_effect, heuristic_table, no_label_bound, real_text
 from interp.display import fmt, md_table
 from interp.io import atomic_write
 
@@ -36,23 +36,29 @@ __all__ = [
 ]
 
 STATS_TEXT = (
-    "Each (head, role, direction) is tested with a paired one-sided t-test of the per-sentence score "
-    "minus the per-sentence baseline against a minimum effect (margin {margin} of accuracy for "
-    "`subject_verb`/`anaphora`, {mass_margin} of attention mass for the mass roles; for `broad`, no "
-    "margin over its per-row reference, the normalised entropy a random row over the same keys has on "
-    "average). **One family per role**: Holm-Bonferroni over the role's label-carrying tests ({n_tests} "
-    "tests in all) keeps the chance that the role's list holds even one false head at or below {alpha}, "
-    "whatever the dependence between heads. **The map as a whole is not controlled at {alpha}**: it joins"
-    " {n_families} families (the roles, and the boundary roles' norm rows), so the chance of some false "
+    "Each (head, role, direction) is tested over **clusters**, not sentences: items that are not "
+    "independent share a cluster (the windows of one sonnet, a WinoBias pro/anti pair, the sentences of "
+    "one XSum article, the two sentences of a minimal pair; every other item is its own cluster). The "
+    "test is a one-sided t-test of the mean per-item difference score minus baseline against a minimum "
+    "effect (margin {margin} of accuracy for `subject_verb`/`anaphora`, {mass_margin} of attention mass "
+    "for the mass roles; for `broad`, no margin over its per-row reference, the normalised entropy a "
+    "random row over the same keys has on average), with the cluster-robust (Liang-Zeger) standard "
+    "error of that mean and clusters - 1 degrees of freedom (`n_clusters`). **One family per role**: "
+    "Holm-Bonferroni over the role's label-carrying tests ({n_tests} tests in all) keeps the chance that "
+    "the role's list holds even one false head at or below {alpha}, whatever the dependence between "
+    "heads. **The map as a whole is not controlled at {alpha}**: it joins {n_families} families (the "
+    "roles, the boundary roles' norm rows, and each reading of a relation), so the chance of some false "
     "label anywhere in it is bounded only by {n_families} x {alpha} = {map_bound} (union bound); to hold "
     "the whole map at {alpha}, run with alpha = {alpha} / {n_families}. One family per role rather than "
     "one per model because each role is its own claim: a reader checks the anaphora heads against the "
     "anaphora evidence, and a head's anaphora label should not depend on how many unrelated roles were "
     "tested beside it. FWER rather than FDR because a label is a claim about one specific head that later"
-    " work (ablations, circuits) acts on. Intervals are 95% Poisson-bootstrap percentile intervals over "
-    "sentences ({n_boot} replicates), per head. A head gets a label only where the Holm-adjusted p <= "
-    "{alpha}, the interval's lower end is above the baseline, and (except `broad`) above the same head's "
-    "score in a randomly initialised model of the same architecture (`null_score`)."
+    " work (ablations, circuits) acts on. Intervals are 95% percentile cluster-bootstrap intervals (one "
+    "Poisson weight per cluster, {n_boot} replicates), per head; accuracy intervals are widened to the "
+    "Wilson score interval at the number of clusters, so a small all-correct sample is not [1, 1]. A head "
+    "gets a label only where the Holm-adjusted p <= {alpha}, the interval's lower end is above the "
+    "baseline, and (except `broad`) above the same head's score in a randomly initialised model of the "
+    "same architecture (`null_score`)."
 )
 
 CONVENTIONS_TEXT = (
@@ -100,7 +106,13 @@ MAP_TEXT = (
     "so roles with different ceilings share one scale; the number in each cell is that share in %. "
     "Secondary roles follow, in the same order. The sink is the map's second layer: a framed cell "
     "holds a sink label, and the right-hand grid shows every head's attention on the sink by weight "
-    "(grey) and by norm (the number, in %). A head whose only labels are sink roles is `idle (sink)`."
+    "(grey) and by norm (the number, in %). A head whose only labels are sink roles is a `sink writer` "
+    "(its attention_sink label is confirmed by the norm lens: it writes what it reads from the sink) or a "
+    "`no-op sink` (its sink labels are by weight only: it moves almost nothing from there); without the "
+    "norm lens the two cannot be told apart and the head is `idle (sink)`. A relation read both ways "
+    "names its reading: `subject_verb (retrospective)` on the verb's own row (Clark et al. 2019), "
+    "`subject_verb (predictive)` on the row of the token before the verb, where a causal model predicts "
+    "it; they are two roles."
 )
 
 
@@ -129,10 +141,27 @@ ROLE_TEXT = {
     "noop_sink": "a boundary head by attention weight only: it attends to the sink or to delimiters, but the "
     "norm lens (||a v W_O||) shows it moves almost nothing from them (Kobayashi et al. 2020), so it is "
     "counted as neither. Part of the map's sink layer.",
-    "idle (sink)": "no role besides the sink: the head puts its weight on the sink (or on boundaries it "
-    "moves nothing from) and passes no other test.",
+    "ioi": "from a prompt's final token to the indirect object's first mention (IOI sentences: 'When Mary and "
+    "John went to the store, John gave a drink to' -> Mary), against the first-name, last-name and "
+    "named-once heuristics; read where the model predicts the name.",
+    "sink writer": "no role besides the sink, and its attention_sink label is confirmed by the norm lens: the "
+    "head puts its weight on the sink and writes what it reads there (||a v W_O|| is not small).",
+    "no-op sink": "no role besides the sink, by attention weight only: the head puts its weight on the sink or "
+    "on boundaries and the norm lens shows it moves almost nothing from them.",
+    "idle (sink)": "no role besides the sink: the head puts its weight on the sink and passes no other test "
+    "(the table has no norm-lens rows, so whether it writes from the sink is not known).",
     "unclassified": "no role passed its test for this head.",
 }
+READING_TEXT = {
+    "retrospective": "Retrospective reading: on the query word's own row (the verb's, the pronoun's; Clark et "
+    "al. 2019), after the word is in the context.",
+    "predictive": "Predictive reading: on the row of the token before the query word, whose next-token "
+    "prediction is that word (a causal model's verb or pronoun is predicted there).",
+}
+# each label name of a role read both ways: the role's text and its reading's
+ROLE_TEXT.update(
+    {n: f"{ROLE_TEXT[n.split(' (')[0]]} {READING_TEXT[n.split(' (')[1][:-1]]}" for n in LABEL_NAMES if " (" in n}
+)
 
 
 def write_csv(df: pd.DataFrame, path: str | Path) -> Path:
@@ -208,8 +237,8 @@ def source_table(df: pd.DataFrame) -> pd.DataFrame:
     subset (specials excluded), so a reader sees where the head works and where it does not."""
     if "weighting" in df:  # the attention rows carry the relation labels; norm rows are descriptive
         df = df[df["weighting"] == "attention"]
-    lab = df[df["label"] & df["role"].isin(LINGUISTIC_ROLES)][["layer", "head", "role", "direction"]]
-    lab = lab.drop_duplicates()
+    lab = df[df["label"] & df["role"].isin(LINGUISTIC_ROLES)]
+    lab = lab.assign(name=label_names(lab))[["layer", "head", "role", "direction", "name"]].drop_duplicates()
     rows = []
     for r in lab.itertuples():
         g = df[
@@ -223,7 +252,7 @@ def source_table(df: pd.DataFrame) -> pd.DataFrame:
             rows.append(
                 {
                     "head": f"L{r.layer}H{r.head}",
-                    "role": r.role,
+                    "role": r.name,
                     "direction": r.direction,
                     "source": x.source,
                     "subset": x.subset,
@@ -253,14 +282,16 @@ def fmt3(x) -> str:
 
 
 def _labelled_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per labelled row of heads.csv, under its label name (the reading named) and with its
+    real-text support (``real_text``: "templates only" where no real source backs it)."""
     lab = df[df["label"]].copy()
-    lab["role"] = pd.Categorical(lab["role"], ROLES, ordered=True)
-    lab = lab.sort_values(["role", "score"], ascending=[True, False])
+    lab["name"] = pd.Categorical(label_names(lab), [*LABEL_NAMES, *sorted(set(label_names(lab)) - set(LABEL_NAMES))])
+    lab = lab.sort_values(["name", "score"], ascending=[True, False])
     return pd.DataFrame(
         {
             "layer": lab["layer"],
             "head": lab["head"],
-            "role": lab["role"].astype(str),
+            "role": lab["name"].astype(str),
             "direction": lab["direction"],
             "source": lab["source"] + [f" / {s}" if s != "all" else "" for s in lab["subset"]],
             "metric": lab["metric"],
@@ -270,23 +301,28 @@ def _labelled_table(df: pd.DataFrame) -> pd.DataFrame:
             "null": lab["null_score"].map(fmt3),
             "p (Holm)": lab["p_adjusted"].map(lambda p: f"{p:.1e}"),
             "n": lab["n"],
+            "real text": real_text(lab),
         }
     )
 
 
 def _reported_roles(df: pd.DataFrame) -> tuple[str, ...]:
-    """The probe's roles, and ``noop_sink`` where the table has norm-weighted rows."""
-    return MAP_ROLES if has_norm_rows(df) else ROLES
+    """The label names the table measures (``LABEL_NAMES`` order: a reading the run did not score is
+    left out), and ``noop_sink`` where the table has norm-weighted rows."""
+    measured = set(label_names(df))
+    names = tuple(n for n in LABEL_NAMES if n in measured)
+    return (*names, "noop_sink") if has_norm_rows(df) else names
 
 
 def role_layers(df: pd.DataFrame) -> pd.DataFrame:
-    """Per role: how many heads are labelled, in which layers, and their mean relative depth
-    (layer / (n_layers - 1), 0 = first layer, 1 = last)."""
+    """Per label name (a relation's readings apart: "subject_verb (predictive)"): how many heads are
+    labelled, in which layers, and their mean relative depth (layer / (n_layers - 1), 0 = first layer,
+    1 = last)."""
     L = int(df["layer"].max()) + 1
     rows = []
-    lab = labelled_roles(df) if "family" in df else df[df["label"]]
+    lab = labelled_roles(df)
     for role in _reported_roles(df):
-        g = lab[lab["role"] == role].drop_duplicates(["layer", "head"])
+        g = lab[lab["name"] == role].drop_duplicates(["layer", "head"])
         layers = sorted(g["layer"].astype(int))
         rows.append(
             {
@@ -299,6 +335,56 @@ def role_layers(df: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def no_label_line(df: pd.DataFrame, name: str, alpha: float = 0.05) -> str:
+    """A markdown list item for a label name with no labelled head, as a bounded negative
+    (``no_label_bound``): "- `subject_verb (retrospective)`: no head above baseline + 0.130 on ..."."""
+    role, _, reading = name.partition(" (")
+    return f"- `{name}`: {no_label_bound(df, role, reading.rstrip(')') or '-', alpha)}."
+
+
+def unlabelled_text(df: pd.DataFrame, layers: pd.DataFrame, alpha: float = 0.05) -> str:
+    """The linguistic roles (in each reading) the run measured and labelled no head of, each as a
+    bounded negative (``no_label_line``): not "no subject head" but "no head above baseline + d at
+    80% power"."""
+    names = set(layers.loc[layers["heads"] == 0, "role"])
+    lines = [no_label_line(df, n, alpha) for n in LABEL_NAMES if n in names and n.split(" (")[0] in LINGUISTIC_ROLES]
+    return ("No label, as a bounded negative (the power figure below):\n\n" + "\n".join(lines)) if lines else ""
+
+
+def real_text_markdown(df: pd.DataFrame) -> str:
+    """The "head vs strongest heuristic" section: per relation, reading and real source, on the
+    real-text gate's subset (``REAL_TEXT_GATE``), the best head against the best heuristic."""
+    t = heuristic_table(df)
+    gate = ", ".join(f"`{r}`: {s}" for r, s in REAL_TEXT_GATE.items())
+    text = (
+        "Each real source on its own (templates and minimal pairs left out), on the items where the easy "
+        f"heuristics fail ({gate}): the best head's score and interval against the strongest heuristic on "
+        "the same items (nearest noun, nearest noun or pronoun, first noun, k-th noun, best offset). A "
+        "label without a real source whose best head clears its heuristic says `templates only` in the "
+        "labelled heads."
+    )
+    if t.empty:
+        return text + (
+            "\n\nThis table has no real-text rows on those subsets (no real source of the relation in "
+            "the run, or a heads.csv written before labels v4)."
+        )
+    shown = pd.DataFrame(
+        {
+            "relation": t["relation"],
+            "reading": t["reading"],
+            "source": t["source"] + " / " + t["subset"],
+            "best head": [f"L{l}H{h}" for l, h in zip(t["layer"], t["head"])],
+            "score": t["score"].map(fmt3),
+            "95% CI": [f"[{fmt3(a)}, {fmt3(b)}]" for a, b in zip(t["ci_low"], t["ci_high"])],
+            "strongest heuristic": t["heuristic"],
+            "its accuracy": t["heuristic_accuracy"].map(fmt3),
+            "n": t["n"],
+            "head beats it": t["beats"].map({True: "yes", False: "no"}),
+        }
+    )
+    return text + "\n\n" + md_table(shown)
 
 
 def layer_type_table(heads_map: pd.DataFrame, layer_types: Sequence[str]) -> pd.DataFrame:
@@ -419,7 +505,7 @@ def _write_figures(df: pd.DataFrame, heads_map: pd.DataFrame, out: Path, model: 
     """role_map.png, heatmaps.png, lens.png (with norm rows) and one pattern_<role>.png per example."""
     figs = {
         "role_map.png": role_map_figure(
-            heads_map, title=f"{model}: primary role per head (number: standardised effect)"
+            heads_map, title=f"{model}: primary role per head (number: % of baseline-to-ceiling)"
         ),
         "heatmaps.png": heatmap_figure(headline(df), title=f"{model}: best score per head (red dot: labelled)"),
     }
@@ -536,9 +622,16 @@ def report_sections(
             "Each head labelled `subject_verb` or `anaphora`, on every source and subset (`label`: yes / no "
             "for the label-carrying rows, - for descriptive ones).\n\n" + md_table(source_table(df)),
         ),
+        Section("real-text", "Real text: head vs strongest heuristic", real_text_markdown(df)),
         Section("data", "Data", _data_text(attrs)),
         Section("method", "Method", _method_markdown(df, attrs)),
-        Section("layers", "Where the roles live", md_table(layers.assign(mean_depth=layers["mean_depth"].map(fmt3)))),
+        Section(
+            "layers",
+            "Where the roles live",
+            md_table(layers.assign(mean_depth=layers["mean_depth"].map(fmt3)))
+            + "\n\n"
+            + unlabelled_text(df, layers, attrs.get("alpha", 0.05)),
+        ),
         Section("heatmaps", "Heatmaps", "![heatmaps](heatmaps.png)"),
         Section("labelled", f"Labelled heads ({len(lab)} labels)", md_table(lab)),
         Section("examples", "Example patterns", _example_markdown(examples)),

@@ -17,6 +17,10 @@ __all__ = [
     "MAP_ROLES",
     "SINK_ROLES",
     "IDLE",
+    "SINK_WRITER",
+    "NOOP_IDLE",
+    "IDLE_PRIMARIES",
+    "LABEL_NAMES",
     "MAP_PRIMARY",
     "CEILINGS",
     "SINK_EXCLUDED_ROLES",
@@ -110,12 +114,22 @@ WEIGHTINGS = ("attention", "norm")
 # by weight only is a no-op sink in the map. attention_sink is one of them (Kobayashi et al. 2020's
 # canonical case: [CLS] takes much weight and moves little, MiniLM L2H1 0.441 by weight, 0.037 by norm)
 NORM_LABEL_ROLES = ("attention_sink", "delimiter", "punctuation", "sep_eos")
-MAP_ROLES = (*ROLES, "noop_sink")  # the labels' names: noop_sink = a boundary label by weight only
 # the sink layer of the map: never a head's primary role (what it does when it is not idling); a
-# head whose only roles are these is IDLE
+# head whose only roles are these idles: a SINK_WRITER where its attention_sink label is norm-confirmed
+# (it writes what it reads from the sink), a NOOP_IDLE where its sink labels are by weight only
+# (noop_sink: it moves nothing from there), IDLE where the table has no norm rows to tell the two apart
 SINK_ROLES = ("attention_sink", "noop_sink")
+SINK_WRITER = "sink writer"
+NOOP_IDLE = "no-op sink"
 IDLE = "idle (sink)"
-MAP_PRIMARY = (*MAP_ROLES, IDLE, "unclassified")  # the map's primary roles, in legend order
+IDLE_PRIMARIES = (SINK_WRITER, NOOP_IDLE, IDLE)
+# the names labels are shown under (``label_name``), in role order: a role read both ways has one
+# name per reading ("subject_verb (retrospective)", "subject_verb (predictive)"), ioi its predictive one
+_ROLE_READINGS = {r: ("predictive",) if r == "ioi" else READINGS for r in READING_ROLES}
+LABEL_NAMES = tuple(n for r in ROLES for n in ([f"{r} ({x})" for x in _ROLE_READINGS.get(r, ())] or [r]))
+MAP_ROLES = (*LABEL_NAMES, "noop_sink")  # the labels' names: noop_sink = a boundary label by weight only
+# the map's primary roles, in legend order: every label name but the sink layer's, then the idle kinds
+MAP_PRIMARY = (*(n for n in MAP_ROLES if n not in SINK_ROLES), *IDLE_PRIMARIES, "unclassified")
 SET_ROLES = ("attention_sink", "sep_eos", "punctuation", "delimiter")
 # set roles scored on the sink-excluded row, renormalised (the sink position is neither a key nor a
 # row of theirs): a delimiter head attends to delimiters when it is not attending to the sink

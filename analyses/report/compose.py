@@ -100,10 +100,14 @@ def write_comparison(dfs: Mapping[str, pd.DataFrame] | Sequence[pd.DataFrame], o
     per = {name: role_layers(df).set_index("role") for name, df in dfs.items()}
     names = list(per)
     rows = []
-    roles = [r for r in MAP_ROLES if all(r in t.index for t in per.values())]
+    # every label name some model measured (a causal model's predictive readings: an encoder has none)
+    roles = [r for r in MAP_ROLES if any(r in t.index for t in per.values())]
     for role in roles:
         row = {"role": role}
         for name in names:
+            if role not in per[name].index:
+                row.update({f"{name} heads": "not measured", f"{name} depth": "-", f"{name} layers": "-"})
+                continue
             r = per[name].loc[role]
             row[f"{name} heads"] = int(r["heads"])
             row[f"{name} depth"] = fmt(r["mean_depth"], 2, fixed=True)
@@ -112,8 +116,9 @@ def write_comparison(dfs: Mapping[str, pd.DataFrame] | Sequence[pd.DataFrame], o
     table = pd.DataFrame(rows)
     lines = [
         "# Where head roles live: " + " vs ".join(names) + "\n",
-        "Labelled heads per role (Holm-controlled labels, see each model's report), the layers they sit "
-        "in (`3x2`: two heads in layer 3) and their mean relative depth (0 = first layer, 1 = last).\n",
+        "Labelled heads per role (Holm-controlled labels, see each model's report; a relation in each of "
+        "its readings), the layers they sit in (`3x2`: two heads in layer 3) and their mean relative depth "
+        "(0 = first layer, 1 = last); `not measured`: the model's run has no such rows.\n",
         md_table(table),
     ]
     for name, df in dfs.items():

@@ -80,17 +80,11 @@ def _p3(x):
 
 
 def role_colours(roles: Sequence[str]) -> dict[str, str]:
-    """The role map's colours (``role_map_figure``: tab20 in role order, unclassified light grey)."""
-    from matplotlib import colormaps
-    from matplotlib.colors import to_hex
+    """The role map's colours (``analyses.heads.figures.role_colours``: tab20 in role order, the idle
+    kinds and unclassified in fixed greys): the figure's, the page's and the explorer's."""
+    from analyses.heads.figures import role_colours as colours
 
-    from analyses.heads.roles import IDLE
-
-    cmap = colormaps["tab20"]
-    out = {r: to_hex(cmap(i % 20)) for i, r in enumerate(roles)}
-    out[IDLE] = "#c9c9c9"  # a head that only idles on the sink: grey, darker than unclassified
-    out["unclassified"] = "#ededed"
-    return out
+    return colours(roles)
 
 
 def _verdicts(validation: pd.DataFrame | None) -> dict[str, list[dict]]:
@@ -143,9 +137,9 @@ def _score_rows(df: pd.DataFrame) -> pd.DataFrame:
         rows.append(strata.assign(_w="stratum"))
     scores = pd.concat(rows, ignore_index=True)
     scores["label"] = [t in own for t in map(tuple, scores[key].itertuples(index=False))]
-    lab = labelled_roles(df) if "family" in df else df[df["label"].astype(bool)]
+    lab = labelled_roles(df)
     orig = lab.assign(role=df.loc[lab.index, "role"].to_numpy())  # labelled_roles renames, keeps the index
-    mapped = dict(zip(map(tuple, orig[key].itertuples(index=False)), lab["role"]))
+    mapped = dict(zip(map(tuple, orig[key].itertuples(index=False)), lab["name"]))
     scores["map_role"] = [mapped.get(t) for t in map(tuple, scores[key].itertuples(index=False))]
     where = " [" + scores["source"].astype(str) + " / " + scores["subset"].astype(str) + "]"
     scores["role"] = np.where(scores["_w"] == "norm", scores["role"] + " (norm)", scores["role"])
@@ -164,11 +158,12 @@ def _score_record(s) -> dict:
 
 
 def _role_grids(df: pd.DataFrame, L: int, H: int) -> dict[str, list[list[float | None]]]:
-    """Per role: the [layer][head] best headline score (3 decimals), what the colour choice shows."""
+    """Per label name (a relation's readings apart: "subject_verb (predictive)"): the [layer][head]
+    best headline score (3 decimals), what the colour choice shows."""
     from analyses.heads.labels import headline
 
     grids = {}
-    for role, g in headline(df).groupby("role", sort=False):
+    for role, g in headline(df).groupby("name", sort=False):
         best = g.groupby(["layer", "head"])["score"].max()
         grid = [[None] * H for _ in range(L)]
         for (l, h), v in best.items():
@@ -306,36 +301,43 @@ def _sink_note(rec: dict) -> str:
 def label_counts(df: pd.DataFrame) -> tuple[int, int]:
     """(labels, head-roles): the rows of the labelled heads table (one per role, direction and
     source that carries a label, the map's role names) and the distinct (layer, head, role) among
-    them. The one count the page and index.html both state."""
+    them (a relation's two readings are two head-roles). The one count the page and index.html both
+    state."""
     from analyses.heads.labels import labelled_roles
 
-    lab = labelled_roles(df) if "family" in df else df[df["label"].astype(bool)]
-    return len(lab), len(lab.drop_duplicates(["layer", "head", "role"]))
+    lab = labelled_roles(df)
+    return len(lab), len(lab.drop_duplicates(["layer", "head", "name"]))
 
 
 def _labelled_rows(df: pd.DataFrame, validation: pd.DataFrame | None) -> pd.DataFrame:
-    """One row per label (the map's role names: a boundary head by weight only is ``noop_sink``)
-    with its validation verdict ("not tested" when the validation has no row for it)."""
-    from analyses.heads.labels import labelled_roles
+    """One row per label under the map's names (the reading named: "subject_verb (predictive)"; a
+    boundary head by weight only is ``noop_sink``) with its real-text support and its validation
+    verdict ("not tested" when the validation has no row for it). A validation without a
+    ``reading`` column (written before labels v4) tested the retrospective labels."""
+    from analyses.heads.labels import labelled_roles, readings
     from analyses.heads.roles import MAP_ROLES
+    from analyses.heads.summaries import real_text
 
-    lab = labelled_roles(df) if "family" in df else df[df["label"]].copy()
-    lab = lab.copy()
-    lab["role"] = pd.Categorical(lab["role"], MAP_ROLES, ordered=True)
-    lab = lab.sort_values(["role", "layer", "head", "score"], ascending=[True, True, True, False])
-    lab["role"] = lab["role"].astype(str)
+    lab = labelled_roles(df)
+    lab = lab.assign(real_text=real_text(lab), probe_role=df.loc[lab.index, "role"].to_numpy())
+    lab["name"] = pd.Categorical(lab["name"], MAP_ROLES, ordered=True)
+    lab = lab.sort_values(["name", "layer", "head", "score"], ascending=[True, True, True, False])
+    lab["role"] = lab["name"].astype(str)
     verdict = {}
     if validation is not None and not validation.empty:
-        verdict = {(int(r.layer), int(r.head), str(r.role)): str(r.verdict) for r in validation.itertuples()}
+        v = validation if "direction" in validation else validation.assign(direction="")
+        verdict = {
+            (int(r.layer), int(r.head), str(r.role), x): str(r.verdict) for r, x in zip(v.itertuples(), readings(v))
+        }
     lab["verdict"] = [
-        verdict.get((int(l), int(h), r), "not tested" if verdict else "not run")
-        for l, h, r in zip(lab["layer"], lab["head"], lab["role"])
+        verdict.get((int(l), int(h), r, x), "not tested" if verdict else "not run")
+        for l, h, r, x in zip(lab["layer"], lab["head"], lab["probe_role"], lab["reading"])
     ]
     return lab.reset_index(drop=True)
 
 
 HEADS_COLUMNS = ("layer", "head", "role", "direction", "source", "metric", "score", "95% CI", "baseline", "null")
-HEADS_COLUMNS += ("p (Holm)", "n", "verdict")
+HEADS_COLUMNS += ("p (Holm)", "n", "real text", "verdict")
 
 
 def _heads_table_view(lab: pd.DataFrame, uid: str) -> dict:
@@ -364,6 +366,7 @@ def _heads_table_view(lab: pd.DataFrame, uid: str) -> dict:
             (f3(r.null_score), sort(r.null_score)),
             (f"{r.p_adjusted:.1e}", sort(r.p_adjusted)),
             (r.n, sort(r.n)),
+            (r.real_text, None),
             (r.verdict, None),
         ]
         rows.append({"role": r.role, "layer": int(r.layer), "verdict": r.verdict, "cells": cells})
@@ -503,20 +506,29 @@ def render_page(
     )
 
 
+# columns a heads.csv may lack: written before labels v4 (``reading``: derived, a relation row is
+# retrospective; ``real_text``: "-", not known)
+OPTIONAL_COLUMNS = ("reading", "real_text")
+
+
 def read_heads(path: Path) -> pd.DataFrame:
-    """A heads.csv as the probe wrote it: empty text cells stay empty strings, not NaN. An older
-    schema (columns missing) is refused with the missing names and the command that writes a
-    current one."""
+    """A heads.csv as the probe wrote it: empty text cells stay empty strings, not NaN; a table without
+    the ``reading`` column (labels v4) gets it (``roles.with_reading``: relation rows retrospective).
+    An older schema (other columns missing) is refused with the missing names and the command that
+    writes a current one."""
+    from analyses.heads.labels import readings
+
     df = pd.read_csv(path)
-    missing = [c for c in COLUMNS if c not in df]  # what write_csv writes
+    missing = [c for c in COLUMNS if c not in df and c not in OPTIONAL_COLUMNS]  # what write_csv writes
     if missing:
         raise ValueError(
             f"{path} lacks the columns {missing} (an older version of the probe wrote it); "
             f"rerun `interp probe --out {Path(path).parent}` to write a current heads.csv"
         )
-    for col in ("family", "specials", "source", "subset", "weighting", "baseline_kind", "direction"):
+    for col in ("family", "specials", "source", "subset", "weighting", "baseline_kind", "direction", "real_text"):
         if col in df:
             df[col] = df[col].fillna("").astype(str)
+    df["reading"] = readings(df)
     return df
 
 

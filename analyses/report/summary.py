@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses.heads.labels import has_norm_rows, labelled_roles, role_map
-from analyses.heads.roles import LINGUISTIC_ROLES
-from analyses.heads.summaries import detectable_effect
+from analyses.heads.labels import has_norm_rows, label_names, labelled_roles, role_map
+from analyses.heads.report import no_label_line, real_text_markdown
+from analyses.heads.roles import LABEL_NAMES, LINGUISTIC_ROLES
+from analyses.heads.summaries import detectable_effect, real_text
 from analyses.invariance.report import invariance_section
 from analyses.report.compose import write_comparison
 from analyses.report.page import label_counts, page_from_folder, read_heads, render_index
@@ -78,17 +79,47 @@ def _counts(df: pd.DataFrame) -> str:
     return f"{n_labels} labels on {n_head_roles} head-roles over {n_heads} heads"
 
 
+def _relation_lines(df: pd.DataFrame) -> list[str]:
+    """Per linguistic role and reading the table measures ("subject_verb (predictive)"): its labelled
+    heads with their rows and real-text support, or, with none, the bounded negative of the power
+    figure (``no_label_bound``: "no head above baseline + d at 80% power")."""
+    lines = []
+    lab = labelled_roles(df)
+    lab = lab.assign(real_text=real_text(lab))
+    names = set(label_names(df[df["role"].isin(LINGUISTIC_ROLES)]))
+    for name in [n for n in LABEL_NAMES if n in names]:
+        got = lab[lab["name"] == name]
+        if got.empty:
+            lines.append(no_label_line(df, name, float(df.attrs.get("alpha", 0.05))))
+            continue
+        shown = []
+        for (layer, head), g in got.groupby(["layer", "head"], sort=True):
+            where = "; ".join(
+                f"{r.direction}, {r.source}/{r.subset}: {r.score:.2f} vs {r.baseline:.2f} (n={r.n}), real text: "
+                f"{r.real_text}"
+                for r in g.itertuples()
+            )
+            shown.append(f"L{layer}H{head} ({where})")
+        lines.append(f"- `{name}`: " + ", ".join(shown) + ".")
+    return lines
+
+
 def _maps_section(heads: dict[str, pd.DataFrame], dirs: list[Path]) -> str:
     """Per model: the role map (its figure, the count of heads per primary role), the labelled
-    word-relation heads with their scores per source, and the smallest effect the run could label."""
+    word-relation heads in each reading with their scores per source and real-text support (or the
+    bounded negative where a reading has none), each real source's best head against the strongest
+    heuristic, and the smallest effect the run could label."""
     lines = [
         "## The maps: every head's primary role",
         "",
         "Each head's labelled roles other than the sink ranked by the ceiling-normalised effect "
         "(score - baseline) / (ceiling - baseline); the primary role is the first (see each report's "
-        "map for the secondary roles and the sink layer). `idle (sink)`: a head whose only labels are "
-        "`attention_sink` or `noop_sink` (a boundary or sink head by attention weight only, which "
-        "moves almost nothing from there).",
+        "map for the secondary roles and the sink layer). A relation names its reading: retrospective on "
+        "the query word's own row, predictive on the row of the token before it (where a causal model "
+        "predicts it). A head whose only labels are the sink's is a `sink writer` (its `attention_sink` "
+        "label is confirmed by the norm lens: it writes from the sink), a `no-op sink` (by attention "
+        "weight only: `noop_sink`, it moves almost nothing from there) or, without norm-lens rows, "
+        "`idle (sink)`.",
         "",
     ]
     for d in dirs:
@@ -99,21 +130,9 @@ def _maps_section(heads: dict[str, pd.DataFrame], dirs: list[Path]) -> str:
         if (d / "role_map.png").is_file():  # only what exists: a folder may hold heads.csv alone
             lines += [f"![{d.name} role map]({d.name}/role_map.png)", ""]
         lines += ["Primary roles: " + ", ".join(f"{r} {n}" for r, n in counts.items()) + ".", ""]
-        for role in LINGUISTIC_ROLES:
-            lab = df[df["label"] & (df["role"] == role)]
-            if lab.empty:
-                lines.append(f"- `{role}`: no labelled head.")
-                continue
-            shown = []
-            for (layer, head), g in lab.groupby(["layer", "head"], sort=True):
-                where = "; ".join(
-                    f"{r.direction}, {r.source}/{r.subset}: {r.score:.2f} vs {r.baseline:.2f} (n={r.n})"
-                    for r in g.itertuples()
-                )
-                shown.append(f"L{layer}H{head} ({where})")
-            lines.append(f"- `{role}`: " + ", ".join(shown) + ".")
+        lines += _relation_lines(df)
         power = detectable_effect(df)
-        power = power[power["role"].isin(LINGUISTIC_ROLES)]
+        power = power[power["role"].isin(LINGUISTIC_ROLES)] if len(power) else power
         if len(power):
             lines.append(
                 "- Smallest effect over baseline this run labels with 80% probability: "
@@ -123,7 +142,7 @@ def _maps_section(heads: dict[str, pd.DataFrame], dirs: list[Path]) -> str:
                 )
                 + "."
             )
-        lines.append("")
+        lines += ["", "Real text, head vs strongest heuristic:", "", real_text_markdown(df), ""]
     return "\n".join(lines)
 
 

@@ -186,12 +186,12 @@
     box.appendChild(el("p", "Primary role: " + r.primary + (r.secondary.length ? "; also " + r.secondary.join(", ") : "")));
     const t = el("table", null, "evidence");
     const hr = el("tr");
-    for (const c of ["role", "direction", "weighting", "source", "subset", "metric", "score", "baseline", "p (adjusted)", "n"]) hr.appendChild(el("th", c));
+    for (const c of ["role", "direction", "weighting", "source", "subset", "metric", "score", "baseline", "p (adjusted)", "n", "real text"]) hr.appendChild(el("th", c));
     t.appendChild(hr);
     for (const e of r.evidence) {
       const tr = el("tr");
       for (const v of [e.role, e.direction, e.weighting, e.source, e.subset, e.metric, fmt(e.score), fmt(e.baseline),
-        pValue(e.p_adjusted), e.n]) tr.appendChild(el("td", v));
+        pValue(e.p_adjusted), e.n, e.real_text]) tr.appendChild(el("td", v));
       t.appendChild(tr);
     }
     box.appendChild(t);

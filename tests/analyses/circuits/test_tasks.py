@@ -69,3 +69,28 @@ def test_unknown_task_lists_the_known_ones(model):
         check_task("bogus")
     with pytest.raises(ValueError, match="known tasks"):
         circuit_task(model, "bogus", generator=_generator(2))
+
+
+def test_role_labels_take_the_predictive_reading_for_a_causal_model():
+    """Issue 35: a task's role heads from a heads table with both readings: the predictive one for a
+    causal model (where the task's logit difference is read), the retrospective one for an encoder or
+    when asked; an old table (no reading column) is retrospective; the choice is in ``attrs``."""
+    from analyses.circuits.run import role_labels
+    from tests.analyses.heads.planted_tables import planted_heads
+
+    df = planted_heads()
+    got = role_labels(df, "subject_verb")
+    assert got.attrs["reading"] == "predictive" and set(got["reading"]) == {"predictive"}
+    assert set(zip(got.loc[got["label"], "layer"], got.loc[got["label"], "head"])) == {(0, 0), (1, 1)}
+    enc = role_labels(df, "subject_verb", causal=False)
+    assert enc.attrs["reading"] == "retrospective"
+    assert set(zip(enc.loc[enc["label"], "layer"], enc.loc[enc["label"], "head"])) == {(1, 1)}
+    assert role_labels(df, "subject_verb", reading="retrospective").equals(enc)
+    old = role_labels(planted_heads(old=True), "subject_verb")
+    assert old.attrs["reading"] == "retrospective" and set(old["reading"]) == {"retrospective"}
+    ioi = role_labels(df, "ioi")  # the probe's ioi heads join the task's duplicate-token and induction heads
+    assert set(ioi.loc[ioi["label"], "role"]) == {"ioi"} and ioi.attrs["reading"] == "predictive"
+    induction = role_labels(df.assign(role=df["role"].replace({"previous_token": "induction"})), "induction")
+    assert induction.attrs["reading"] == "-"
+    with pytest.raises(ValueError, match="reading must be one of"):
+        role_labels(df, "subject_verb", reading="both")

@@ -689,3 +689,23 @@ def test_cli_bad_flags_are_one_line_errors_before_the_model_loads(capsys):
     assert capsys.readouterr().err == "interp explore: --max-tokens must be a positive integer, got 0\n"
     assert main(["explore", "--port", "70000"]) == 2
     assert "--port must be in 0..65535" in capsys.readouterr().err
+
+
+def test_role_map_names_the_reading_and_the_real_text():
+    """Issue 35: the explorer's role map names a relation's reading (primary, secondary and evidence)
+    and carries each label's real-text support; an old heads.csv reads as retrospective."""
+    from analyses.explore.session import _colours, _head_roles
+    from tests.analyses.heads.planted_tables import planted_heads
+
+    roles = _head_roles(planted_heads(), 2, 3)
+    both = roles["1.1"]
+    assert both["primary"] == "subject_verb (retrospective)" and both["secondary"] == ["subject_verb (predictive)"]
+    ev = {e["direction"]: e for e in both["evidence"]}
+    assert ev["pre-verb->subject"]["role"] == "subject_verb (predictive)"
+    assert ev["pre-verb->subject"]["reading"] == "predictive"
+    assert ev["verb->subject"]["real_text"] == "supported (spacy-silver)"
+    assert roles["0.0"]["evidence"][0]["real_text"] == "templates only"
+    assert (roles["0.1"]["primary"], roles["0.2"]["primary"]) == ("sink writer", "no-op sink")
+    assert {"sink writer", "no-op sink", "subject_verb (predictive)"} <= set(_colours())
+    old = _head_roles(planted_heads(old=True), 2, 3)
+    assert old["1.1"]["primary"] == "subject_verb (retrospective)" and old["1.1"]["evidence"][0]["real_text"] == "-"

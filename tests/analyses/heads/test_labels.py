@@ -177,7 +177,7 @@ def test_role_map_gives_each_planted_head_its_role():
         m, planted_items(160, seed=1), n_repeat=60, seed=0, n_boot=50, null_model=False, weighting=("attention",)
     )
     rmap = heads.role_map(df).set_index("head")
-    assert rmap.loc[2, "primary"] == "subject_verb"
+    assert rmap.loc[2, "primary"] == "subject_verb (retrospective)"  # an encoder: the verb's own row
     assert rmap.loc[3, "primary"] == "broad"
     assert rmap.loc[0, "primary"] in ("previous_token", "local")
     assert rmap.loc[1, "primary"] in ("delimiter", "punctuation", "sep_eos")
@@ -201,3 +201,66 @@ def test_rhyme_labels_are_tested_where_the_partner_is_not_the_previous_line_end(
     assert control and not any(t.carries_label for t in control)  # the control set never labels
     label_test = next(t for t in tests if t.carries_label)
     assert label_test.candidate_baseline == 0.0  # the previous line's end is never the partner there
+
+
+def test_the_map_names_each_reading_and_splits_the_idle_sink_heads():
+    """Labels v4 (issue 35): a relation's two readings are two roles on the map, named by
+    ``label_name``; a sink-only head is a sink writer (norm-confirmed) or a no-op sink (weight only)."""
+    from tests.analyses.heads.planted_tables import planted_heads
+
+    rmap = heads.role_map(planted_heads()).set_index(["layer", "head"])
+    assert rmap.loc[(0, 0), "primary"] == "subject_verb (predictive)"  # the pre-verb row only
+    assert rmap.loc[(1, 1), "primary"] == "subject_verb (retrospective)"  # both, the verb's row stronger
+    assert rmap.loc[(1, 1), "secondary"] == "subject_verb (predictive)"
+    assert rmap.loc[(1, 0), "primary"] == "ioi (predictive)"
+    assert rmap.loc[(0, 1), "primary"] == heads.SINK_WRITER and rmap.loc[(0, 1), "sink"] == "attention_sink"
+    assert rmap.loc[(0, 2), "primary"] == heads.NOOP_IDLE and rmap.loc[(0, 2), "sink"] == "noop_sink"
+    assert rmap.loc[(1, 2), "primary"] == "unclassified"
+    assert set(rmap["primary"].cat.categories) == set(heads.MAP_PRIMARY)
+    lab = heads.labelled_roles(planted_heads())
+    got = sorted(lab.loc[lab["head"] == 1, "name"])  # L0H1's sink label, L1H1's two readings
+    assert got == ["attention_sink", "subject_verb (predictive)", "subject_verb (retrospective)"]
+    assert list(lab.loc[lab["head"] == 2, "name"]) == ["noop_sink"]
+
+
+def test_an_old_heads_csv_without_reading_reads_as_retrospective(tmp_path):
+    from analyses.report.page import read_heads
+    from tests.analyses.heads.planted_tables import planted_heads
+
+    old = planted_heads(old=True)
+    assert "reading" not in old and "real_text" not in old
+    old.to_csv(tmp_path / "heads.csv", index=False)
+    back = read_heads(tmp_path / "heads.csv")  # the page, the summary and the explorer read it so
+    sv = back[back["role"] == "subject_verb"]
+    assert (sv["reading"] == "retrospective").all() and (back.loc[back["role"] == "local", "reading"] == "-").all()
+    rmap = heads.role_map(back).set_index(["layer", "head"])
+    assert rmap.loc[(1, 1), "primary"] == "subject_verb (retrospective)" and rmap.loc[(1, 1), "secondary"] == ""
+    assert (heads.real_text(heads.labelled_roles(back)) == "-").all()  # not known before labels v4
+    # a hand-made table whose reading cells are empty gets them derived too
+    blank = planted_heads().assign(reading="")
+    assert set(heads.readings(blank[blank["direction"] == "pre-verb->subject"])) == {"predictive"}
+
+
+def test_head_vs_strongest_heuristic_per_reading_and_source():
+    from tests.analyses.heads.planted_tables import GATE_SUBSET, planted_heads
+
+    t = summaries.heuristic_table(planted_heads()).set_index("reading")
+    assert list(t["source"]) == ["spacy-silver"] * 2 and (t["subset"] == GATE_SUBSET).all()
+    assert (t.loc["retrospective", "layer"], t.loc["retrospective", "head"]) == (1, 1)
+    assert t.loc["retrospective", "heuristic"] == "nearest noun or pronoun" and t.loc["retrospective", "beats"]
+    # the best predictive head (L1H1, 0.70) does not clear the heuristic's 0.86 there
+    assert (t.loc["predictive", "head"], t.loc["predictive", "score"]) == (1, 0.70) and not t.loc["predictive", "beats"]
+    assert t.loc["predictive", "heuristic_accuracy"] == 0.86 and t.loc["predictive", "n"] == 48
+
+
+def test_a_role_without_a_label_is_a_bounded_negative():
+    from tests.analyses.heads.planted_tables import planted_heads
+
+    df = planted_heads()
+    d = summaries.detectable_effect(df).set_index(["role", "reading"]).loc[("anaphora", "retrospective")]
+    text = summaries.no_label_bound(df, "anaphora", "retrospective")
+    bound = f"+ {d['detectable_effect']:.3f} on generated (pronoun->antecedent, n=200)"
+    assert text == f"no head above baseline {bound} at 80% power" and 0.05 < d["detectable_effect"] < 0.5
+    # each reading's family is its own: the predictive rows' m is theirs, not the retrospective family's
+    p = summaries.detectable_effect(df).set_index(["role", "reading"]).loc[("subject_verb", "predictive")]
+    assert p["family_size"] == int((df["family"] == "subject_verb@predictive").sum())

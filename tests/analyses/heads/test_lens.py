@@ -46,7 +46,7 @@ def test_a_head_that_moves_nothing_from_its_delimiter_is_a_noop_sink():
     # the map calls it what it is (the previous-token head, whose values are not zero, keeps its role);
     # a no-op sink is the map's sink layer, not a primary role: the head does nothing else, so it idles
     rmap = heads.role_map(df).set_index("head")
-    assert rmap.loc[1, "primary"] == "idle (sink)" and rmap.loc[1, "sink"] == "noop_sink"
+    assert rmap.loc[1, "primary"] == "no-op sink" and rmap.loc[1, "sink"] == "noop_sink"
     assert rmap.loc[0, "primary"] in ("previous_token", "local")
     # norm rows other than the boundary roles' are descriptive
     other = df[(df["weighting"] == "norm") & ~df["role"].isin(heads.NORM_LABEL_ROLES)]

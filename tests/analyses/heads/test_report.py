@@ -62,7 +62,7 @@ def test_md_lists_labels(probed, written):
     assert len(re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", md)) == 4  # role map, heatmaps, two examples
     n_labels = int(df.label.sum())
     assert f"Labelled heads ({n_labels} labels)" in md
-    assert "| 0 | 2 | subject_verb | verb->subject |" in md  # the planted subject-verb head
+    assert "| 0 | 2 | subject_verb (retrospective) | verb->subject |" in md  # the planted head, its reading named
     assert "Holm" in md
     # the example: the row of 'sleeps' puts its weight on 'cat' in the planted head
     ex = examples[0]
@@ -99,19 +99,18 @@ def test_comparison_counts_the_planted_heads(probed, tmp_path):
     rows = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if len(cells) == len(cols) and cells[0] in heads.ROLES:
+        if len(cells) == len(cols) and cells[0] in heads.LABEL_NAMES:
             rows[cells[0]] = dict(zip(cols, cells))
-    planted = {
-        "bidirectional": ("previous_token", "subject_verb", "delimiter"),
-        "causal": ("previous_token", "subject_verb"),
-    }
+    sv = "subject_verb (retrospective)"  # the planted head reads from the verb's own row
+    planted = {"bidirectional": ("previous_token", sv, "delimiter"), "causal": ("previous_token", sv)}
     for model, roles in planted.items():
         for role in roles:
             assert rows[role][f"{model} heads"] == "1", (role, model, rows[role])
             assert rows[role][f"{model} layers"] == "0", (role, model, rows[role])
             assert rows[role][f"{model} depth"] == "0.00", (role, model, rows[role])
     for model in ("bidirectional", "causal"):
-        assert rows["anaphora"][f"{model} heads"] == "0" and rows["anaphora"][f"{model} layers"] == "-"
+        ana = rows["anaphora (retrospective)"]
+        assert ana[f"{model} heads"] == "0" and ana[f"{model} layers"] == "-"
     assert rows["delimiter"]["causal heads"] == "0"
 
 
@@ -168,3 +167,56 @@ def test_report_has_a_layer_type_section_only_for_mixed_layers(probed):
         sections["layer-types"].markdown
     )
     assert "Fisher p" in sections["layer-types"].markdown
+
+
+def test_report_names_both_readings_real_text_and_the_heuristic_table():
+    """Issue 35: the labelled heads table and the map name the reading; "templates only" is shown
+    beside a label without real-text support; the head-vs-heuristic table is per reading and source;
+    MiniLM-style missing labels read as a bounded negative."""
+    from tests.analyses.heads.planted_tables import planted_heads
+
+    df = planted_heads()
+    sections = {s.id: s.markdown for s in report.report_sections(df)}
+    lab = sections["labelled"]
+    row = next(line for line in lab.splitlines() if line.startswith("| 0 | 0 | subject_verb (predictive) |"))
+    assert row.rstrip(" |").endswith("templates only")
+    assert "| 1 | 1 | subject_verb (retrospective) | verb->subject |" in lab and "supported (spacy-silver)" in lab
+    assert "| 1 | 0 | ioi (predictive) | final->indirect_object |" in lab
+    the_map = sections["map-detail"]
+    for name in ("subject_verb (predictive)", "subject_verb (retrospective)", "ioi (predictive)", "sink writer"):
+        assert f"| {name} |" in the_map, name
+    assert "no-op sink 1" in the_map and "sink writer 1" in the_map  # the primary-role counts
+    real = sections["real-text"]
+    assert "| subject_verb | retrospective | spacy-silver / attractor, distance 3+ | L1H1 | 0.950 |" in real
+    pred = next(line for line in real.splitlines() if "| predictive |" in line)
+    assert "| nearest noun or pronoun | 0.860 | 48 | no |" in pred
+    assert "`anaphora (retrospective)`: no head above baseline + " in sections["layers"]
+    assert "at 80% power" in sections["layers"]
+    assert "tested over **clusters**" in sections["method"] and "per-sentence test" not in sections["method"]
+
+
+def test_heatmap_has_a_panel_per_reading():
+    from analyses.heads import figures
+    from tests.analyses.heads.planted_tables import planted_heads
+
+    panels = figures._panels(heads.headline(planted_heads()), heads.ROLES)
+    assert ("subject_verb", "retrospective") in panels and ("subject_verb", "predictive") in panels
+    assert ("ioi", "predictive") in panels and ("previous_token", None) in panels
+    old = figures._panels(heads.headline(planted_heads(old=True)), heads.ROLES)
+    assert [p for p in old if p[0] == "subject_verb"] == [("subject_verb", "retrospective")]
+    grid, lab = figures.role_grid(heads.headline(planted_heads()), "subject_verb", reading="predictive")
+    assert lab[0, 0] and lab[1, 1] and not lab[1, 0] and grid[0, 0] == 0.80  # L0H0's pre-verb row
+
+
+def test_the_sink_grid_numbers_are_not_red():
+    """Issue 35: the sink grid's red numbers on dark grey could not be read; seaborn now picks black
+    on light cells and white on dark ones."""
+    import io
+
+    import matplotlib.image as mpimg
+
+    from tests.analyses.heads.planted_tables import planted_heads
+
+    img = mpimg.imread(io.BytesIO(report.role_map_figure(heads.role_map(planted_heads()))))[..., :3]
+    red = (img[..., 0] > 0.6) & (img[..., 1] < 0.35) & (img[..., 2] < 0.35)
+    assert red.sum() == 0

@@ -1,5 +1,6 @@
 """The sink as background (issue 21): every model's sink is a special token at position 0 that the
-relation scorers leave out; a planted sink head gets no relation label and maps to ``idle (sink)``;
+relation scorers leave out; a planted sink head gets no relation label and idles on the map (a
+``sink writer`` where the norm lens confirms its sink label, a ``no-op sink`` where it does not);
 delimiter mass leaves the sink out; attention_sink passes the norm lens only where the sink's value
 has weight; the map ranks roles by ceiling-normalised effect; broad's random-row reference."""
 
@@ -69,10 +70,11 @@ def test_a_planted_sink_head_gets_no_relation_label_and_idles(sink_df):
     assert len(exclude) and (exclude["score"] == 0.0).all()
     assert set(pat.loc[pat["label"], "role"]) == {"attention_sink"}
     rmap = heads.role_map(sink_df).set_index("head")
-    assert rmap.loc[3, "primary"] == heads.IDLE
+    # it attends to the sink and moves nothing from it (its value there is zero): a no-op sink
+    assert rmap.loc[3, "primary"] == heads.NOOP_IDLE == "no-op sink"
     assert rmap.loc[3, "sink_weight"] > 0.99 and rmap.loc[3, "sink_norm"] < 0.05
     # the subject head keeps its role as primary; the sink never outranks it
-    assert rmap.loc[2, "primary"] == "subject_verb"
+    assert rmap.loc[2, "primary"] == "subject_verb (retrospective)"
 
 
 def test_attention_sink_is_norm_checked(sink_df):
@@ -91,7 +93,8 @@ def test_attention_sink_is_norm_checked(sink_df):
     s = df[(df["head"] == 3) & (df["role"] == "attention_sink")].set_index("weighting")
     assert s.loc["norm", "label"] and s.loc["norm", "score"] > 0.9
     rmap = heads.role_map(df).set_index("head")
-    assert rmap.loc[3, "sink"] == "attention_sink" and rmap.loc[3, "primary"] == heads.IDLE
+    # issue 35: a head whose sink label the norm lens confirms writes from the sink: not a no-op
+    assert rmap.loc[3, "sink"] == "attention_sink" and rmap.loc[3, "primary"] == heads.SINK_WRITER == "sink writer"
 
 
 def test_delimiter_leaves_the_sink_out():
@@ -188,6 +191,7 @@ def test_the_map_puts_roles_with_different_ceilings_on_one_scale():
     assert rmap.loc[0, "primary"] == "induction" and rmap.loc[0, "secondary"] == "previous_token"
     assert rmap.loc[0, "relative"] == pytest.approx(0.4 / 0.45)
     assert rmap.loc[0, "sink"] == "attention_sink" and rmap.loc[0, "sink_weight"] == pytest.approx(0.9)
+    # no norm rows in this table: whether head 1 writes from the sink is not known
     assert rmap.loc[1, "primary"] == heads.IDLE and np.isnan(rmap.loc[1, "relative"])
     assert rmap.loc[2, "primary"] == "unclassified" and rmap.loc[2, "sink"] == ""
 

@@ -72,7 +72,7 @@ def test_head_table_round_trips(planted_page):
     assert pooled_sv["p_adjusted_page"].isna().all()  # no p: blank, and no "yes" beside it
     rmap = heads.role_map(df)
     assert [h["primary"] for h in data["heads"]] == list(rmap["primary"].astype(str))
-    assert data["heads"][2]["primary"] == "subject_verb"  # the planted verb -> subject head
+    assert data["heads"][2]["primary"] == "subject_verb (retrospective)"  # the planted verb -> subject head
     assert data["verdicts"]["0,2"][0]["verdict"] == "validated"
     # a label carried by a source or subset row shows that row too, with the p-value that labelled it
     lab = df[df["label"].astype(bool) & ((df["source"] != "all") | (df["subset"] != "all"))]
@@ -122,8 +122,8 @@ def test_page_is_self_contained_and_renders_markdown(planted_page):
     # the labelled heads table: one row per label, the verdict joined to its head and role
     rows = re.findall(r'<tr data-role="([^"]+)" data-layer="(\d+)" data-verdict="([^"]+)"', html)
     assert len(rows) == len(heads.labelled_roles(df))
-    assert ("subject_verb", "0", "validated") in rows
-    assert all(v == "not tested" for r, l, v in rows if r != "subject_verb")
+    assert ("subject_verb (retrospective)", "0", "validated") in rows  # an encoder's label: the verb's row
+    assert all(v == "not tested" for r, l, v in rows if r != "subject_verb (retrospective)")
 
 
 def test_explorer_repr_html_embeds_the_same_data(planted_page):
@@ -273,7 +273,7 @@ def test_every_role_on_the_map_is_explained_on_the_page(planted_page):
     _, _, _, html = planted_page
     data = page.read_page_data(html)
     # the planted head 1 ('.' by weight, nothing by norm) is a noop_sink, so the map says it idles
-    assert "idle (sink)" in data["roles"]
+    assert "no-op sink" in data["roles"]
     for role in [*data["roles"], "unclassified"]:
         assert data["role_text"][role] == report.ROLE_TEXT[role] and len(report.ROLE_TEXT[role]) > 20
         assert f"<code>{role}</code></dt><dd>{report.ROLE_TEXT[role]}" in html.replace("&#39;", "'")
@@ -320,3 +320,81 @@ def test_summary_covers_every_model_folder(tmp_path, monkeypatch):
         assert f'href="{name}/report.html"' in index
         assert f"{name} heads" in summary, name
         assert (out / name / "report.html").exists()
+
+
+def test_page_names_both_readings_and_shows_templates_only(tmp_path):
+    """Issue 35: a planted table with predictive and retrospective labels renders both names in the
+    labelled heads table, on the map (the explorer's primary roles and legend) and in the head detail's
+    label column; "templates only" is visible beside the label it belongs to; the sink split's names are
+    explained on the page. An old heads.csv (no reading, no real_text) renders as retrospective."""
+    from html import unescape
+
+    from tests.analyses.heads.planted_tables import planted_heads
+
+    df = planted_heads()
+    report.write_report(df, tmp_path)
+    html = page.page_from_folder(tmp_path)
+    data = page.read_page_data(html)
+    names = ("subject_verb (predictive)", "subject_verb (retrospective)", "ioi (predictive)")
+    for name in (*names, "sink writer", "no-op sink"):
+        assert name in data["roles"], name
+        assert f"<code>{name}</code></dt><dd>{report.ROLE_TEXT[name]}" in unescape(html), name
+    rows = re.findall(r'<tr data-role="([^"]+)" data-layer="(\d+)" data-verdict="[^"]+">(.*?)</tr>', html)
+    by_role = {(r, int(l)): cells for r, l, cells in rows}
+    assert "<td>templates only</td>" in by_role[("subject_verb (predictive)", 0)]
+    assert "<td>supported (spacy-silver)</td>" in by_role[("subject_verb (retrospective)", 1)]
+    assert "<td>templates only</td>" in by_role[("ioi (predictive)", 1)]
+    head = {(h["layer"], h["head"]): h for h in data["heads"]}
+    assert head[(1, 1)]["primary"] == "subject_verb (retrospective)"
+    assert head[(1, 1)]["secondary"] == "subject_verb (predictive)"
+    labels = {s["direction"]: s["map_role"] for s in head[(1, 1)]["scores"] if s["label"]}
+    assert labels == {"verb->subject": "subject_verb (retrospective)", "pre-verb->subject": "subject_verb (predictive)"}
+    assert {"subject_verb (predictive)", "subject_verb (retrospective)"} <= set(data["role_scores"])
+    assert "Real text: head vs strongest heuristic" in html
+    # the same table from before labels v4: read (not refused), every relation label retrospective
+    old = tmp_path / "old"
+    old.mkdir()
+    planted_heads(old=True).to_csv(old / "heads.csv", index=False)
+    data = page.read_page_data(page.page_from_folder(old))
+    assert {h["primary"] for h in data["heads"]} >= {"subject_verb (retrospective)", "sink writer", "no-op sink"}
+    assert not {"subject_verb (predictive)", "ioi (predictive)"} & set(data["roles"])
+
+
+def test_verdicts_join_by_reading():
+    """A validation without a reading column tested the retrospective labels; one with it joins by it."""
+    from tests.analyses.heads.planted_tables import planted_heads
+
+    v4 = planted_heads()
+    old_val = pd.DataFrame({"layer": [1], "head": [1], "role": ["subject_verb"], "verdict": ["validated"]})
+    lab = page._labelled_rows(v4, old_val).set_index(["layer", "head", "role"])["verdict"]
+    assert lab[(1, 1, "subject_verb (retrospective)")] == "validated"
+    assert lab[(1, 1, "subject_verb (predictive)")] == "not tested"
+    new_val = old_val.assign(reading="predictive")
+    lab = page._labelled_rows(v4, new_val).set_index(["layer", "head", "role"])["verdict"]
+    assert lab[(1, 1, "subject_verb (predictive)")] == "validated"
+    assert lab[(1, 1, "subject_verb (retrospective)")] == "not tested"
+
+
+def test_summary_names_readings_real_text_and_bounded_negatives(tmp_path):
+    """summary.md: each relation in each reading with its heads and real-text support; a reading
+    without a label as a bounded negative (issue 35: "no head above baseline + d at 80% power")."""
+    from analyses.cli import main
+    from analyses.heads import summaries
+    from tests.analyses.heads.planted_tables import planted_heads
+
+    out = tmp_path / "out"
+    report.write_csv(planted_heads(), out / "planted" / "heads.csv")
+    assert main(["summary", "--out", str(out)]) == 0
+    text = (out / "summary.md").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("- `subject_verb (predictive)`: "))
+    assert "L0H0 (pre-verb->subject, generated/all: 0.80 vs 0.30 (n=200), real text: templates only)" in line
+    assert "L1H1 (pre-verb->subject" in line
+    retro = "L1H1 (verb->subject, generated/all: 0.95 vs 0.30 (n=200), real text: supported (spacy-silver))."
+    assert f"- `subject_verb (retrospective)`: {retro}" in text
+    assert "- `ioi (predictive)`: L1H0 (final->indirect_object" in text
+    read_back = page.read_heads(out / "planted" / "heads.csv")
+    bound = summaries.no_label_bound(read_back, "anaphora", "retrospective")
+    assert bound.startswith("no head above baseline + ") and f"- `anaphora (retrospective)`: {bound}." in text
+    assert "no labelled head" not in text
+    assert "| subject_verb | predictive | spacy-silver / attractor, distance 3+ | L1H1 | 0.700 |" in text
+    assert "Primary roles: " in text and "sink writer 1" in text and "no-op sink 1" in text
