@@ -91,5 +91,5 @@ def planted_heads(old: bool = False) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     df["model"] = "planted-v4"
     df.attrs.update(model="planted-v4", causal=True, alpha=0.05)
-    cols = [c for c in COLUMNS if not (old and c == "reading")] + ([] if old else ["real_text"])
+    cols = [c for c in COLUMNS if not (old and c in ("reading", "real_text"))]
     return df[cols]
