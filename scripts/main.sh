@@ -33,9 +33,11 @@ step() {  # step NAME BUDGET_SECONDS COMMAND...
 # its baseline is labelled with >= 80% probability (the power table of each report says so).
 # "pairs": generated minimal pairs (pronoun gender, attractor number swapped, the rest unchanged):
 # a subject-verb or anaphora label needs the head's argmax to move with the cue (docs/head-roles.md).
+# "clauses": generated subject-verb families whose first noun outside a prepositional phrase is not the
+# subject (complement, relative-clause verb, coordinated and fronted clauses; --n items over the four).
 # "ioi" (SmolLM2 only: an encoder refuses it): the IOI contrastive pairs' clean prompts with the answer
 # appended, read predictively (the final token -> the indirect object; docs/head-roles.md "Two readings").
-SOURCES=generated,pairs,winobias,spacy,xsum,sonnets
+SOURCES=generated,clauses,pairs,winobias,spacy,xsum,sonnets
 for model in minilm smollm2; do
   sources=$SOURCES
   if [ "$model" = minilm ]; then

@@ -33,7 +33,7 @@ __all__ = ["SOURCES", "load_dataset", "load_items", "describe", "parse_sources",
 
 # relation -> the sources that provide it ("conllu:<path>" for subject_verb takes any path)
 SOURCES = {
-    "subject_verb": ("generated", "pairs", "spacy", "conllu:<path>", "text:<path>"),
+    "subject_verb": ("generated", "clauses", "pairs", "spacy", "conllu:<path>", "text:<path>"),
     "anaphora": ("generated", "pairs", "winobias"),
     "delimiter": ("generated", "xsum"),
     "rhyme": ("sonnets",),
@@ -115,8 +115,10 @@ def load_dataset(
     Sources that provide other relations are skipped, so one tuple can serve every relation
     (("generated", "winobias", "spacy") gives winobias only for anaphora); an unknown source, or
     sources none of which provides ``relation``, raise ValueError.
-    n: items per source: generated sources make exactly n (default 600; for subject_verb n of the
-    phrase families and n more of the clause families, ``generate_subject_verb``); real sources give at
+    "clauses" (subject_verb: the generated clause families, ``analyses.data.clauses``, whose first
+    noun outside a prepositional phrase is not the subject; their items' source is
+    "generated:<family>", so they count as generated).
+    n: items per source: generated sources make exactly n (default 600); real sources give at
     most n, a seeded sample in corpus order (default: all; for "spacy" the arcs of the first 2,000
     XSum sentences, about 3,700 items).
     """
@@ -142,10 +144,9 @@ def load_dataset(
     out: list[Item] = []
     for src in providing:
         if src == "generated" and relation == "subject_verb":
-            # n of the phrase families and n of the clause families: each clause family is a report
-            # row of its own, so it needs as many items as the phrase families share
             out += generate_subject_verb(n or _DEFAULT_N, seed, PHRASE_FAMILIES)
-            out += generate_subject_verb(n or _DEFAULT_N, seed, CLAUSE_FAMILIES)
+        elif src == "clauses":  # generated too (source "generated:<family>"): n items over the four
+            out += generate_subject_verb(n or _DEFAULT_N, seed, CLAUSE_FAMILIES)  # clause families
         elif src == "generated":
             out += {"anaphora": generate_anaphora, "delimiter": generate_delimiter}[relation](n or _DEFAULT_N, seed)
         elif src == "pairs":  # minimal pairs: n items, n // 2 pairs (source "minimal-pairs")

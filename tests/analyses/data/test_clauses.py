@@ -121,9 +121,9 @@ def test_the_pp_shortcut_is_right_on_every_phrase_item_and_wrong_on_every_clause
 
 def test_the_main_job_sizes_give_every_clause_family_150_items():
     for n in (600, 1000):  # scripts/main.sh: --n 600 (SmolLM2), --n 1000 (MiniLM)
-        items = data.load_dataset("subject_verb", n, seed=0, sources="generated")
+        items = data.load_dataset("subject_verb", n, seed=0, sources=("generated", "clauses"))
         counts = collections.Counter(it.info["family"] for it in items)
-        assert len(items) == 2 * n and len({it.words for it in items}) == 2 * n
+        assert len(items) == 2 * n and len({it.words for it in items}) == 2 * n  # n of each source
         assert all(counts[f] >= 150 for f in data.CLAUSE_FAMILIES), counts
         assert sum(counts[f] for f in data.PHRASE_FAMILIES) == n
 

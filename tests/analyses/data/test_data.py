@@ -488,10 +488,11 @@ def test_spacy_on_real_news_sentences():
 
 
 def test_load_dataset_and_describe():
-    sv = load_dataset("subject_verb", n=120, seed=1)  # 120 of the phrase families, 120 of the clause families
-    assert sv == generate_subject_verb(120, 1, data.PHRASE_FAMILIES) + generate_subject_verb(
-        120, 1, data.CLAUSE_FAMILIES
-    )
+    sv = load_dataset("subject_verb", n=120, seed=1)  # "generated": the phrase families
+    assert sv == generate_subject_verb(120, 1, data.PHRASE_FAMILIES)
+    clauses = load_dataset("subject_verb", n=40, seed=1, sources="clauses")
+    assert clauses == generate_subject_verb(40, 1, data.CLAUSE_FAMILIES)
+    assert {it.source.split(":")[0] for it in clauses} == {"generated"}  # they count as generated
     with pytest.raises(ValueError, match="unknown relation"):
         load_dataset("coreference")
     with pytest.raises(ValueError, match="does not provide"):
@@ -507,8 +508,8 @@ def test_load_dataset_and_describe():
     items = sv + generate_anaphora(60, seed=0) + generate_delimiter(40, seed=0)
     df = describe(items)
     assert {"relation", "source", "family", "n_items", "n_distinct"} <= set(df.columns)
-    assert df["n_items"].sum() == 340
-    assert df.groupby("relation")["n_items"].sum().to_dict() == {"anaphora": 60, "delimiter": 40, "subject_verb": 240}
+    assert df["n_items"].sum() == 220
+    assert df.groupby("relation")["n_items"].sum().to_dict() == {"anaphora": 60, "delimiter": 40, "subject_verb": 120}
     simple = df[(df.relation == "subject_verb") & (df.family == "simple")].iloc[0]
     assert simple.mean_distance == 1.0 and simple.attractor_share == 0.0
     assert len(describe([])) == 0
@@ -591,9 +592,8 @@ def test_n_for_overrides_per_relation_source_or_both():
         n=6, sources="generated", n_for={"anaphora": 9, "delimiter:generated": 4, "subject_verb": 5, "generated": 7}
     )
     counts = {r: sum(it.relation == r for it in items) for r in ("subject_verb", "anaphora", "delimiter")}
-    # the most specific key wins: relation:source, then source, then relation, then n (generated
-    # subject-verb: n of the phrase families and n of the clause families)
-    assert counts == {"subject_verb": 14, "anaphora": 7, "delimiter": 4}
+    # the most specific key wins: relation:source, then source, then relation, then n
+    assert counts == {"subject_verb": 7, "anaphora": 7, "delimiter": 4}
     with pytest.raises(ValueError, match="unknown relations or sources"):
         data.load_items(n=3, n_for={"anaphor": 3})
 
