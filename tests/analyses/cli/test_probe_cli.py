@@ -34,7 +34,7 @@ def test_unknown_source_is_a_clear_error(tmp_path):
     parser = argparse.ArgumentParser()
     heads_cli.add_arguments(parser)
     args = parser.parse_args(["--out", str(tmp_path), "--sources", "generated,bogus"])
-    with pytest.raises(ValueError, match="unknown data source .bogus.; known: generated, ioi, pairs, sonnets"):
+    with pytest.raises(ValueError, match="unknown data source .bogus.; known: clauses, generated, ioi, pairs, sonnets"):
         heads_cli._items(args)
 
 

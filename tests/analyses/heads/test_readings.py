@@ -240,9 +240,7 @@ def test_ioi_items_are_the_clean_prompts_of_the_contrastive_pairs(smol_tokenizer
 
 def test_the_ioi_source_takes_its_own_size_and_checks_its_prompts():
     items = data.load_items(n=10, seed=0, sources="generated,ioi", n_for={"ioi": 7})
-    assert (
-        sum(it.relation == "ioi" for it in items) == 7 and sum(it.relation == "subject_verb" for it in items) == 20
-    )  # n phrase + n clause items
+    assert sum(it.relation == "ioi" for it in items) == 7 and sum(it.relation == "subject_verb" for it in items) == 10
     with pytest.raises(ValueError, match="named exactly once"):
         ioi_items_from_prompts(["Then, Mary and John went to the store. Mary gave a drink to"], ["Mary"])
 
