@@ -123,7 +123,8 @@ def test_sources_take_the_users_files_alone(tmp_path):
         ("text=", "data source 'text' needs its file: text=FILE"),
         (
             "generated,poems",
-            "unknown data source 'poems'; known: clauses, generated, ioi, pairs, sonnets, spacy, winobias, xsum, conllu=FILE",
+            "unknown data source 'poems'; known: clauses, generated, ioi, pairs, sonnets, spacy, winobias, xsum, "
+            "conllu=FILE",
         ),
         ("conllu=/no/such/file.conllu", "CoNLL-U file not found: /no/such/file.conllu"),
     ],
