@@ -352,7 +352,7 @@ def test_bad_options():
 
 def test_registry():
     assert SOURCES["rhyme"] == ("sonnets",) and SOURCES["line_structure"] == ("sonnets",)
-    assert SOURCES["subject_verb"] == ("generated", "pairs", "spacy", "conllu:<path>", "text:<path>")
+    assert SOURCES["subject_verb"] == ("generated", "clauses", "pairs", "spacy", "conllu:<path>", "text:<path>")
     assert SOURCES["anaphora"] == ("generated", "pairs", "winobias") and SOURCES["delimiter"] == ("generated", "xsum")
     # rhyme comes with its control set, scored as relation "rhyme" from source "sonnets-control"
     rhyme = load_dataset("rhyme", sources="sonnets")
