@@ -16,6 +16,7 @@ from analyses.heads.design import CONTROL_SUBSET, HEURISTIC_RELATIONS, REAL_TEXT
 from analyses.heads.roles import (
     CEILINGS,
     COLUMNS,
+    DESCRIPTIVE_ROLES,
     IDLE,
     MAP_PRIMARY,
     NOOP_IDLE,
@@ -25,6 +26,7 @@ from analyses.heads.roles import (
     SINK_ROLES,
     SINK_WRITER,
     SPECIALS,
+    decision_low,
     label_name,
     reading_of,
     with_reading,
@@ -38,6 +40,8 @@ __all__ = [
     "headline",
     "labelled_roles",
     "role_map",
+    "map_sensitivity",
+    "MAP_NORMALISATIONS",
     "real_text_status",
     "real_text_note",
     "LABEL_GATES",
@@ -67,6 +71,26 @@ def label_names(df: pd.DataFrame) -> pd.Series:
     return pd.Series([label_name(r, x) for r, x in zip(df["role"], readings(df))], index=df.index, dtype=object)
 
 
+def _gate_low(summ, clustered, acc: np.ndarray, wilson_low: np.ndarray) -> np.ndarray:
+    """The decisions' lower interval end per (test, layer, head): score - t(0.975, G - 1) x the
+    cluster-robust standard error of score - baseline over G clusters (the same standard error as the
+    test's p), for accuracies at most the Wilson lower end; NaN below 2 clusters. Percentile bootstrap
+    ends at the probe's 200 replicates move by a few thousandths from run to run, enough to flip a
+    decision at the margin (labels v4); this interval is exact given the sums, and costs nothing."""
+    from scipy.stats import t as student_t
+
+    if clustered is not None:
+        g, se = clustered.g, clustered.se()
+    else:  # one cluster per item: the ordinary standard error
+        g = summ.n
+        with np.errstate(invalid="ignore", divide="ignore"):
+            se = np.where(summ.n >= 2, summ.sd_diff / np.sqrt(summ.n), np.nan)
+    with np.errstate(invalid="ignore"):
+        crit = np.where(g >= 2, student_t.ppf(0.975, np.maximum(g - 1, 1)), np.nan)
+        low = summ.score - crit * se
+        return np.where(acc & np.isfinite(wilson_low), np.fmin(low, wilson_low), low)
+
+
 def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFrame:
     L, H = adapter.n_layers, adapter.n_heads
     ci_low, ci_high = summ.ci(0.95)
@@ -87,6 +111,7 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
     with np.errstate(invalid="ignore"):
         ci_low = np.where(acc & np.isfinite(w_lo), np.fmin(ci_low, w_lo), ci_low)
         ci_high = np.where(acc & np.isfinite(w_hi), np.fmax(ci_high, w_hi), ci_high)
+    gate_low = _gate_low(summ, clustered, acc, w_lo)
     # one family per role (each role is its own claim), over its label-carrying tests only
     p_adj = np.full_like(p, np.nan)
     for role in {t.family for t in tests} - {""}:
@@ -130,12 +155,14 @@ def _table(adapter: Adapter, tests: list, summ, null, alpha: float) -> pd.DataFr
                     "heuristic_baseline": t.heuristic_baseline,
                     "n_clusters": n_clusters[k].ravel().astype(int),
                     "reading": t.reading,
+                    "gate_low": gate_low[k].ravel(),
                 }
             )
         )
     df = pd.concat(frames, ignore_index=True)
-    clears_null = (df["ci_low"] > df["null_score"]) | df["null_score"].isna() | (df["role"] == "broad")
-    df["label"] = (df["p_adjusted"] <= alpha) & (df["ci_low"] > df["baseline"]) & clears_null
+    low = decision_low(df)
+    clears_null = (low > df["null_score"]) | df["null_score"].isna() | df["role"].isin(DESCRIPTIVE_ROLES)
+    df["label"] = (df["p_adjusted"] <= alpha) & (low > df["baseline"]) & clears_null
     df["label"] = df["label"].fillna(False).astype(bool) & (df["family"] != "")
     df["gates"] = _gates(df)
     df["label"] &= df["gates"]
@@ -161,7 +188,7 @@ REAL_TEXT_RELATIONS = tuple(REAL_TEXT_GATE)
 
 def _gates(df: pd.DataFrame) -> pd.Series:
     """Per row: False for a label-carrying row of a gated relation whose head does not clear, on
-    each of ``LABEL_GATES``' strata (same direction, specials convention and weighting), ci_low >
+    each of ``LABEL_GATES``' strata (same direction, specials convention and weighting), gate_low >
     that stratum's baseline (and, on the minimal pairs, score >= PAIR_SHARE_MIN), or where the
     run has no items in a required stratum; else True. Directions the stratum has no rows for
     (a reverse direction, on the minimal pairs) are not gated by it."""
@@ -176,7 +203,7 @@ def _gates(df: pd.DataFrame) -> pd.Series:
             pairs = source == MINIMAL_PAIR_SOURCE
             if pairs and g.empty:
                 continue  # not measured in this run
-            passed = (g["ci_low"] > g["baseline"]) & (g["n"] > 0)
+            passed = (decision_low(g) > g["baseline"]) & (g["n"] > 0)
             if pairs:
                 passed &= g["score"] >= PAIR_SHARE_MIN
             passed = g.assign(passed=passed).set_index(keys)["passed"]
@@ -194,14 +221,14 @@ def _gates(df: pd.DataFrame) -> pd.Series:
         ctrl_score = ctrl.set_index(["source", *keys])["score"]
         key = pd.MultiIndex.from_frame(df.loc[rows, ["source", *keys]])
         against = ctrl_score.reindex(key).to_numpy()  # NaN: no other noun in that source's items
-        ok.loc[rows] &= ~(df.loc[rows, "ci_low"].to_numpy() <= against)
+        ok.loc[rows] &= ~(decision_low(df.loc[rows]).to_numpy() <= against)
     return ok
 
 
 def real_text_status(df: pd.DataFrame) -> pd.Series:
     """Per row, the ``real_text`` column: for a label-carrying row of a ``REAL_TEXT_RELATIONS``
     relation, "supported (<sources>)" where the same head, direction, specials convention and
-    weighting clears the best heuristic (ci_low > baseline, n > 0) on a real source's gate subset
+    weighting clears the best heuristic (gate_low > baseline, n > 0) on a real source's gate subset
     (``REAL_TEXT_GATE``), the sources that it clears listed; "templates only" where the run has real
     text of the relation but no source supports the row (a label stays a label, on its own gates,
     but is not a real-text label); "-" where the run has no real text of the relation and on every
@@ -214,7 +241,7 @@ def real_text_status(df: pd.DataFrame) -> pd.Series:
         if not rows.any() or not has_real.any():
             continue
         g = df[has_real & (df["subset"] == REAL_TEXT_GATE[relation])]
-        g = g[(g["ci_low"] > g["baseline"]) & (g["n"] > 0)]
+        g = g[(decision_low(g) > g["baseline"]) & (g["n"] > 0)]
         support = g.groupby(keys)["source"].agg(lambda s: ", ".join(sorted(set(s))))
         got = support.reindex(pd.MultiIndex.from_frame(df.loc[rows, keys])).to_numpy()
         out.loc[rows] = [f"supported ({s})" if isinstance(s, str) else "templates only" for s in got]
@@ -293,6 +320,13 @@ def labelled_roles(df: pd.DataFrame) -> pd.DataFrame:
     ceiling = lab["role"].map(lambda r: CEILINGS.get(r, 1.0)).astype(float)
     room = ceiling - lab["baseline"]
     lab["relative"] = lab["effect"] / room.where(room > 0)
+    # the map's second normalisation (labels v4): the same share measured from the random-init model's
+    # score of that head instead of the baseline; roles without a null (broad, a table without the
+    # column) keep the first
+    null = pd.to_numeric(lab["null_score"], errors="coerce") if "null_score" in lab else np.nan  # "": none
+    room_null = ceiling - null
+    lab["relative_null"] = ((lab["score"] - null) / room_null.where(room_null > 0)).fillna(lab["relative"])
+    lab["relative_null"] = lab["relative_null"].astype(float)
     lab.loc[weight_only, "role"] = "noop_sink"
     lab["reading"] = readings(lab)
     lab["name"] = label_names(lab)
@@ -321,7 +355,10 @@ def _idle_kind(sinks: set, norm_lens: bool) -> str:
     return SINK_WRITER if "attention_sink" in sinks else NOOP_IDLE
 
 
-def role_map(df: pd.DataFrame) -> pd.DataFrame:
+MAP_NORMALISATIONS = {"ceiling": "relative", "null": "relative_null"}
+
+
+def role_map(df: pd.DataFrame, normalisation: str = "ceiling") -> pd.DataFrame:
     """One row per head: its primary role (what it does when it is not idling), the effect behind
     it, its other (secondary) roles, and the sink layer of the map beside them.
 
@@ -335,9 +372,16 @@ def role_map(df: pd.DataFrame) -> pd.DataFrame:
     rows, "idle (sink)"; one with none "unclassified". The sink is its own layer: ``sink`` (the
     head's sink label, "attention_sink" when the norm lens confirms it, "noop_sink" for a boundary
     label by weight only, "" for none), ``sink_weight`` and ``sink_norm`` (its attention_sink score
-    by weight and by norm). ``standardised`` (effect / margin) is kept."""
+    by weight and by norm). ``standardised`` (effect / margin) is kept. ``normalisation`` "null"
+    ranks a head's roles by ``relative_null`` instead, (score - null_score) / (ceiling - null_score):
+    the share of the way from the random-init model's score of the head to the ceiling
+    (``map_sensitivity`` counts the heads whose primary role changes)."""
+    if normalisation not in MAP_NORMALISATIONS:
+        raise ValueError(f"unknown normalisation {normalisation!r}: one of {', '.join(MAP_NORMALISATIONS)}")
+    key = MAP_NORMALISATIONS[normalisation]
     h = headline(df)
     lab = labelled_roles(df)
+    lab["relative"] = lab[key]
     best = lab.sort_values("relative", ascending=False).drop_duplicates(["layer", "head", "name"])
     sinks = _sink_layer(df)
     norm_lens = has_norm_rows(df)
@@ -360,4 +404,17 @@ def role_map(df: pd.DataFrame) -> pd.DataFrame:
         rows.append(row)
     out = pd.DataFrame(rows)
     out["primary"] = pd.Categorical(out["primary"], list(MAP_PRIMARY))
+    return out
+
+
+def map_sensitivity(df: pd.DataFrame) -> pd.DataFrame:
+    """The heads whose primary role differs between the map's two normalisations (``role_map`` with
+    "ceiling" and with "null"): layer, head, ``primary`` (the map's) and ``primary_null``. Only a head
+    with two or more labelled roles outside the sink can change; ``attrs["n_multi"]`` counts them."""
+    a, b = role_map(df), role_map(df, "null")
+    both = a[["layer", "head", "primary", "secondary"]].assign(primary_null=b["primary"].astype(str).to_numpy())
+    both["primary"] = both["primary"].astype(str)
+    out = both[both["primary"] != both["primary_null"]][["layer", "head", "primary", "primary_null"]]
+    out = out.reset_index(drop=True)
+    out.attrs["n_multi"] = int((both["secondary"] != "").sum())
     return out

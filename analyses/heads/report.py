@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from analyses.heads.figures import heatmap_figure, lens_figure, pattern_figure, role_map_figure
-from analyses.heads.labels import has_norm_rows, headline, label_names, labelled_roles, role_map
+from analyses.heads.labels import has_norm_rows, headline, label_names, labelled_roles, map_sensitivity, role_map
 from analyses.heads.roles import COLUMNS, LABEL_NAMES, LINGUISTIC_ROLES
 from analyses.heads.summaries import REAL_TEXT_GATE, detectable_effect, heuristic_table, no_label_bound, real_text
 from interp.display import fmt, md_table
@@ -24,6 +24,7 @@ from interp.io import atomic_write
 
 __all__ = [
     "ROLE_TEXT",
+    "sensitivity_text",
     "Section",
     "report_sections",
     "read_sections",
@@ -53,12 +54,16 @@ STATS_TEXT = (
     "one per model because each role is its own claim: a reader checks the anaphora heads against the "
     "anaphora evidence, and a head's anaphora label should not depend on how many unrelated roles were "
     "tested beside it. FWER rather than FDR because a label is a claim about one specific head that later"
-    " work (ablations, circuits) acts on. Intervals are 95% percentile cluster-bootstrap intervals (one "
-    "Poisson weight per cluster, {n_boot} replicates), per head; accuracy intervals are widened to the "
-    "Wilson score interval at the number of clusters, so a small all-correct sample is not [1, 1]. A head "
-    "gets a label only where the Holm-adjusted p <= {alpha}, the interval's lower end is above the "
-    "baseline, and (except `broad`) above the same head's score in a randomly initialised model of the "
-    "same architecture (`null_score`)."
+    " work (ablations, circuits) acts on. The intervals shown are 95% percentile cluster-bootstrap "
+    "intervals (one Poisson weight per cluster, {n_boot} replicates), per head; accuracy intervals are "
+    "widened to the Wilson score interval at the number of clusters, so a small all-correct sample is not "
+    "[1, 1]. Decisions read another lower end, `gate_low`: the 95% cluster-robust t interval's (the "
+    "test's own standard error, clusters - 1 degrees of freedom; for accuracies at most the Wilson end), "
+    "exact given the run's sums, where a percentile end at {n_boot} replicates moves by a few thousandths "
+    "between seeds. A head gets a label only where the Holm-adjusted p <= {alpha}, `gate_low` is above "
+    "the baseline, and (except `broad`, a descriptive role: random-init heads are even too) above the same "
+    "head's score in a randomly initialised model of the same architecture (`null_score`); the gates and "
+    "real-text support read `gate_low` too."
 )
 
 CONVENTIONS_TEXT = (
@@ -133,7 +138,9 @@ ROLE_TEXT = {
     "without a BOS), confirmed by the norm lens: the head moves something from it. The map's second layer.",
     "sep_eos": "attention on trailing special tokens ([SEP], EOS), else on the sentence-final punctuation.",
     "punctuation": "attention on punctuation words.",
-    "broad": "attention spread out: row entropy over log(visible keys) above a random row's over the same keys.",
+    "broad": "attention spread out: row entropy over log(visible keys) above a random row's over the same keys. "
+    "Descriptive: a randomly initialised model's heads are even too (their score is the row's `null_score`), "
+    "so the label says the pattern is even, not that training made it so; no random-init null, no margin.",
     "induction": "attention on the token after an earlier copy of the current token (A B ... A -> B).",
     "duplicate_token": "attention on earlier copies of the current token.",
     "rhyme": "from a line's last word to its rhyme partner's (sonnets).",
@@ -142,8 +149,9 @@ ROLE_TEXT = {
     "norm lens (||a v W_O||) shows it moves almost nothing from them (Kobayashi et al. 2020), so it is "
     "counted as neither. Part of the map's sink layer.",
     "ioi": "from a prompt's final token to the indirect object's first mention (IOI sentences: 'When Mary and "
-    "John went to the store, John gave a drink to' -> Mary), against the first-name, last-name and "
-    "named-once heuristics; read where the model predicts the name.",
+    "John went to the store, John gave a drink to' -> Mary), against the best offset, the first "
+    "word, the first name and the last name (the name mentioned once is the answer itself, not a baseline); read "
+    "where the model predicts the name.",
     "sink writer": "no role besides the sink, and its attention_sink label is confirmed by the norm lens: the "
     "head puts its weight on the sink and writes what it reads there (||a v W_O|| is not small).",
     "no-op sink": "no role besides the sink, by attention weight only: the head puts its weight on the sink or "
@@ -351,6 +359,24 @@ def unlabelled_text(df: pd.DataFrame, layers: pd.DataFrame, alpha: float = 0.05)
     names = set(layers.loc[layers["heads"] == 0, "role"])
     lines = [no_label_line(df, n, alpha) for n in LABEL_NAMES if n in names and n.split(" (")[0] in LINGUISTIC_ROLES]
     return ("No label, as a bounded negative (the power figure below):\n\n" + "\n".join(lines)) if lines else ""
+
+
+def sensitivity_text(df: pd.DataFrame) -> str:
+    """One paragraph under the map: how many primary roles change when a head's roles are ranked by
+    their share of the way from the random-init model's score (not the baseline) to the ceiling."""
+    changed = map_sensitivity(df)
+    n_multi = changed.attrs.get("n_multi", 0)
+    text = (
+        "**A second normalisation.** The map ranks a head's roles by (score - baseline) / (ceiling - baseline), "
+        "which puts an argmax accuracy and an attention mass on one axis. Ranked instead by (score - null) / "
+        "(ceiling - null), from the same head's score in the randomly initialised model, "
+        f"{len(changed)} of the {n_multi} heads with two or more roles change primary role"
+    )
+    if changed.empty:
+        return text + "."
+    moves = ", ".join(f"L{r.layer}H{r.head} {r.primary} -> {r.primary_null}" for r in changed.head(12).itertuples())
+    more = f" and {len(changed) - 12} more" if len(changed) > 12 else ""
+    return f"{text}: {moves}{more}."
 
 
 def real_text_markdown(df: pd.DataFrame) -> str:
@@ -596,7 +622,8 @@ def report_sections(
             "![role map](role_map.png)\n\n"
             + f"{sink_text}Primary roles: {count_text}.\n\n"
             + md_table(the_map[the_map["primary"] != "unclassified"])
-            + f"\n{n_unclassified} of {len(the_map)} heads earned no label.",
+            + f"\n{n_unclassified} of {len(the_map)} heads earned no label.\n\n"
+            + sensitivity_text(df),
         ),
     ]
     out += extra

@@ -31,6 +31,8 @@ __all__ = [
     "reading_of",
     "with_reading",
     "with_real_text",
+    "decision_low",
+    "DESCRIPTIVE_ROLES",
     "label_name",
 ]
 
@@ -64,8 +66,15 @@ COLUMNS = [
     "ci_low", "ci_high", "n", "p_value", "p_adjusted", "label", "null_score", "mass",
     "offset_baseline", "candidate_baseline", "margin",
     "specials", "source", "subset", "family", "sd_diff", "special_mass", "weighting",
-    "heuristic", "heuristic_baseline", "gates", "n_clusters", "reading", "real_text",
+    "heuristic", "heuristic_baseline", "gates", "n_clusters", "reading", "real_text", "gate_low",
 ]  # fmt: skip
+# gate_low  the lower end of the 95% cluster-robust t interval of the score (score - t(0.975, clusters - 1)
+#           x the Liang-Zeger standard error of score - baseline; for accuracies also at most the Wilson
+#           lower end at the number of clusters): what every decision reads (the label rule's interval
+#           above the baseline and the random-init null, the gates, real-text support, the heuristic
+#           table). ci_low / ci_high are the cluster bootstrap's percentile interval (n_boot
+#           replicates), shown beside the score. A table written before the column decides on ci_low
+#           (``decision_low``).
 # real_text a subject-verb or anaphora label row's real-text status (labels v4): "supported (<sources>)"
 #           where the same head, direction and weighting clears the best heuristic (ci_low > its
 #           baseline) on a real source's gate subset (design.REAL_TEXT_GATE: subject-verb's items with
@@ -139,6 +148,11 @@ OFFSET_ROLES = {"previous_token": -1, "self_token": 0, "next_token": 1}
 # from the simplex (Dirichlet(1)), whose expected normalised entropy (psi(n+1) - psi(2)) / ln n the
 # baseline computes per row (scoring.broad_reference): 0.72 at 2 keys, 0.84 at 10, 0.87 at 20
 BROAD_REFERENCE = "random row (Dirichlet 1)"
+# roles that describe a pattern's shape rather than a learned behaviour: tested against their reference
+# (above), but with no margin and no random-init null, because a randomly initialised model's heads have
+# that shape too (near-uniform rows: broad's null_score is ~0.9 against a reference of ~0.85 on the
+# three real models). The page says so beside the role; heads.csv still records the null's score.
+DESCRIPTIVE_ROLES = ("broad",)
 # the largest score each role's metric can take on the probe's inputs, for the map's ceiling-normalised
 # effect (score - baseline) / (ceiling - baseline): TransformerLens's "mul" detection score divides by
 # every row, and on a random sequence repeated once only the second half's rows have a target
@@ -176,6 +190,14 @@ def with_real_text(df):  # noqa: ANN001, ANN201
     out = df.copy()
     out["real_text"] = "-"
     return out
+
+
+def decision_low(df):  # noqa: ANN001, ANN201
+    """The lower interval end a label, gate or real-text decision reads: ``gate_low`` (the clustered t
+    interval's, labels v4) where the table has it, else ``ci_low`` (a heads.csv written before it)."""
+    if "gate_low" in df.columns:
+        return df["gate_low"].where(df["gate_low"].notna(), df["ci_low"])
+    return df["ci_low"]
 
 
 def label_name(role: str, reading: str) -> str:

@@ -16,7 +16,7 @@ from analyses.heads.labels import (
     labelled_roles,
     readings,
 )
-from analyses.heads.roles import reading_of
+from analyses.heads.roles import decision_low, reading_of
 
 __all__ = [
     "real_text_heads",
@@ -61,7 +61,7 @@ def heuristic_table(df: pd.DataFrame) -> pd.DataFrame:
     for relation, subset in REAL_TEXT_GATE.items():
         g = att[(att["role"] == relation) & (att["subset"] == subset) & (att["source"] != "all")]
         g = g[~g["source"].isin(SYNTHETIC_SOURCES) & g["score"].notna() & (g["n"] > 0)]
-        g = g.assign(reading=readings(g))
+        g = g.assign(reading=readings(g), low=decision_low(g))
         for (direction, reading, source), x in g.groupby(["direction", "reading", "source"], sort=True):
             top = x.loc[x["score"].idxmax()]
             name, acc = _strongest(top)
@@ -80,7 +80,7 @@ def heuristic_table(df: pd.DataFrame) -> pd.DataFrame:
                     heuristic=name,
                     heuristic_accuracy=acc,
                     n=int(top["n"]),
-                    beats=bool(top["ci_low"] > acc),
+                    beats=bool(top["low"] > acc),
                 )
             )
     return pd.DataFrame(rows)
@@ -89,8 +89,8 @@ def heuristic_table(df: pd.DataFrame) -> pd.DataFrame:
 def real_text_heads(df: pd.DataFrame) -> pd.DataFrame:
     """Per relation (``REAL_TEXT_RELATIONS``) and direction: the best head on real text (the highest
     score minus baseline among the label-carrying rows of real sources), whether it is labelled,
-    and if not what keeps it out: "p" (Holm-adjusted p above alpha), "ci_low" (interval not above
-    the baseline), "gates" (a heuristic subset or the minimal pairs)."""
+    and if not what keeps it out: "p" (Holm-adjusted p above alpha), "interval" (the decision
+    interval's lower end, ``gate_low``, not above the baseline), "gates" (a heuristic subset or the minimal pairs)."""
     alpha = float(df.attrs.get("alpha", 0.05))
     lab = df[(df["family"].fillna("") != "") & df["role"].isin(REAL_TEXT_RELATIONS)]
     lab = lab[~lab["source"].isin(SYNTHETIC_SOURCES)]
@@ -101,7 +101,7 @@ def real_text_heads(df: pd.DataFrame) -> pd.DataFrame:
             name
             for name, bad in (
                 ("p", not top["p_adjusted"] <= alpha),
-                ("ci_low", not top["ci_low"] > top["baseline"]),
+                ("interval", not decision_low(g).loc[top.name] > top["baseline"]),
                 ("gates", not bool(top["gates"])),
             )
             if bad

@@ -508,7 +508,7 @@ def render_page(
 
 # columns a heads.csv may lack: written before labels v4 (``reading``: derived, a relation row is
 # retrospective; ``real_text``: "-", not known)
-OPTIONAL_COLUMNS = ("reading", "real_text")
+OPTIONAL_COLUMNS = ("reading", "real_text", "gate_low")  # labels v4: an older heads.csv lacks them
 
 
 def read_heads(path: Path) -> pd.DataFrame:

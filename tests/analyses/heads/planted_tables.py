@@ -56,8 +56,8 @@ def _family(role, direction, weighting):
 
 
 def planted_heads(old: bool = False) -> pd.DataFrame:
-    """The planted table; ``old``: as a heads.csv from before labels v4 (no ``reading`` or
-    ``real_text`` column, no predictive or ioi rows)."""
+    """The planted table; ``old``: as a heads.csv from before labels v4 (no ``reading``,
+    ``real_text`` or ``gate_low`` column, no predictive or ioi rows)."""
     rows = []
     for layer in range(2):
         for head in range(3):
@@ -91,5 +91,6 @@ def planted_heads(old: bool = False) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     df["model"] = "planted-v4"
     df.attrs.update(model="planted-v4", causal=True, alpha=0.05)
-    cols = [c for c in COLUMNS if not (old and c in ("reading", "real_text"))]
+    df["gate_low"] = df["ci_low"]  # the decisions' interval end: the bootstrap's, in this planted table
+    cols = [c for c in COLUMNS if not (old and c in ("reading", "real_text", "gate_low"))]
     return df[cols]

@@ -93,8 +93,14 @@ def test_random_model_gets_no_linguistic_labels(seed):
     df = heads.probe_items(m, items, n_repeat=40, seed=seed, n_boot=50, weighting=("attention",))
     ling = df[df.role.isin(heads.LINGUISTIC_ROLES)]
     assert not ling.label.any()
-    # and nothing beyond "broad" (what near-uniform attention is)
+    # and nothing beyond "broad" (what near-uniform attention is): a descriptive role (labels v4), which
+    # the random-init null would refuse (a random model's heads are as even as this one's), so it skips it
     assert set(df[df.label].role) <= {"broad"}
+    broad = df[(df.role == "broad") & df.label]
+    assert heads.DESCRIPTIVE_ROLES == ("broad",) and len(broad)
+    assert (broad["gate_low"] <= broad["null_score"]).any()  # labelled without clearing the null
+    others = df[df.label & ~df.role.isin(heads.DESCRIPTIVE_ROLES)]
+    assert (others["gate_low"] > others["null_score"]).all()
 
 
 # --------------------------------------------------------------------------------------------------
