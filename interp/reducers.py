@@ -93,11 +93,19 @@ class PairedSummary:
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                # nan only where a replicate drew no unit for a cell (tiny n); nanquantile is slow
-                q = np.nanquantile if np.isnan(self.boot_means).any() else np.quantile
-                lo = q(self.boot_means, a, axis=0)
-                hi = q(self.boot_means, 1 - a, axis=0)
-        return lo, hi
+                # nan only where a replicate drew no unit for a cell (tiny n, or a cell with no unit at
+                # all); nanquantile is slow (a Python loop over cells), so it runs on those cells only
+                boot = self.boot_means.reshape(self.boot_means.shape[0], -1)
+                lo, hi = np.full(boot.shape[1], np.nan), np.full(boot.shape[1], np.nan)
+                has_nan = np.isnan(boot).any(0)
+                whole = ~has_nan
+                if whole.any():
+                    lo[whole], hi[whole] = np.quantile(boot[:, whole], [a, 1 - a], axis=0)
+                some = has_nan & ~np.isnan(boot).all(0)
+                if some.any():
+                    lo[some], hi[some] = np.nanquantile(boot[:, some], [a, 1 - a], axis=0)
+        shape = self.boot_means.shape[1:]
+        return lo.reshape(shape), hi.reshape(shape)
 
 
 class PairedReducer:

@@ -39,6 +39,7 @@ from analyses.heads.examples import (
     readable_sentences,
 )
 from analyses.heads.labels import (
+    CONTROL_GATES,
     LABEL_GATES,
     MAP_NORMALISATIONS,
     PAIR_SHARE_MIN,
@@ -155,6 +156,7 @@ __all__ = [
     "role_map",
     "map_sensitivity",
     "MAP_NORMALISATIONS",
+    "CONTROL_GATES",
     "LABEL_GATES",
     "PAIR_SHARE_MIN",
     "REAL_TEXT_RELATIONS",

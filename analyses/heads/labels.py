@@ -46,6 +46,7 @@ __all__ = [
     "real_text_note",
     "LABEL_GATES",
     "PAIR_SHARE_MIN",
+    "CONTROL_GATES",
     "REAL_TEXT_GATE",
     "REAL_TEXT_RELATIONS",
 ]
@@ -181,6 +182,12 @@ LABEL_GATES = {
     "anaphora": ((MINIMAL_PAIR_SOURCE, "all"),),
 }
 PAIR_SHARE_MIN = 0.5  # a gated head moves its argmax with the cue in at least half of the pairs
+# matched controls (labels v4): a relation whose label rows must clear, on the same subset, direction and
+# conventions, the same head's score on its control source (rhyme: non-rhyming line ends of the same
+# sonnets at the same line distance, placed as the rhyme pair is): gate_low above the control's
+# ci_high, the two intervals apart. A head that attends to "the line end d lines back" scores the same
+# on both and fails. Not a paired difference (the control is its own item), so stricter than one.
+CONTROL_GATES = {"rhyme": "sonnets-control"}
 # the relations whose labels say whether real text supports them (``real_text_status``): each real
 # source's REAL_TEXT_GATE subset (analyses.heads.design) against the best of every heuristic
 REAL_TEXT_RELATIONS = tuple(REAL_TEXT_GATE)
@@ -190,7 +197,8 @@ def _gates(df: pd.DataFrame) -> pd.Series:
     """Per row: False for a label-carrying row of a gated relation whose head does not clear, on
     each of ``LABEL_GATES``' strata (same direction, specials convention and weighting), gate_low >
     that stratum's baseline (and, on the minimal pairs, score >= PAIR_SHARE_MIN), or where the
-    run has no items in a required stratum; else True. Directions the stratum has no rows for
+    run has no items in a required stratum, or (``CONTROL_GATES``: rhyme) where gate_low is not above
+    the matched control's ci_high on the same subset; else True. Directions the stratum has no rows for
     (a reverse direction, on the minimal pairs) are not gated by it."""
     ok = pd.Series(True, index=df.index)
     keys = ["layer", "head", "direction", "specials", "weighting"]
@@ -212,6 +220,15 @@ def _gates(df: pd.DataFrame) -> pd.Series:
             if pairs:  # only the directions measured on the pairs
                 got = got.where(~got.isna() | key.get_level_values("direction").isin(g["direction"]), True)
             ok.loc[rows] &= got.fillna(False).astype(bool).to_numpy()
+    for relation, control in CONTROL_GATES.items():  # the matched control: a rhyme, not a distance
+        rows = (df["role"] == relation) & (df["family"] != "")
+        ctrl = df[(df["role"] == relation) & (df["source"] == control) & (df["n"] > 0)]
+        if not rows.any() or ctrl.empty:
+            continue  # no control in this run: not gated by it
+        ctrl_high = ctrl.set_index(["subset", *keys])["ci_high"]
+        key = pd.MultiIndex.from_frame(df.loc[rows, ["subset", *keys]])
+        against = ctrl_high.reindex(key).to_numpy()  # NaN: no control on that subset
+        ok.loc[rows] &= ~(decision_low(df.loc[rows]).to_numpy() <= against)
     for relation in HEURISTIC_RELATIONS:  # the reverse control: other nouns attend to the query less
         reverse = RELATIONS[relation][1]
         rows = (df["role"] == relation) & (df["family"] != "") & (df["direction"] == reverse)

@@ -143,7 +143,8 @@ ROLE_TEXT = {
     "so the label says the pattern is even, not that training made it so; no random-init null, no margin.",
     "induction": "attention on the token after an earlier copy of the current token (A B ... A -> B).",
     "duplicate_token": "attention on earlier copies of the current token.",
-    "rhyme": "from a line's last word to its rhyme partner's (sonnets).",
+    "rhyme": "from a line's last word to its rhyme partner's (sonnets), above the same head on a matched "
+    "control (non-rhyming line ends of the same sonnets at the same distance).",
     "line_structure": "from a line's first word to the previous line's first word.",
     "noop_sink": "a boundary head by attention weight only: it attends to the sink or to delimiters, but the "
     "norm lens (||a v W_O||) shows it moves almost nothing from them (Kobayashi et al. 2020), so it is "
@@ -400,6 +401,7 @@ def real_text_markdown(df: pd.DataFrame) -> str:
         {
             "relation": t["relation"],
             "reading": t["reading"],
+            "direction": t["direction"],
             "source": t["source"] + " / " + t["subset"],
             "best head": [f"L{l}H{h}" for l, h in zip(t["layer"], t["head"])],
             "score": t["score"].map(fmt3),
@@ -548,7 +550,11 @@ def _method_markdown(df: pd.DataFrame, attrs: dict) -> str:
     n_families = len(set(df["family"].fillna("")) - {""}) if "family" in df else 0
     stats_text = STATS_TEXT.format(
         n_families=n_families,
-        map_bound=fmt(min(1.0, n_families * alpha), 2, True),
+        map_bound=(
+            fmt(n_families * alpha, 2, True)
+            if n_families * alpha < 1
+            else f"{fmt(n_families * alpha, 2, True)}, i.e. no bound at all"
+        ),
         margin=attrs.get("margin", "?"),
         mass_margin=attrs.get("mass_margin", "?"),
         n_tests=n_tests,

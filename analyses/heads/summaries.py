@@ -16,7 +16,7 @@ from analyses.heads.labels import (
     labelled_roles,
     readings,
 )
-from analyses.heads.roles import decision_low, reading_of
+from analyses.heads.roles import READING_ROLES, decision_low, reading_of
 
 __all__ = [
     "real_text_heads",
@@ -172,7 +172,8 @@ def no_label_bound(df: pd.DataFrame, role: str, reading: str, alpha: float = 0.0
     figure: "no head above baseline + 0.130 on generated (verb->subject, n=400) at 80% power". A
     head whose true effect exceeded that would have been labelled with probability 0.8 or more."""
     d = detectable_effect(df, alpha=alpha) if "family" in df else pd.DataFrame()
-    d = d[(d["role"] == role) & (d["reading"] == reading)] if len(d) else d
+    if len(d):  # a role read one way only (rhyme, line_structure: not READING_ROLES) matches any reading
+        d = d[(d["role"] == role) & ((d["reading"] == reading) | (role not in READING_ROLES))]
     if d.empty:
         return "no labelled head, and no label-carrying rows with items to bound the effect (no items of it in the run)"
     parts = [f"+ {r.detectable_effect:.3f} on {r.source} ({r.direction}, n={r.n})" for r in d.itertuples()]

@@ -518,7 +518,7 @@ def read_heads(path: Path) -> pd.DataFrame:
     writes a current one."""
     from analyses.heads.labels import readings
 
-    df = pd.read_csv(path)
+    df = pd.read_csv(path, low_memory=False)  # one dtype per column: family holds "" and names
     missing = [c for c in COLUMNS if c not in df and c not in OPTIONAL_COLUMNS]  # what write_csv writes
     if missing:
         raise ValueError(

@@ -99,3 +99,25 @@ def test_invalid_units_leave_no_trace_even_if_nan():
     )
     out = red.summary()
     assert out.n[0] == 1 and out.score[0] == 0.5 and np.isfinite(out.boot_means).all()
+
+
+def test_the_interval_is_nanquantile_per_cell_whatever_mix_of_nans():
+    """Cells without a nan replicate, cells with some and cells with only nans (no unit at all) in one
+    summary: each cell's interval is what np.nanquantile gives for that cell alone."""
+    from interp.reducers import PairedSummary
+
+    rng = np.random.default_rng(0)
+    boot = rng.normal(size=(200, 3, 4))
+    boot[rng.random(boot.shape) < 0.1] = np.nan  # some replicates drew no unit
+    boot[:, 0, 0] = rng.normal(size=200)  # a clean cell
+    boot[:, 2, 3] = np.nan  # a cell with no unit
+    z = np.zeros((3, 4))
+    summ = PairedSummary(n=z, score=z, baseline=z, mean_diff=z, sd_diff=z, boot_means=boot, extra={})
+    lo, hi = summ.ci(0.95)
+    for i in range(3):
+        for j in range(4):
+            if (i, j) == (2, 3):
+                assert np.isnan(lo[i, j]) and np.isnan(hi[i, j])
+                continue
+            want = np.nanquantile(boot[:, i, j], [0.025, 0.975])
+            np.testing.assert_allclose([lo[i, j], hi[i, j]], want, rtol=0, atol=1e-12)

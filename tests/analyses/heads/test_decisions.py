@@ -5,6 +5,7 @@ under a second normalisation (from the random-init model's score); ``broad`` is 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats as st
 
@@ -101,3 +102,27 @@ def test_the_map_counts_primary_roles_that_change_under_the_null_normalisation()
     assert "L1H1 subject_verb (retrospective) -> subject_verb (predictive)" in hreport.sensitivity_text(moved)
     with pytest.raises(ValueError, match="unknown normalisation 'z'.*ceiling, null"):
         heads.role_map(df, "z")
+
+
+def _rhyme_rows(label_low: float, control_high: float | None) -> pd.DataFrame:
+    """A rhyme head's label-carrying row (sonnets, partner=earlier line) and, optionally, the same
+    head on the matched control (sonnets-control, the same subset)."""
+    base = dict(layer=0, head=0, role="rhyme", direction="line_end->rhyme", specials="exclude", weighting="attention")
+    base.update(subset="partner=earlier line", n=60, baseline=0.2, label=True)
+    label = dict(source="sonnets", family="rhyme", score=label_low + 0.1, ci_low=label_low, ci_high=1.0)
+    rows = [dict(base, **label, gate_low=label_low)]
+    if control_high is not None:
+        rows.append(dict(base, source="sonnets-control", family="", score=control_high - 0.1, ci_high=control_high))
+    return pd.DataFrame(rows)
+
+
+def test_a_rhyme_label_must_clear_its_matched_control():
+    """A head that attends to the line end d lines back scores alike on rhyming and non-rhyming pairs
+    at that distance: its rhyme row does not clear the control and is gated out; one that clears it
+    (the two intervals apart) keeps its gate; a run without controls is not gated by them."""
+    assert labels.CONTROL_GATES == {"rhyme": "sonnets-control"}
+    distance_head = _rhyme_rows(label_low=0.55, control_high=0.70)
+    assert labels._gates(distance_head).tolist() == [False, True]  # the control row itself is not gated
+    rhyme_head = _rhyme_rows(label_low=0.55, control_high=0.40)
+    assert labels._gates(rhyme_head).tolist() == [True, True]
+    assert labels._gates(_rhyme_rows(label_low=0.55, control_high=None)).tolist() == [True]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats as st
 
@@ -264,3 +265,18 @@ def test_a_role_without_a_label_is_a_bounded_negative():
     # each reading's family is its own: the predictive rows' m is theirs, not the retrospective family's
     p = summaries.detectable_effect(df).set_index(["role", "reading"]).loc[("subject_verb", "predictive")]
     assert p["family_size"] == int((df["family"] == "subject_verb@predictive").sum())
+
+
+def test_a_role_read_one_way_is_bounded_from_its_own_rows():
+    """rhyme is not read in two readings: its bounded negative finds its label-carrying rows whatever
+    reading they carry (the summary passed "-" and found none, then said the run had no rhyme items)."""
+    from analyses.heads.report import no_label_line
+    from tests.analyses.heads.planted_tables import planted_heads
+
+    df = planted_heads()
+    rows = df[(df["role"] == "anaphora") & (df["family"] == "anaphora")].copy()
+    rows = rows.assign(role="rhyme", direction="line_end->rhyme", source="sonnets", family="rhyme")
+    both = pd.concat([df, rows], ignore_index=True)
+    line = no_label_line(both, "rhyme")
+    assert line.startswith("- `rhyme`: no head above baseline + ") and "on sonnets (line_end->rhyme, n=200)" in line
+    assert "no items of it" in no_label_line(df, "rhyme")  # a run without rhyme rows says so
