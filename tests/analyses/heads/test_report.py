@@ -187,7 +187,8 @@ def test_report_names_both_readings_real_text_and_the_heuristic_table():
         assert f"| {name} |" in the_map, name
     assert "no-op sink 1" in the_map and "sink writer 1" in the_map  # the primary-role counts
     real = sections["real-text"]
-    assert "| subject_verb | retrospective | verb->subject | spacy-silver / attractor, distance 3+ | L1H1 | 0.950 |" in real
+    row = "| subject_verb | retrospective | verb->subject | spacy-silver / attractor, distance 3+ | L1H1 | 0.950 |"
+    assert row in real
     pred = next(line for line in real.splitlines() if "| predictive |" in line)
     assert "| nearest noun or pronoun | 0.860 | 48 | no |" in pred
     assert "`anaphora (retrospective)`: no head above baseline + " in sections["layers"]
