@@ -10,5 +10,8 @@ cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 OUT=${OUT:-out}
 start=$SECONDS
-.venv/bin/interp validate --model smollm2 --labels "$OUT/smollm2/heads.csv" --out "$OUT/smollm2/powered" --powered "$@"
+# each role's best 5 heads by score (SmolLM2 labels 32 local and 23 previous-token heads), alone and as
+# one group; arguments after these replace them (--max-heads-per-role 10, --n 60, --n-null 20)
+.venv/bin/interp validate --model smollm2 --labels "$OUT/smollm2/heads.csv" --out "$OUT/smollm2/powered" --powered \
+  --max-heads-per-role 5 "$@"
 echo "== smollm2 powered validation: $((SECONDS - start)) s; see $OUT/smollm2/powered/powered.md"
