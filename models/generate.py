@@ -56,6 +56,20 @@ class KVCache:
         self.length = 0
         self.mask: Tensor | None = None
 
+    def repeat(self, copies: int, start: int = 0) -> KVCache:
+        """A new cache holding this one's sequences ``copies`` times along the batch (copy i: rows
+        i * batch .. (i + 1) * batch - 1, as ``Tensor.repeat`` stacks them), for layers ``start`` and
+        up (the layers below are left empty: a run from ``start`` never reads them). This cache is
+        not changed."""
+        out = KVCache(len(self.layers))
+        out.length = self.length
+        out.mask = None if self.mask is None else self.mask.repeat(copies, 1)
+        for mine, theirs in zip(out.layers[start:], self.layers[start:]):
+            if theirs.k is not None:
+                mine.k = theirs.k.repeat(copies, 1, 1, 1)
+                mine.v = theirs.v.repeat(copies, 1, 1, 1)
+        return out
+
     def _extend_mask(self, new: Tensor | None, batch: int, n: int) -> Tensor | None:
         """The key mask over past and new tokens, and remember it (None while every token is real)."""
         if self.mask is None and new is None:

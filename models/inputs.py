@@ -119,8 +119,9 @@ class InputPreparation:
             raise ValueError("past_kv_cache continues a causal model's sequences; this model is bidirectional")
         if self.cfg.positional == "alibi":
             raise NotImplementedError("past_kv_cache is not implemented for ALiBi positions; run the whole sequence")
-        if cache.length and cache.layers[0].k.shape[0] != tokens.shape[0]:
-            raise ValueError(f"past_kv_cache holds {cache.layers[0].k.shape[0]} sequences, tokens {tokens.shape[0]}")
+        held = next((layer.k.shape[0] for layer in cache.layers if layer.k is not None), None)
+        if cache.length and held is not None and held != tokens.shape[0]:
+            raise ValueError(f"past_kv_cache holds {held} sequences, tokens {tokens.shape[0]}")
         return cache.length
 
     def _check_tokens(self, tokens: Tensor, allow_beyond_ctx: bool, past: int = 0) -> None:

@@ -769,12 +769,17 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
         attention_mask: Tensor | None = None,
         return_type: str | None = "default",
         exact: bool | None = None,
+        past_kv_cache: KVCache | None = None,
     ) -> Tensor | None:
         """The rest of a forward pass from block ``layer``'s input (``blocks.{layer}.hook_resid_pre``,
         [batch, pos, d_model]) to the output: what an intervention at that layer or above needs,
         without recomputing the layers below it (they do not change). Hooks of the blocks run
         fire as usual. ``attention_mask`` is the token mask of the run ``resid`` came from;
-        ``return_type`` and ``exact`` as in ``forward`` (no "loss": it needs the tokens)."""
+        ``return_type`` and ``exact`` as in ``forward`` (no "loss": it needs the tokens).
+        ``past_kv_cache`` (causal models): ``resid`` holds the positions that follow the ones the
+        cache holds (``attention_mask`` then covers them only), and the blocks from ``layer`` on read
+        and extend the cache's keys and values: one new row through the upper layers costs one row,
+        not the sequence (``analyses.catalogue``'s answer-position patching)."""
         cfg = self.cfg
         if not 0 <= layer < cfg.n_layers:
             raise ValueError(f"layer {layer} does not exist: the model has layers 0..{cfg.n_layers - 1}")
@@ -789,13 +794,19 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
                 raise ValueError(
                     f"attention_mask has shape {tuple(attention_mask.shape)}, resid {(batch, n)}; they must match"
                 )
-            if attention_mask.all():
+            if attention_mask.all() and past_kv_cache is None:
                 attention_mask = None
-        positions, masks, rope = self._attention_setup(batch, n, 0, attention_mask, resid.device)
+        past, kv = 0, [None] * cfg.n_layers
+        if past_kv_cache is not None:
+            past = self._check_cache(past_kv_cache, resid[..., 0])
+            attention_mask = past_kv_cache._extend_mask(attention_mask, batch, n)
+            past_kv_cache.length += n
+            kv = past_kv_cache.layers
+        positions, masks, rope = self._attention_setup(batch, n, past, attention_mask, resid.device)
         x = resid
         exact = self.exact if exact is None else exact
-        for block in self.blocks[layer:]:
-            x = block(x, positions, masks, rope, None, exact)
+        for block, layer_kv in zip(self.blocks[layer:], kv[layer:]):
+            x = block(x, positions, masks, rope, layer_kv, exact)
         return self._finish(x, return_type)
 
     # -- parts of the forward pass, for analyses that take the model apart -----------------------

@@ -268,6 +268,37 @@ def test_run_from_layer_continues_the_forward_pass_exactly():
         model.run_from_layer(2, cache["blocks.1.hook_resid_pre"])
 
 
+def test_run_from_layer_with_a_kv_cache_runs_the_new_rows_as_the_full_pass_does():
+    """The catalogue's answer-position patching: the prefix cached once, the last row run from layer 1
+    with the cache repeated 3 times (``KVCache.repeat``) equals the full pass's last row, on a left-
+    padded batch too; the cache it was repeated from is left as it was."""
+    from models.generate import KVCache
+
+    model = _model(positional="rope")
+    tok = _tokens(batch=2, pos=7)
+    for mask in (None, torch.tensor([[0, 0, 1, 1, 1, 1, 1], [1] * 7])):
+        kw = {} if mask is None else {"attention_mask": mask}
+        with torch.no_grad():
+            full = model(tok, return_type="hidden", **kw)
+            cache = KVCache(model.cfg.n_layers)
+            model(
+                tok[:, :-1],
+                past_kv_cache=cache,
+                return_type=None,
+                attention_mask=None if mask is None else mask[:, :-1],
+            )
+            store = {}
+            with model.hooks(fwd_hooks=[("blocks.1.hook_resid_pre", lambda x, hook: store.update(x=x))]):
+                model(tok[:, -1:], past_kv_cache=cache.repeat(1), return_type=None)
+            keys = cache.layers[1].k.clone()
+            again = model.run_from_layer(
+                1, store["x"].repeat(3, 1, 1), past_kv_cache=cache.repeat(3, 1), return_type="hidden"
+            )
+        assert torch.allclose(again[:, 0], full[:, -1].repeat(3, 1), atol=1e-5)
+        assert cache.length == 6 and torch.equal(cache.layers[1].k, keys)
+        assert cache.repeat(3, 1).layers[0].k is None  # the layers below the start stay empty
+
+
 def test_patching_table_is_layer_by_head_and_normalised_by_the_clean_corrupted_gap():
     import warnings
 
