@@ -3,9 +3,9 @@ command line starts without torch.
 
 Layers, lowest first: ``interp`` <- ``models`` <- ``analyses.data`` <- ``analyses.heads`` /
 ``analyses.invariance`` / ``analyses.positional`` <- ``analyses.validation`` (it validates the
-heads' labels) <- ``analyses.circuits`` (circuit discovery) <- ``analyses.report`` <-
-``analyses.cli``. A module may import its own room and any lower layer; never a higher layer nor a
-sibling room of the same layer.
+heads' labels) <- ``analyses.circuits`` (circuit discovery) <- ``analyses.catalogue`` (labels
+joined with patching) <- ``analyses.report`` <- ``analyses.cli``. A module may import its own room
+and any lower layer; never a higher layer nor a sibling room of the same layer.
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ LAYERS = {
     "analyses.validation": 4,
     "analyses.circuits": 5,  # circuits of heads per task; tasks from validation's prompts, labels from heads
     "analyses.longctx": 5,  # heads at long context: real text from data, scores from heads, ablations from validation
-    "analyses.report": 6,
-    "analyses.explore": 7,  # the live app reads heads.csv and the examples through report/heads
-    "analyses.cli": 8,
-    "analyses.positional.__main__": 9,  # an entry point above the command line: it runs `interp positional`
+    "analyses.catalogue": 6,  # one verdict per head: heads' labels joined with circuits' tasks and patching
+    "analyses.report": 7,
+    "analyses.explore": 8,  # the live app reads heads.csv and the examples through report/heads
+    "analyses.cli": 9,
+    "analyses.positional.__main__": 10,  # an entry point above the command line: it runs `interp positional`
 }
 
 

@@ -20,8 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
+import analyses.catalogue as catalogue
 import analyses.circuits as circuits
 import analyses.heads as heads
 import analyses.invariance as invariance
@@ -91,6 +93,14 @@ def _agreement(mp):
     return circuits.agreement.run(m, ["subject_verb"], seed=3, **kw), m
 
 
+def _catalogue(mp):
+    from analyses.catalogue.planted import ROLE_TASKS as PLANTED_ROLES
+    from analyses.catalogue.planted import planted_catalogue_inputs
+
+    m, labels, pairs = planted_catalogue_inputs(n=12)
+    return catalogue.run(m, labels, n=12, eap_pairs=4, ig_steps=2, seed=3, pairs=pairs, role_tasks=PLANTED_ROLES), m
+
+
 def _sinks(mp):
     from tests.analyses.longctx.test_sinks import _sink_model
 
@@ -129,6 +139,7 @@ PACKAGES = [
         optional={"edges.csv": "written only when edges are scored (edges=False here)"},
     ),
     Package("circuits.agreement", circuits.agreement, _agreement, True, ["agreement", "--task", "ioi"]),
+    Package("catalogue", catalogue, _catalogue, True, ["catalogue", "--labels", "{heads}"]),
     Package("longctx.sinks", sinks, _sinks, True, ["sinks"]),
     Package("longctx.retrieval", retrieval, _retrieval, True, ["retrieval"]),
     Package(
@@ -195,5 +206,8 @@ def test_the_command_opens_the_librarys_own_outputs(pkg, tmp_path, monkeypatch):
         raise ValueError("stopped where the command opens its output set")
 
     monkeypatch.setattr(interp.io, "output_dir", opened)
-    assert main([*pkg.argv, "--out", str(tmp_path / "out")]) == 2
+    heads = tmp_path / "heads.csv"  # a command that reads a heads table checks it before its folder
+    pd.DataFrame(dict(layer=[0], head=[0], role=["local"], label=[True])).to_csv(heads, index=False)
+    argv = [str(heads) if a == "{heads}" else a for a in pkg.argv]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
     assert seen and seen[0] is getattr(pkg.module, pkg.outputs), f"interp {pkg.argv[0]} opened {seen}"

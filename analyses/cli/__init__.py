@@ -37,6 +37,7 @@ SUBCOMMANDS = {
     "probe": ("analyses.cli.probe", "classify every head (head-probing report)"),
     "invariance": ("analyses.cli.invariance", "permutation, rotation, relative-position and sqrt(d) checks"),
     "validate": ("analyses.cli.validate", "causal validation of head labels by ablation"),
+    "catalogue": ("analyses.cli.catalogue", "one verdict per head and task: its pattern joined with patching"),
     "circuit": ("analyses.cli.circuit", "which heads and edges carry a task: EAP / EAP-IG, faithfulness (CPR, CMD)"),
     "agreement": ("analyses.cli.agreement", "does what a head attends to rank heads as exact patching does?"),
     "train": ("analyses.cli.train", "train the toolkit's transformer from a config file"),

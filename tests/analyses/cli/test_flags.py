@@ -18,7 +18,9 @@ from analyses.cli import SUBCOMMANDS, build_parser, main
 from analyses.cli import common as C
 
 ROOT = Path(__file__).resolve().parents[3]
-LOADS_A_MODEL = {"tour", "probe", "invariance", "validate", "circuit", "agreement", "sinks", "retrieval", "explore"}
+LOADS_A_MODEL = {
+    "tour", "probe", "invariance", "validate", "catalogue", "circuit", "agreement", "sinks", "retrieval", "explore"
+}  # fmt: skip
 NEEDS_A_CAUSAL_LM = {"circuit", "agreement", "sinks", "retrieval"}
 WRITES_NO_FOLDER = {"explore"}
 SHARED = ("--model", "--device", "--dtype", "--threads", "--force", "--seed", "--text")
