@@ -1,12 +1,20 @@
 """``interp explore``: a local web page that runs the model on the text you type.
 
     interp explore --model smollm2 --heads out/smollm2/heads.csv
+    interp explore --model smollm2 --heads out/smollm2/heads.csv --catalogue out/smollm2
     interp explore --model minilm --port 8800
     interp explore --model path/to/checkpoint --max-tokens 256
 
 Loads the model once, binds 127.0.0.1 (``--host`` to change it; anything but loopback prints a
 warning: the page runs the model for whoever can reach it), prints the address, and serves until
-Ctrl-C. It reads nothing but the model, ``--heads`` and its own templates, and writes nothing.
+Ctrl-C. It reads nothing but the model, ``--heads``, ``--catalogue`` and its own templates, and writes
+nothing.
+
+``--catalogue`` (``interp catalogue``'s catalogue.csv, or the folder holding one) puts a clicked head's
+verdicts beside its pattern. It is read only when given, never looked for beside ``--heads`` (explore
+takes the heads table as a file, not an output folder), and checked before the model loads: a
+missing file or one that is not a catalogue is a one-line error (exit 2), as is, once the model has
+loaded, a catalogue of another model.
 
 Stopping: this command owns SIGINT and SIGTERM from before the model loads until the server has shut
 down (``_Stop``), and uvicorn's own capture is switched off. uvicorn's way (catch the signal, shut
@@ -39,6 +47,11 @@ GRACE = 5  # seconds a shutdown waits for requests still running (a client stall
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--heads", default=None, help="a heads.csv from `interp probe`: colours the grid by role")
+    parser.add_argument(
+        "--catalogue",
+        default=None,
+        help="a catalogue.csv from `interp catalogue` (or its folder, out/MODEL): a clicked head shows its verdicts",
+    )
     parser.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0: any free port)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
     parser.add_argument(
@@ -120,6 +133,7 @@ def _quiet_cancellations(record: logging.LogRecord) -> bool:
 def run(args: argparse.Namespace) -> int:
     if args.max_tokens < 1:
         raise ValueError(f"--max-tokens must be a positive integer, got {args.max_tokens}")
+    catalogue = _read_catalogue(args.catalogue) if args.catalogue is not None else None
     if not _is_loopback(args.host):
         sys.stderr.write(
             f"interp explore: warning: --host {args.host} is not loopback: anyone who can reach this machine on "
@@ -129,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     stop = _Stop()
     try:
         with stop.installed():
-            _serve(args, sock, stop)
+            _serve(args, sock, stop, catalogue)
     except (KeyboardInterrupt, Terminated):  # a signal while the model loaded
         pass
     finally:
@@ -139,7 +153,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace, sock: socket.socket, stop: _Stop) -> None:
+def _read_catalogue(path: str):
+    """``--catalogue``, read and checked (``analyses.explore.catalogue.read``) before the model
+    loads; what is wrong with it as one line naming the flag."""
+    from analyses.explore.catalogue import read
+
+    try:
+        return read(path)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"--catalogue {e}") from None
+    except ValueError as e:
+        raise ValueError(f"--catalogue {e}") from None
+
+
+def _serve(args: argparse.Namespace, sock: socket.socket, stop: _Stop, catalogue=None) -> None:
     import uvicorn
 
     from analyses.explore.server import allowed_hosts, create_app
@@ -157,7 +184,7 @@ def _serve(args: argparse.Namespace, sock: socket.socket, stop: _Stop) -> None:
                 print(f"interp explore: {session.view.name} at http://{shown}:{port}/ (Ctrl-C stops it)", flush=True)
 
     heads = read_heads(args.heads) if args.heads else None
-    session = Session(load_model(args), heads=heads, max_tokens=args.max_tokens)
+    session = Session(load_model(args), heads=heads, max_tokens=args.max_tokens, catalogue=catalogue)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host and not args.host.startswith("[") else args.host
     app = create_app(session, allowed_hosts(args.host, port))

@@ -2,7 +2,8 @@
 ``analyses.report.summary``). Writes DIR/summary.md, DIR/comparison.md and DIR/index.html (its
 ``OUTPUTS``), committed as a set, and re-renders each DIR/<model>/report.html (its ``MODEL_OUTPUTS``,
 the page ``interp probe`` writes first without invariances and validation, recorded as the probe's)
-with everything the folder holds, under that folder's own lock. Every folder's lock and ownership
+with everything the folder holds (its head catalogue where ``interp catalogue`` wrote one, its
+validation otherwise), under that folder's own lock. Every folder's lock and ownership
 checks are taken before anything is written, so a refusal leaves everything as it was. Nothing else
 in the model folders is written."""
 

@@ -1,5 +1,6 @@
 """``interp explore``: a local web app that runs the model on the text you type. Rooms: ``session``
-(one model in memory, requests serialised, input checked before any forward pass) -> ``server``
+(one model in memory, requests serialised, input checked before any forward pass; ``catalogue``
+reads and checks ``--catalogue`` for it) -> ``server``
 (Starlette routes only) -> ``templates/`` and ``assets/`` (the page). ``limits`` holds the numbers
 the command line needs without importing torch, which is why this file re-exports only those
 (``from analyses.explore.session import Session``)."""

@@ -8,6 +8,7 @@ model work is the session's, the page is ``templates/explore.html`` with ``asset
     POST /api/head     {"text", "layer", "head"}                 pattern and norm lens, tokens and words
     POST /api/layer    {"text", "layer", "query"}                every head of a layer from one query token
     POST /api/ablate   {"text", "heads", "mode", "position", "target"}   the change the ablation makes
+    POST /api/catalogue {"layer", "head"}                        the head's verdicts from --catalogue (404 without)
 
 Safety, since a browser on the same machine can be made to talk to it: no route takes a path (the
 server reads nothing but its own templates, and writes nothing); the Host header must name this server
@@ -178,5 +179,6 @@ def create_app(session: Session, hosts: Iterable[str]) -> _HostCheck:
         Route(
             "/api/ablate", _api(session, "ablate", ("text", "heads"), ("mode", "position", "target")), methods=["POST"]
         ),
+        Route("/api/catalogue", _api(session, "catalogue", ("layer", "head")), methods=["POST"]),
     ]
     return _HostCheck(Starlette(routes=routes), hosts)

@@ -14,7 +14,9 @@ What it computes, and from which of the toolkit's definitions (imported, never c
   over ``scoring.value_norms`` of the layer's ``hook_v`` and ``W_O`` (``Adapter.output_weights``);
 * word-level rows: ``interp.alignment.word_attention`` over the tokenizer's token-to-word map;
 * ablations: ``interp.interventions.run_ablated`` (zero, or mean over a named reference set whose
-  ``hook_z`` is averaged by ``cache_z`` + ``ablation_source``).
+  ``hook_z`` is averaged by ``cache_z`` + ``ablation_source``);
+* a head's catalogue verdicts: the rows of ``interp catalogue``'s catalogue.csv for that head, read
+  and checked by ``analyses.explore.catalogue`` (no forward pass).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analyses.explore.catalogue import by_head, check_model, checked, read, summary
 from analyses.explore.limits import DEFAULT_MAX_TOKENS, PATTERN_MAX_TOKENS
 from analyses.heads.adapter import adapt, model_input
 from analyses.heads.examples import readable_sentences
@@ -37,7 +40,7 @@ from interp.display import token_label
 from interp.interventions import ablation_source, cache_z, normalize_heads, run_ablated
 from interp.names import act_name
 
-__all__ = ["Session", "InputError", "TextTooLong", "MODES", "REFERENCE_NAME", "DEFAULT_MAX_TOKENS"]
+__all__ = ["Session", "InputError", "TextTooLong", "NoCatalogue", "MODES", "REFERENCE_NAME", "DEFAULT_MAX_TOKENS"]
 
 MODES = ("zero", "mean")
 TOP_K = 10
@@ -59,6 +62,12 @@ class TextTooLong(InputError):
     status = 413
 
 
+class NoCatalogue(InputError):
+    """A head's verdicts asked of a session started without a catalogue."""
+
+    status = 404
+
+
 def _floats(t: torch.Tensor) -> list:
     """Nested lists of Python floats, each exactly the float32 value (JSON carries it unchanged)."""
     return t.detach().float().cpu().numpy().astype(np.float64).tolist()
@@ -66,9 +75,17 @@ def _floats(t: torch.Tensor) -> list:
 
 class Session:
     """The model behind the explorer. ``heads``: the probe's table (heads.csv) for the role map, or
-    None. ``max_tokens``: the token budget per text (the model's context is the hard limit)."""
+    None. ``max_tokens``: the token budget per text (the model's context is the hard limit).
+    ``catalogue``: ``interp catalogue``'s catalogue.csv of this model (a path or a table, checked
+    by ``analyses.explore.catalogue``), or None; another model's is refused (``ValueError``)."""
 
-    def __init__(self, model, heads: pd.DataFrame | None = None, max_tokens: int = DEFAULT_MAX_TOKENS):
+    def __init__(
+        self,
+        model,
+        heads: pd.DataFrame | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        catalogue: pd.DataFrame | str | None = None,
+    ):
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
         # the model's one input convention, the probe's (``model_input``): a sink token first where the
@@ -80,6 +97,12 @@ class Session:
         self.limit = min(max_tokens, self.view.n_ctx)
         self.limit_reason = "the token budget (--max-tokens)" if max_tokens < self.view.n_ctx else "the model's context"
         self.roles = _head_roles(heads, self.view.n_layers, self.view.n_heads) if heads is not None else None
+        self.verdicts: dict[str, list[dict]] | None = None  # "layer.head" -> its catalogue rows
+        self.catalogue_info: dict | None = None
+        if catalogue is not None:
+            table = checked(catalogue) if isinstance(catalogue, pd.DataFrame) else read(catalogue)
+            check_model(table, self.view.name, self.view.n_layers, self.view.n_heads)
+            self.verdicts, self.catalogue_info = by_head(table), summary(table)
         self._lock = threading.Lock()
         self._mean: dict[int, torch.Tensor] | None = None  # [head, d_head] per layer, on first use
         self._has_norm = self.adapter.output_weights(0) is not None
@@ -108,6 +131,7 @@ class Session:
             "primary_roles": list(MAP_PRIMARY),  # the legend's order (the page's JSON has its keys sorted)
             "colours": _colours(),
             "heads": self.roles,
+            "catalogue": self.catalogue_info,
         }
 
     # -- input checks (before any forward pass) ---------------------------------------------------
@@ -235,6 +259,22 @@ class Session:
             out[f"{key}_words"] = _floats(word_attention(value[head].float().cpu(), align, len(labels)))
         out["roles"] = (self.roles or {}).get(f"{layer}.{head}")
         return out
+
+    def catalogue(self, layer, head) -> dict:
+        """One head's catalogue verdicts: its rows (``analyses.explore.catalogue.by_head``; empty when
+        the catalogue has none for it) and the file they come from. ``NoCatalogue`` without one."""
+        if self.verdicts is None:
+            raise NoCatalogue(
+                "no catalogue was given: start interp explore with --catalogue out/MODEL/catalogue.csv "
+                "(written by interp catalogue)"
+            )
+        layer, head = self._check_head(layer, head)
+        return {
+            "layer": layer,
+            "head": head,
+            "source": self.catalogue_info["source"],
+            "rows": self.verdicts.get(f"{layer}.{head}", []),
+        }
 
     def layer(self, text, layer, query) -> dict:
         """Every head of one layer seen from one query token (bertviz's model view): [head, key]."""

@@ -2,7 +2,13 @@
 
 A model's page (``out/<model>/report.html``) has five sections: the head explorer over the
 primary-role map (with what each role means), the labelled heads (a sortable table, filterable by
-role, layer and verdict), the invariances, the causal validation, and the data and method.
+role, layer and verdict), the invariances, the causal validation, and the data and method. Where
+the folder holds the head catalogue (``interp catalogue``: ``catalogue.csv``, read by
+``analyses.report.catalogue``), a "Catalogue" section comes before the validation (the tasks, the
+verdict counts per task, the mechanisms and the disagreements), the map can be coloured by each
+head's verdict on a chosen task, a head's detail shows its labelled roles beside its effect on each
+task, and the validation section and the heads table's verdicts are the catalogue's (a folder with
+only ``validation/`` shows that, as before).
 Everything is inline (styles, the script in ``assets/``, the data as JSON, figures as base64 PNG):
 no CDN, no network, and it works from ``file://``. Without JavaScript the grid, the tables and the
 figures still render; the script adds the head detail (scores per role with baselines and
@@ -16,8 +22,9 @@ not by heading text), the example patterns (``analyses.heads.example_patterns``:
 model), the tables. Markdown is rendered with markdown-it-py, never shown as source.
 
 ``page_from_folder(dir)`` reads ``heads.csv``, ``report.md`` and its figures, ``examples.json``,
-``invariance/invariance.csv``, ``validation/validation.md`` + ``.csv`` and ``retrieval/retrieval.csv``
-+ ``.md`` + ``.png`` (``interp retrieval``) where present, so
+``invariance/invariance.csv``, ``catalogue.csv`` + ``catalogue_tasks.csv`` + ``catalogue.json`` or
+else ``validation/validation.md`` + ``.csv``, and ``retrieval/retrieval.csv`` + ``.md`` + ``.png``
+(``interp retrieval``) where present, so
 ``interp probe`` (which has the first three) and ``interp summary`` (which runs after invariance
 and validation) render the same page.
 
@@ -42,6 +49,16 @@ from analyses.heads.report import ROLE_TEXT, Section, read_sections
 from analyses.heads.roles import COLUMNS
 from analyses.html import inline_images, render, render_markdown
 from analyses.longctx.retrieval import read_retrieval
+from analyses.report.catalogue import (
+    ModelCatalogue,
+    catalogue_markdown,
+    catalogue_provenance,
+    labels_verdicts,
+    page_catalogue,
+    read_model_catalogue,
+    role_verdict_counts,
+)
+from interp.display import md_table
 
 __all__ = [
     "SIZE_BUDGET",
@@ -179,13 +196,16 @@ def page_data(
     model: str | None = None,
     circuits: dict | None = None,
     retrieval: pd.DataFrame | None = None,
+    catalogue: ModelCatalogue | None = None,
 ) -> dict:
     """What the explorer embeds (JSON-ready): the model's shape, the role colours and what each role
     means, one record per head (primary role, standardised effect, secondary roles, its scores:
     ``_score_rows``), the per-role score grids, the validation verdicts per head, and the example
     patterns (``ExamplePatterns.page()``, or the ``examples.json`` the probe wrote). ``retrieval``
     (``analyses.longctx.retrieval.read_retrieval``): each head's retrieval score in its record and a
-    ``retrieval`` grid among the score grids (the explorer's colour choice offers it)."""
+    ``retrieval`` grid among the score grids (the explorer's colour choice offers it). ``catalogue``
+    (``analyses.report.catalogue.read_model_catalogue``): its rows per head and task and each head's
+    labelled roles (``page_catalogue``), for the verdict colouring and the head's two sides."""
     from analyses.heads.labels import role_map
     from analyses.heads.roles import MAP_PRIMARY
 
@@ -243,6 +263,7 @@ def page_data(
         "role_scores": grids,
         "verdicts": _verdicts(validation),
         "has_validation": validation is not None,
+        "catalogue": page_catalogue(catalogue, df) if catalogue is not None else None,
         "circuits": circuits or {},  # per head: causal importance per task (analyses.circuits.report.page_circuits)
         "examples": (examples or {}).get("sentences", []),
     }
@@ -287,7 +308,15 @@ def _explorer_view(data: dict) -> dict:
             )
         grid.append(row)
     uid = "hx-" + hashlib.sha1(json.dumps([data["model"], L, H]).encode()).hexdigest()[:8]
-    return {"uid": uid, "data": data, "grid": grid, "legend": [*data["roles"], "unclassified"]}
+    cat = data.get("catalogue")
+    verdict_legend = [*cat["colours"].items(), ("no row for this task", cat["no_row"])] if cat else []
+    return {
+        "uid": uid,
+        "data": data,
+        "grid": grid,
+        "legend": [*data["roles"], "unclassified"],
+        "verdict_legend": verdict_legend,
+    }
 
 
 def _sink_note(rec: dict) -> str:
@@ -309,11 +338,15 @@ def label_counts(df: pd.DataFrame) -> tuple[int, int]:
     return len(lab), len(lab.drop_duplicates(["layer", "head", "name"]))
 
 
-def _labelled_rows(df: pd.DataFrame, validation: pd.DataFrame | None) -> pd.DataFrame:
+def _labelled_rows(
+    df: pd.DataFrame, validation: pd.DataFrame | None, catalogue: ModelCatalogue | None = None
+) -> pd.DataFrame:
     """One row per label under the map's names (the reading named: "subject_verb (predictive)"; a
     boundary head by weight only is ``noop_sink``) with its real-text support and its validation
     verdict ("not tested" when the validation has no row for it). A validation without a
-    ``reading`` column (written before labels v4) tested the retrospective labels."""
+    ``reading`` column (written before labels v4) tested the retrospective labels. With a
+    ``catalogue`` the verdict is the catalogue's on the tasks that test the label
+    (``labels_verdicts``: "ioi: mechanism; induction: quiet") and the validation is not read."""
     from analyses.heads.labels import labelled_roles, readings
     from analyses.heads.roles import MAP_ROLES
     from analyses.heads.summaries import real_text
@@ -323,6 +356,9 @@ def _labelled_rows(df: pd.DataFrame, validation: pd.DataFrame | None) -> pd.Data
     lab["name"] = pd.Categorical(lab["name"], MAP_ROLES, ordered=True)
     lab = lab.sort_values(["name", "layer", "head", "score"], ascending=[True, True, True, False])
     lab["role"] = lab["name"].astype(str)
+    if catalogue is not None:
+        lab["verdict"] = labels_verdicts(lab, catalogue.table)
+        return lab.reset_index(drop=True)
     verdict = {}
     if validation is not None and not validation.empty:
         v = validation if "direction" in validation else validation.assign(direction="")
@@ -400,14 +436,20 @@ class HeadExplorer:
 
     @classmethod
     def build(
-        cls, df: pd.DataFrame, model=None, validation: pd.DataFrame | None = None, **kwargs: object
+        cls,
+        df: pd.DataFrame,
+        model=None,
+        validation: pd.DataFrame | None = None,
+        catalogue: ModelCatalogue | None = None,
+        **kwargs: object,
     ) -> HeadExplorer:
         """From a heads table (``probe_items``) and, to show patterns, the model it was probed on
-        (``kwargs`` go to ``analyses.heads.example_patterns``: sentences, heads, tokenizer)."""
+        (``kwargs`` go to ``analyses.heads.example_patterns``: sentences, heads, tokenizer);
+        ``catalogue`` (``read_model_catalogue``) adds the verdict colouring and each head's rows."""
         from analyses.heads.examples import example_patterns
 
         examples = example_patterns(model, **kwargs) if model is not None else None
-        return cls(page_data(df, examples=examples, validation=validation))
+        return cls(page_data(df, examples=examples, validation=validation, catalogue=catalogue))
 
     def _repr_html_(self) -> str:
         return render("explorer_fragment.html", ex=_explorer_view(self.data))
@@ -428,12 +470,24 @@ def _method_html(sections: Sequence[Section], figures: Mapping[str, bytes]) -> l
     ]
 
 
-def _validation_html(validation: pd.DataFrame | None, validation_md: str | None) -> str:
+CATALOGUE_VALIDATION = (
+    "Read from the head catalogue (the section above, `catalogue.csv`): each labelled head patched on the "
+    "tasks its role needs. Head-task rows per labelled role and verdict; a head with two roles for a task "
+    "counts under each, `(no label)` holds the rows of heads without a label that the task tests (their "
+    "`idle` and `quiet` rows are not counted)."
+)
+
+
+def _validation_html(
+    validation: pd.DataFrame | None, validation_md: str | None, catalogue: ModelCatalogue | None = None
+) -> str:
+    if catalogue is not None:  # the catalogue supersedes interp validate's verdicts
+        return render_markdown(
+            CATALOGUE_VALIDATION + "\n\n" + md_table(role_verdict_counts(catalogue.table).reset_index())
+        )
     if validation_md:
         return render_markdown(re.sub(r"(?m)\A## .*\n", "", validation_md), heading_shift=1)
     if validation is not None:
-        from interp.display import md_table
-
         return render_markdown(md_table(validation))
     return ""
 
@@ -451,17 +505,30 @@ def render_page(
     circuits: dict | None = None,
     retrieval: pd.DataFrame | None = None,
     retrieval_md: str | None = None,
+    catalogue: ModelCatalogue | None = None,
+    catalogue_warning: str | None = None,
 ) -> str:
     """One model's page as a string (see the module docstring). ``sections``: the probe's report
     (``analyses.heads.report.report_sections`` or ``read_sections`` of its report.md), whose
     figures (``![..](x.png)``) are inlined from ``figures`` (name -> PNG bytes). ``retrieval``
     (per-head scores, ``read_retrieval``) and ``retrieval_md`` (``interp retrieval``'s report):
     the map is redrawn with the retrieval heads marked, the explorer gets a retrieval score grid,
-    and the retrieval report leads "Data and method"."""
+    and the retrieval report leads "Data and method". ``catalogue`` (``read_model_catalogue``): the
+    map gets a verdict colouring, each head's detail its pattern and causal sides, the page a
+    "Catalogue" section, and the validation section and the heads table read it instead of
+    ``validation``; ``catalogue_warning``: its provenance (``catalogue_provenance``)."""
     from analyses.invariance.report import invariance_section
 
     figures = dict(figures or {})
-    data = page_data(df, examples=examples, validation=validation, model=model, circuits=circuits, retrieval=retrieval)
+    data = page_data(
+        df,
+        examples=examples,
+        validation=validation,
+        model=model,
+        circuits=circuits,
+        retrieval=retrieval,
+        catalogue=catalogue,
+    )
     retrieval_html = []
     if retrieval is not None:
         from analyses.heads.labels import role_map
@@ -477,7 +544,7 @@ def render_page(
     by_id = {s.id: s for s in sections}
     intro = by_id.get("intro")
     title = intro.title if intro and intro.title else f"Head roles of {data['model']}"
-    lab = _labelled_rows(df, validation)
+    lab = _labelled_rows(df, validation, catalogue)
     uid = "hx-" + hashlib.sha1(data["model"].encode()).hexdigest()[:8]
 
     def md(sid: str) -> str:
@@ -487,6 +554,7 @@ def render_page(
     if invariance is not None and not invariance.empty:
         inv = render_markdown(invariance_section(invariance, heading_level=3).split("\n", 1)[1])
     n_labels, n_head_roles = label_counts(df)
+    warning = catalogue_warning if catalogue is not None else validation_warning
     return render(
         "page.html",
         title=title,
@@ -500,8 +568,10 @@ def render_page(
         n_labels=n_labels,
         n_head_roles=n_head_roles,
         invariance_html=inv,
-        warning_html=render_markdown(validation_warning) if validation_warning else "",
-        validation_html=_validation_html(validation, validation_md),
+        warning_html=render_markdown(warning) if warning else "",
+        validation_html=_validation_html(validation, validation_md, catalogue),
+        catalogue_html=render_markdown(catalogue_markdown(catalogue)) if catalogue is not None else "",
+        has_catalogue=catalogue is not None,
         method_html=retrieval_html + _method_html(sections, figures),
     )
 
@@ -534,8 +604,11 @@ def read_heads(path: Path) -> pd.DataFrame:
 
 def page_from_folder(model_dir: str | Path, provenance: str | None = None) -> str:
     """Render ``model_dir``'s page from its files (``heads.csv`` is required; ``report.md``, its PNG
-    figures, ``examples.json``, ``invariance/invariance.csv`` and ``validation/`` are used where
-    present). ``provenance``: a warning about the validation (``summary.validation_provenance``)."""
+    figures, ``examples.json``, ``invariance/invariance.csv``, ``catalogue.csv`` (with
+    ``catalogue_tasks.csv`` and ``catalogue.json``) and ``validation/`` are used where present).
+    Where the folder holds a catalogue, it stands for the validation (``validation/`` is not read)
+    and its provenance is checked here (``catalogue_provenance``); otherwise ``provenance`` is the
+    warning about the validation (``summary.validation_provenance``)."""
     from analyses.circuits.report import page_circuits
 
     d = Path(model_dir)
@@ -555,7 +628,8 @@ def page_from_folder(model_dir: str | Path, provenance: str | None = None) -> st
         return pd.read_csv(p) if p.is_file() else None
 
     ex = text(d / "examples.json")
-    val = table(d / "validation" / "validation.csv")
+    cat = read_model_catalogue(d)
+    val = table(d / "validation" / "validation.csv") if cat is None else None
     ret = d / "retrieval"  # interp retrieval --out <this folder>/retrieval
     figures = {p.name: p.read_bytes() for p in d.glob("*.png")}
     if (ret / "retrieval.png").is_file():
@@ -567,12 +641,14 @@ def page_from_folder(model_dir: str | Path, provenance: str | None = None) -> st
         examples=json.loads(ex) if ex is not None else None,
         invariance=table(d / "invariance" / "invariance.csv"),
         validation=val,
-        validation_md=text(d / "validation" / "validation.md"),
+        validation_md=text(d / "validation" / "validation.md") if cat is None else None,
         validation_warning=provenance if val is not None else None,
         model=name,
         circuits=page_circuits(d),
         retrieval=read_retrieval(ret / "retrieval.csv") if (ret / "retrieval.csv").is_file() else None,
         retrieval_md=text(ret / "retrieval.md"),
+        catalogue=cat,
+        catalogue_warning=catalogue_provenance(d) if cat is not None else None,
     )
 
 

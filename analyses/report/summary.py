@@ -1,15 +1,19 @@
 """The main job's summary (``interp summary --out DIR``): one page over the main job's per-model folders.
 
-Reads ``DIR/<model>/heads.csv`` (head roles), ``DIR/<model>/invariance/invariance.csv`` and
-``DIR/<model>/validation/validation.csv`` for every model folder present, and writes
-``DIR/comparison.md`` (which roles live in which layers of each model), ``DIR/summary.md``
-(links to the full reports, the invariance section, the validation verdicts) and ``DIR/index.html``
-(the same, rendered, figures inline: ``analyses.report.page.render_index``). Atomic writes.
-``model_pages`` re-renders each ``DIR/<model>/report.html`` with its invariance and validation.
+Reads ``DIR/<model>/heads.csv`` (head roles), ``DIR/<model>/invariance/invariance.csv`` and the
+causal verdicts for every model folder present: the head catalogue (``DIR/<model>/catalogue.csv``,
+``interp catalogue``) where the folder holds one, ``DIR/<model>/validation/validation.csv``
+otherwise (the rule the model's page follows). Writes ``DIR/comparison.md`` (which roles live in
+which layers of each model), ``DIR/summary.md`` (links to the full reports, the invariance section,
+the verdicts, with the catalogue's verdict counts per role compared across models:
+``analyses.report.catalogue.role_verdict_table``) and ``DIR/index.html`` (the same, rendered,
+figures inline: ``analyses.report.page.render_index``). Atomic writes. ``model_pages`` re-renders
+each ``DIR/<model>/report.html`` with its invariance and catalogue or validation.
 
-A validation records the SHA-256 of the heads.csv it tested (``validation/validation.json``); one
-whose hash is not that of the current ``<model>/heads.csv`` (the probe was rerun since) is flagged
-as out of date, and one without the record as unverifiable.
+A validation records the SHA-256 of the heads.csv it tested (``validation/validation.json``), a
+catalogue that of the heads.csv it read (``catalogue.json``'s ``labels_sha256``); one whose hash is
+not that of the current ``<model>/heads.csv`` (the probe was rerun since) is flagged as out of
+date, and one without the record as unverifiable.
 """
 
 from __future__ import annotations
@@ -19,11 +23,19 @@ from pathlib import Path
 
 import pandas as pd
 
+from analyses.catalogue import disagreements, verdict_counts
 from analyses.heads.labels import has_norm_rows, label_names, labelled_roles, role_map
 from analyses.heads.report import no_label_line, real_text_markdown
 from analyses.heads.roles import LABEL_NAMES, LINGUISTIC_ROLES
 from analyses.heads.summaries import detectable_effect, real_text
 from analyses.invariance.report import invariance_section
+from analyses.report.catalogue import (
+    ROLE_VERDICTS,
+    ModelCatalogue,
+    catalogue_provenance,
+    read_model_catalogue,
+    role_verdict_table,
+)
 from analyses.report.compose import write_comparison
 from analyses.report.page import label_counts, page_from_folder, read_heads, render_index
 from interp.display import md_table
@@ -191,14 +203,77 @@ def _lens_validation_section(heads: dict[str, pd.DataFrame], val: dict[str, pd.D
     )
 
 
-def _validation_section(frames: dict[str, pd.DataFrame]) -> str:
+def _heads_list(d: pd.DataFrame, limit: int = 10) -> str:
+    """ "L3H1 subject_verb (probe) 0.73 [0.33, 1.10], ..." for the first ``limit`` rows of a catalogue."""
+    shown = [
+        f"L{int(r.layer)}H{int(r.head)} {r.task} {r.effect:.3g} [{r.ci_low:.3g}, {r.ci_high:.3g}]"
+        if pd.notna(r.effect)
+        else f"L{int(r.layer)}H{int(r.head)} {r.task}"
+        for r in d.head(limit).itertuples()
+    ]
+    more = f" and {len(d) - limit} more" if len(d) > limit else ""
+    return (", ".join(shown) + more) if shown else "none"
+
+
+def _catalogue_lines(cats: dict[str, ModelCatalogue], warnings: dict[str, str | None]) -> list[str]:
+    """The verdicts per role across the models with a catalogue (``role_verdict_table``), then per
+    model its provenance warning (``warnings``: ``catalogue_provenance``), its verdict counts per
+    task, its mechanisms and disagreements."""
+    table = role_verdict_table({name: c.table for name, c in cats.items()})
     lines = [
-        "## Causal validation of the labels",
+        "### Verdicts per role (the head catalogue)",
         "",
-        "Each labelled head is ablated (mean ablation) and the behaviour metric tied to its role is compared "
-        "with ablating random heads (see each model's `validation/validation.md` for the decision rule).",
+        "Head-task rows of each model's catalogue per labelled role (a head with two roles for a task counts under "
+        "each); each cell: " + " / ".join(f"`{v}`" for v in ROLE_VERDICTS) + ". `(no label)`: the rows of heads "
+        "without a label that the task tests (their `idle` and `quiet` rows are not counted); `-`: the model's "
+        "catalogue names no head with the role.",
+        "",
+        md_table(table),
         "",
     ]
+    for name, c in cats.items():
+        t = c.table
+        lines += [f"### {name} (catalogue)", ""]
+        if warnings.get(name):
+            lines += [f"> {warnings[name]}", ""]
+        lines += [md_table(verdict_counts(t).reset_index()), ""]
+        mech = t[t["verdict"] == "mechanism"].sort_values("effect", ascending=False)
+        dis = disagreements(t)
+        lines += [
+            f"- Mechanisms ({len(mech)}): {_heads_list(mech)}.",
+            f"- Pattern, no effect ({int((dis['verdict'] == 'pattern, no effect').sum())}): "
+            f"{_heads_list(dis[dis['verdict'] == 'pattern, no effect'])}.",
+            f"- Effect, no named pattern ({int((dis['verdict'] == 'effect, no named pattern').sum())}): "
+            f"{_heads_list(dis[dis['verdict'] == 'effect, no named pattern'])}.",
+            "",
+        ]
+    return lines
+
+
+def _validation_section(
+    frames: dict[str, pd.DataFrame],
+    cats: dict[str, ModelCatalogue] | None = None,
+    warnings: dict[str, str | None] | None = None,
+) -> str:
+    """Per model, the head catalogue's verdicts where its folder has one (``_catalogue_lines``),
+    otherwise ``interp validate``'s (``frames``: validation.csv per model)."""
+    cats = cats or {}
+    lines = ["## Causal validation of the labels", ""]
+    if cats:
+        lines += [
+            "Where a model folder holds the head catalogue (`interp catalogue`: every head patched on each task the "
+            "model solves, its effect's 95% interval against the minimum effect, joined with the labels the task "
+            "needs; docs/catalogue.md), the verdicts are the catalogue's"
+            + (" and the folder's `validation/` is not read." if not frames else "; the other models' are below it."),
+            "",
+        ]
+        lines += _catalogue_lines(cats, warnings or {})
+    if frames:
+        lines += [
+            "Each labelled head is ablated (mean ablation) and the behaviour metric tied to its role is compared "
+            "with ablating random heads (see each model's `validation/validation.md` for the decision rule).",
+            "",
+        ]
     for name, df in frames.items():
         counts = df.groupby(["role", "verdict"]).size().unstack(fill_value=0).reset_index()
         lines += [f"### {name}", ""]
@@ -251,13 +326,17 @@ def summarise(out: Path, dest: Path | None = None) -> Path:
     ]
     if inv:
         lines += [invariance_section(pd.concat(inv, ignore_index=True)), ""]
-    val = {}
-    for d in dirs:
-        if (d / "validation" / "validation.csv").exists():
+    val, cats, warnings = {}, {}, {}
+    for d in dirs:  # the catalogue where a folder has one, its validation/ otherwise (as the page reads them)
+        cat = read_model_catalogue(d)
+        if cat is not None:
+            cats[d.name], warnings[d.name] = cat, catalogue_provenance(d)
+        elif (d / "validation" / "validation.csv").exists():
             val[d.name] = pd.read_csv(d / "validation" / "validation.csv")
             val[d.name].attrs["warning"] = validation_provenance(d)
+    if val or cats:
+        lines += [_validation_section(val, cats, warnings), ""]
     if val:
-        lines += [_validation_section(val), ""]
         lines += [_lens_validation_section(heads, val), ""]
     text = "\n".join(lines)
     # a page that exists now or that `interp summary` renders next (every model folder gets one)
@@ -276,10 +355,12 @@ def model_dirs(out: Path) -> list[Path]:
 
 
 def model_pages(out: Path) -> dict[str, str]:
-    """Each model's page rendered from its folder (probe, invariance, validation): {folder: html}.
-    The validation's provenance warning goes on the page too."""
+    """Each model's page rendered from its folder (probe, invariance, catalogue or validation):
+    {folder: html}. The validation's provenance warning goes on the page too (the catalogue's is
+    checked by ``page_from_folder``)."""
     pages = {}
     for d in model_dirs(out):
-        warning = validation_provenance(d) if (d / "validation" / "validation.csv").exists() else None
+        shown = (d / "validation" / "validation.csv").exists() and not (d / "catalogue.csv").is_file()
+        warning = validation_provenance(d) if shown else None
         pages[d.name] = page_from_folder(d, provenance=warning)
     return pages

@@ -169,6 +169,7 @@
     markGrid();
     $("detail-title").textContent = "L" + l + "H" + h;
     drawRoles(l, h);
+    drawCatalogue(l, h);  // needs no text: not awaited, so the pattern does not wait for it
     if (state.text === null) { message("Type a text and press Run to see this head's attention.", ""); return; }
     const d = await guarded("head", () => post("/api/head", { text: state.text, layer: l, head: h }));
     if (!d) return;
@@ -196,6 +197,61 @@
     }
     box.appendChild(t);
   }
+  // -- the head's catalogue verdicts (--catalogue) ----------------------------------------------------
+  function interval(r) {  // "effect [low, high]": the exact values in data-v
+    const s = el("span");
+    if (r.effect === null) return s;
+    const add = (cls, v) => { const x = el("span", fmt(v), cls); x.dataset.v = String(v); s.appendChild(x); };
+    add("effect", r.effect);
+    if (r.ci_low !== null && r.ci_high !== null) {
+      s.appendChild(document.createTextNode(" ["));
+      add("ci-low", r.ci_low);
+      s.appendChild(document.createTextNode(", "));
+      add("ci-high", r.ci_high);
+      s.appendChild(document.createTextNode("]"));
+    }
+    return s;
+  }
+  async function drawCatalogue(l, h) {
+    const box = $("catalogue");
+    clear(box);
+    delete box.dataset.layer;
+    delete box.dataset.head;
+    if (!info.catalogue) { box.appendChild(el("p", "No catalogue given (--catalogue): no verdicts to show.", "caption")); return; }
+    const d = await guarded("catalogue", () => post("/api/catalogue", { layer: l, head: h }));
+    if (!d || d.layer !== state.layer || d.head !== state.head) return;
+    box.appendChild(el("h3", "Catalogue verdicts"));
+    if (!d.rows.length) {
+      box.appendChild(el("p", "L" + l + "H" + h + " has no rows in the catalogue (" + d.source + ").", "none"));
+    } else {
+      const t = el("table", null, "evidence verdicts");
+      const hr = el("tr");
+      for (const c of ["task", "verdict", "effect [95% CI]", "min effect", "site", "labelled roles", "other labels"]) hr.appendChild(el("th", c));
+      t.appendChild(hr);
+      for (const r of d.rows) {
+        const tr = el("tr");
+        tr.dataset.task = r.task;
+        tr.appendChild(el("td", r.no_task ? "- (no solved task tests these roles)" : r.task));
+        const v = el("td", r.verdict, "verdict");
+        v.dataset.verdict = r.verdict;
+        v.title = r.reason;
+        tr.appendChild(v);
+        const e = el("td");
+        e.appendChild(interval(r));
+        tr.appendChild(e);
+        const m = el("td", r.min_effect === null ? "" : "\u00b1" + fmt(r.min_effect), "min-effect");
+        if (r.min_effect !== null) m.dataset.v = String(r.min_effect);
+        tr.appendChild(m);
+        for (const x of [r.site, r.roles.join(", ") || "-", r.other_roles.join(", ") || "-"]) tr.appendChild(el("td", x));
+        t.appendChild(tr);
+      }
+      box.appendChild(t);
+      box.appendChild(el("p", "A verdict's reason shows when the pointer rests on it. Effect: the task's score change when the head is patched (an encoder: ablated), with its 95% interval over pairs; it counts when the interval clears \u00b1min effect.", "caption"));
+    }
+    box.dataset.layer = l;
+    box.dataset.head = h;
+  }
+
   function drawPattern() {
     const d = state.detail;
     if (!d) return;

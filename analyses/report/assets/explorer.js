@@ -38,13 +38,37 @@
     var state = {sentence: 0, weighting: "attention", key: null};
 
     var caption = root.querySelector(".hx-caption");
+    var cat = data.catalogue || null;  // the head catalogue's rows (interp catalogue), where the folder has one
+    var taskBy = root.querySelector("select.hx-task"), taskLabel = root.querySelector(".hx-task-label");
+    var legend = root.querySelector(".hx-legend:not(.hx-legend-verdict)"), verdictLegend = root.querySelector(".hx-legend-verdict");
+    function catalogueRow(key, task) {  // the head's row for the task, or null
+      var rows = (cat && cat.heads[key]) || [];
+      for (var i = 0; i < rows.length; i++) if (rows[i].task === task) return rows[i];
+      return null;
+    }
+    grid.querySelectorAll("td.hx-cell").forEach(function (td) { td.setAttribute("data-title", td.title); });
     function recolour() {
       var what = colourBy ? colourBy.value : "primary";
+      var task = taskBy ? taskBy.value : null;
+      if (taskLabel) taskLabel.hidden = what !== "verdict";
+      if (legend) legend.hidden = what === "verdict";
+      if (verdictLegend) verdictLegend.hidden = what !== "verdict";
       if (caption) caption.textContent = what === "primary" ? "number: effect of the primary role, % of the way from baseline to ceiling; framed: a sink head" :
+        what === "verdict" ? "colour: the catalogue's verdict on " + (cat.task_names[task] || task) + "; grey: no row for this task" :
         "colour, number: " + what + " score x 100";
       grid.querySelectorAll("td.hx-cell").forEach(function (td) {
-        var h = byKey[td.getAttribute("data-layer") + "," + td.getAttribute("data-head")];
-        if (what === "primary") {
+        var key = td.getAttribute("data-layer") + "," + td.getAttribute("data-head");
+        var h = byKey[key];
+        td.title = td.getAttribute("data-title");
+        td.removeAttribute("data-verdict");
+        if (what === "verdict") {
+          var row = catalogueRow(key, task);
+          td.style.background = row ? (cat.colours[row.verdict] || cat.no_row) : cat.no_row;
+          td.style.color = "#111";
+          td.textContent = "";
+          td.setAttribute("data-verdict", row ? row.verdict : "");
+          td.title += "; " + task + ": " + (row ? row.verdict : "no row for this task");
+        } else if (what === "primary") {
           td.style.background = data.colours[h.primary] || "#eeeeee";
           td.style.color = "#111";
           td.textContent = (h.relative === null || h.relative === undefined) ? "" : Math.round(100 * h.relative);
@@ -109,6 +133,44 @@
       return tbl;
     }
 
+    function table(columns, rows, cls) {  // a small table of text cells
+      var tbl = el("table", {"class": cls}), hr = el("tr");
+      columns.forEach(function (c) { hr.appendChild(el("th", null, c)); });
+      tbl.appendChild(hr);
+      rows.forEach(function (r) {
+        var tr = el("tr");
+        r.forEach(function (c) { tr.appendChild(c instanceof Node ? (function () { var td = el("td"); td.appendChild(c); return td; })() : el("td", null, c)); });
+        tbl.appendChild(tr);
+      });
+      return tbl;
+    }
+
+    function sides(key) {  // the catalogue: what the head attends to beside what it does, per task
+      var box = el("div", {"class": "hx-sides"});
+      var pat = el("div", {"class": "hx-side hx-pattern"}), cau = el("div", {"class": "hx-side hx-causal"});
+      pat.appendChild(el("h4", null, "Pattern: its labelled roles (heads.csv)"));
+      var labs = cat.labels[key] || [];
+      pat.appendChild(labs.length ? table(["role", "score", "baseline", "heuristic", "real text"], labs.map(function (l) {
+        return [l.role, fmt(l.score), fmt(l.baseline), l.heuristic, l.real_text]; }), "hx-labels") :
+        el("p", {"class": "hx-note"}, "No labelled role."));
+      cau.appendChild(el("h4", null, "Causal: patched on each task (the catalogue)"));
+      var rows = cat.heads[key] || [];
+      cau.appendChild(rows.length ? table(["task (roles it tests)", "verdict", "effect [95% CI]", "min effect", "rank", "EAP-IG (rank)", "site", "powered"],
+        rows.map(function (r) {
+          var v = el("span", {"class": "hx-verdict", "data-verdict": r.verdict, title: r.reason});
+          var sw = el("i"); sw.style.background = cat.colours[r.verdict] || cat.no_row;
+          v.appendChild(sw); v.appendChild(document.createTextNode(r.verdict));
+          var t = el("span", null, r.task);
+          if (r.roles) { t.appendChild(el("br")); t.appendChild(el("span", {"class": "hx-note hx-tested"}, r.roles)); }
+          return [t, v, r.effect === null ? "" : fmt(r.effect) + " [" + fmt(r.ci_low) + ", " + fmt(r.ci_high) + "]",
+            fmt(r.min_effect), fmt(r.rank, 0), r.eap_ig === null ? "" : fmt(r.eap_ig) + " (" + fmt(r.eap_ig_rank, 0) + ")",
+            r.site, r.powered_verdict]; }), "hx-tasks") :
+        el("p", {"class": "hx-note"}, "No row in the catalogue for this head."));
+      box.appendChild(pat);
+      box.appendChild(cau);
+      return box;
+    }
+
     function show(key) {
       state.key = key;
       var h = byKey[key];
@@ -124,8 +186,9 @@
         "Sink: " + (h.sink || "no sink label") + "; attention on the sink " + fmt(h.sink_weight, 3) +
         (h.sink_norm === null || h.sink_norm === undefined ? "" : " by weight, " + fmt(h.sink_norm, 3) + " by norm") + "."));
       detail.appendChild(roleNotes(h));
+      if (cat) detail.appendChild(sides(key));
       var v = (data.verdicts[key] || []);
-      detail.appendChild(el("p", {"class": "hx-verdicts"}, v.length ?
+      if (!cat || data.has_validation) detail.appendChild(el("p", {"class": "hx-verdicts"}, v.length ?
         "Causal validation: " + v.map(function (x) {
           var why = (x.metric && x.metric !== "none" && x.effect !== null && x.effect !== undefined) ?
             " (" + x.metric + " " + fmt(x.effect, 3) + (x.p === null || x.p === undefined ? "" : ", p=" + fmt(x.p, 3)) + ")" :
@@ -168,6 +231,7 @@
       td.addEventListener("click", function () { show(td.getAttribute("data-layer") + "," + td.getAttribute("data-head")); });
     });
     if (colourBy) colourBy.addEventListener("change", recolour);
+    if (taskBy) taskBy.addEventListener("change", recolour);
     var ctl = root.querySelector(".hx-controls");
     if (ctl) ctl.hidden = false;
     detail.hidden = false;
