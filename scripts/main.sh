@@ -57,9 +57,9 @@ for model in minilm smollm2; do
   # exits non-zero when a measurement disagrees with theory: a finding for the report, not a crash
   step "$model invariance" "${budgets[1]}" $I invariance --model "$model" --out "$OUT/$model/invariance" \
     || echo "interp invariance: some measurements on $model disagree with theory; see $OUT/$model/invariance/invariance.md"
-  # the catalogue (docs/catalogue.md): SmolLM2's heads patched on 40 solved pairs of each task it
-  # solves (at the answer position; previous- and duplicate-token heads at every position), EAP-IG on
-  # 16; MiniLM's on interp validate's encoder probes. It joins out/MODEL/powered/ when scripts/powered.sh
+  # the catalogue (docs/catalogue.md): SmolLM2's heads patched on 32 solved pairs of each task it
+  # solves (at the answer position; the best 4 duplicate-token heads, and induction heads on IOI, at
+  # every position), EAP-IG on 8; MiniLM's on interp validate's encoder probes (32 prompts per family). It joins out/MODEL/powered/ when scripts/powered.sh
   # has run (it does not fit this budget). `interp validate` stays a command; this job no longer runs it.
   step "$model catalogue" "${budgets[2]}" $I catalogue --model "$model" --out "$OUT/$model"
 done
