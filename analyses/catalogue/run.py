@@ -19,7 +19,8 @@ causal side is measured here:
 
 Each effect gets a 95% t interval over pairs (prompts are independent draws; ``scipy.stats.t``).
 Where the folder the heads table came from holds ``powered/powered.csv`` (``scripts/powered.sh``),
-``retrieval/retrieval.csv`` or ``sinks/sinks.csv``, their per-head numbers are joined on.
+``retrieval/retrieval.csv`` (``interp retrieval``) or ``sinks/sinks_heads.csv`` (``interp sinks``), of
+this model, their per-head numbers are joined on.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ COLUMNS = [
     "powered_verdict",
     "retrieval",
     "sink_share",
+    "sink_by_length",
     "state",
     "sign",
     "verdict",
@@ -362,29 +364,55 @@ def _read_optional(folder: Path | None, rel: str) -> pd.DataFrame | None:
     if folder is None:
         return None
     path = Path(folder) / rel
-    return pd.read_csv(path) if path.is_file() else None
+    return pd.read_csv(path, low_memory=False) if path.is_file() else None
 
 
-def _extras(folder: Path | None) -> dict:
-    """Per head: the powered run (by head and role), the retrieval score and the sink share."""
-    out: dict = {"powered": {}, "retrieval": {}, "sink": {}, "ran": {}}
-    pw = _read_optional(folder, "powered/powered.csv")
+def _of_model(table: pd.DataFrame | None, name: str | None) -> pd.DataFrame | None:
+    """``table`` where it is of model ``name`` (or says nothing about its model), else None: another
+    model's numbers are never joined onto this one's heads."""
+    if table is None or name is None or "model" not in table.columns:
+        return table
+    models = {str(m) for m in table["model"].dropna().unique()}
+    return table if models <= {name} else None
+
+
+def _extras(folder: Path | None, name: str | None = None) -> dict:
+    """Per head, from the other analyses' output sets in the model's folder (each only where it is
+    there and of this model): the powered run (``powered/powered.csv``, by head and role: effect and
+    verdict), the retrieval score (``retrieval/retrieval.csv``, ``interp retrieval``) and the sink
+    share by length (``sinks/sinks_heads.csv``, ``interp sinks``: the role ``attention_sink``'s score,
+    its mean over lengths and the value at each length)."""
+    out: dict = {"powered": {}, "retrieval": {}, "sink": {}, "sink_by_length": {}, "ran": {}}
+    pw = _of_model(_read_optional(folder, "powered/powered.csv"), name)
     out["ran"]["powered"] = pw is not None
     if pw is not None:
         for r in pw.itertuples():
             out["powered"][(int(r.layer), int(r.head), str(r.role))] = (float(r.effect), str(r.verdict))
-    rt = _read_optional(folder, "retrieval/retrieval.csv")
+    rt = None
+    if folder is not None and (Path(folder) / "retrieval" / "retrieval.csv").is_file():
+        from analyses.longctx.retrieval_report import read_retrieval
+
+        rt = _of_model(_read_optional(folder, "retrieval/retrieval.csv"), name)
+        rt = None if rt is None else read_retrieval(Path(folder) / "retrieval" / "retrieval.csv")
     out["ran"]["retrieval"] = rt is not None
-    if rt is not None and {"layer", "head", "score"} <= set(rt.columns):
-        for (a, b), s in rt.groupby(["layer", "head"])["score"].max().items():
+    if rt is not None:
+        for a, b, s in zip(rt["layer"], rt["head"], rt["retrieval"]):
             out["retrieval"][(int(a), int(b))] = float(s)
-    sk = _read_optional(folder, "sinks/sinks.csv")
+    sk = _of_model(_read_optional(folder, "sinks/sinks_heads.csv"), name)
+    if sk is not None and not {"role", "length", "layer", "head", "score"} <= set(sk.columns):
+        raise ValueError(
+            f"{Path(folder) / 'sinks' / 'sinks_heads.csv'} lacks the columns role, length, layer, head, score: "
+            "not the table `interp sinks` writes"
+        )
     out["ran"]["sinks"] = sk is not None
-    if sk is not None and {"layer", "head"} <= set(sk.columns):
-        col = next((c for c in ("sink_share", "share", "mass") if c in sk.columns), None)
-        if col is not None:
-            for (a, b), s in sk.groupby(["layer", "head"])[col].mean().items():
-                out["sink"][(int(a), int(b))] = float(s)
+    if sk is not None:
+        sk = sk[sk["role"] == "attention_sink"]
+        for (a, b), g in sk.groupby(["layer", "head"]):
+            g = g.sort_values("length")
+            out["sink"][(int(a), int(b))] = float(g["score"].mean())
+            out["sink_by_length"][(int(a), int(b))] = "; ".join(
+                f"{int(n)}: {s:.3f}" for n, s in zip(g["length"], g["score"])
+            )
     return out
 
 
@@ -471,6 +499,7 @@ def _join(name, heads_all, roles, primary, tasks, measured, extras, encoder, rol
             row["powered_verdict"] = pw[0][1] if pw else ("not run" if not extras["ran"]["powered"] else "")
             row["retrieval"] = extras["retrieval"].get(h, math.nan)
             row["sink_share"] = extras["sink"].get(h, math.nan)
+            row["sink_by_length"] = extras["sink_by_length"].get(h, "")
             verdict, reason = decide(bool(mine), state, row["primary"], sign)
             row.update(state=state, sign=sign, verdict=verdict, reason=reason)
             rows.append(row)
@@ -505,6 +534,7 @@ def _join(name, heads_all, roles, primary, tasks, measured, extras, encoder, rol
                 powered_verdict="not run" if not extras["ran"]["powered"] else "",
                 retrieval=extras["retrieval"].get(h, math.nan),
                 sink_share=extras["sink"].get(h, math.nan),
+                sink_by_length=extras["sink_by_length"].get(h, ""),
                 state="not measured",
                 sign=0,
                 verdict="no causal test",
@@ -578,7 +608,7 @@ def run(
             pairs,
             role_tasks,
         )
-    extras = _extras(Path(folder) if folder is not None else None)
+    extras = _extras(Path(folder) if folder is not None else None, name)
     table = _join(name, heads_all, roles, primary, tasks, measured, extras, encoder, role_tasks)
     for task in measured:
         table.loc[table["task"] == task, "n_pairs"] = int(tasks.loc[tasks["task"] == task, "n_used"].iloc[0])

@@ -4,7 +4,8 @@ to) and patching on the tasks the model solves (what it does) are joined.
 Reads ``--labels`` (default ``DIR/heads.csv``, what ``interp probe --out DIR`` wrote) before the model
 is loaded; writes ``analyses.catalogue.OUTPUTS`` (catalogue.csv, catalogue_tasks.csv, catalogue.md,
 catalogue.json) into ``--out`` as one output set. The powered run (``powered/``), retrieval scores
-(``retrieval/``) and sink shares (``sinks/``) are joined on where they are in the labels' folder.
+(``retrieval/retrieval.csv``) and sink shares (``sinks/sinks_heads.csv``) are joined on where they are in the
+labels' folder, of this model.
 ``--workers N`` deals the pairs out by batch (the encoder: heads, as ``interp validate``) and merges
 them back in order: the same catalogue.csv as one process.
 """

@@ -250,3 +250,48 @@ def test_the_command_refuses_bad_flags_before_loading_a_model(tmp_path, capsys):
         assert main(["catalogue", "--labels", str(heads), "--out", str(tmp_path / "o"), flag, value]) == 2
         assert f"{flag} {value}: must be at least" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_other_analyses_are_joined_from_the_files_they_write(tmp_path):
+    """powered/powered.csv, retrieval/retrieval.csv and sinks/sinks_heads.csv in the columns that
+    ``scripts/powered.sh``, ``interp retrieval`` and ``interp sinks`` write are joined per head (the
+    sink share by length too); another model's tables are not."""
+    from analyses.longctx.retrieval_report import read_retrieval
+
+    model = planted()
+    labels = heads_table(model, {COPY: "previous_token"})
+    folder = tmp_path / "planted"
+    for sub in ("powered", "retrieval", "sinks"):
+        (folder / sub).mkdir(parents=True)
+    pd.DataFrame(dict(model="planted", layer=[0], head=[0], role=["previous_token"], effect=[1.5],
+                      verdict=["validated"])).to_csv(folder / "powered" / "powered.csv", index=False)  # fmt: skip
+    pd.DataFrame(dict(model="planted", layer=[0, 1], head=[0, 3], retrieval=[0.25, 0.5])).to_csv(
+        folder / "retrieval" / "retrieval.csv", index=False
+    )
+    assert len(read_retrieval(folder / "retrieval" / "retrieval.csv")) == 2  # the format interp retrieval reads
+    sinks = pd.DataFrame(
+        dict(
+            model="planted",
+            role=["attention_sink"] * 2 + ["previous_token"],
+            length=[512, 64, 64],
+            layer=[0, 0, 0],
+            head=[0, 0, 0],
+            score=[0.8, 0.6, 0.9],
+        )  # fmt: skip
+    )
+    sinks.to_csv(folder / "sinks" / "sinks_heads.csv", index=False)
+    kw = dict(n=12, eap_pairs=0, pairs={"induction": planted_pairs(12)}, role_tasks=PLANTED_ROLES)
+    t = C.run(model, labels, folder=folder, **kw).table.set_index(["layer", "head", "task"])
+    row = t.loc[(0, 0, "induction")]
+    assert row.powered_effect == 1.5 and row.powered_verdict == "validated"
+    assert row.retrieval == 0.25 and t.loc[(1, 3, "induction")].retrieval == 0.5
+    assert row.sink_share == pytest.approx(0.7) and row.sink_by_length == "64: 0.600; 512: 0.800"
+    assert math.isnan(t.loc[(1, 3, "induction")].sink_share)
+    # the same files of another model: nothing joined, and the powered run reads "not run"
+    for rel in ("powered/powered.csv", "retrieval/retrieval.csv", "sinks/sinks_heads.csv"):
+        f = folder / rel
+        pd.read_csv(f).assign(model="smollm2").to_csv(f, index=False)
+    other = C.run(model, labels, folder=folder, **kw)
+    row = other.table.set_index(["layer", "head", "task"]).loc[(0, 0, "induction")]
+    assert row.powered_verdict == "not run" and math.isnan(row.retrieval) and math.isnan(row.sink_share)
+    assert other.info["ran"] == {"powered": False, "retrieval": False, "sinks": False}
