@@ -67,9 +67,16 @@ def _head(r) -> str:
     return f"L{int(r.layer)}H{int(r.head)}"
 
 
+def _others(text: str) -> str:
+    """A row's other labels without ``attention_sink``: nearly every head of a causal LM carries it (the
+    sink is the background every head idles on; the csv keeps it), so it would fill every row."""
+    kept = [r for r in str(text).split("; ") if r and r != "attention_sink"]
+    return "; ".join(kept) or "-"
+
+
 def _rows(d: pd.DataFrame, limit: int, rank: str = "rank") -> list[str]:
     out = [
-        f"| task | head | roles | other labels | site | effect [95% CI] | min effect | {rank} "
+        f"| task | head | roles | other labels (sink aside) | site | effect [95% CI] | min effect | {rank} "
         "| EAP-IG (rank) | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -81,7 +88,7 @@ def _rows(d: pd.DataFrame, limit: int, rank: str = "rank") -> list[str]:
             else ""
         )
         out.append(
-            f"| {r.task} | {_head(r)} | {r.roles or '-'} | {r.other_roles or '-'} | {r.site} | {ci} "
+            f"| {r.task} | {_head(r)} | {r.roles or '-'} | {_others(r.other_roles)} | {r.site} | {ci} "
             f"| {_f(r.min_effect)} | {_f(r.rank, 0)} | {eap} | {r.verdict} |"
         )
     if len(d) > limit:

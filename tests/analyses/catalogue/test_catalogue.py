@@ -295,3 +295,15 @@ def test_the_other_analyses_are_joined_from_the_files_they_write(tmp_path):
     row = other.table.set_index(["layer", "head", "task"]).loc[(0, 0, "induction")]
     assert row.powered_verdict == "not run" and math.isnan(row.retrieval) and math.isnan(row.sink_share)
     assert other.info["ran"] == {"powered": False, "retrieval": False, "sinks": False}
+
+
+def test_the_report_sets_the_sink_label_aside_and_the_csv_keeps_it():
+    model = planted()
+    res = C.run(model, heads_table(model, {COPY: "previous_token", DECOY: "previous_token"}), n=12, eap_pairs=0,
+                pairs={"induction": planted_pairs(12)}, role_tasks=PLANTED_ROLES)  # fmt: skip
+    t = res.table.copy()
+    t.loc[t["layer"].eq(COPY[0]) & t["head"].eq(COPY[1]), "other_roles"] = "attention_sink; noop_sink"
+    t.loc[t["layer"].eq(HIDDEN[0]) & t["head"].eq(HIDDEN[1]), "other_roles"] = "attention_sink"
+    md = C.markdown(t, res.tasks, res.info)
+    assert "| induction | L0H0 | previous_token | noop_sink |" in md
+    assert f"| induction | L{HIDDEN[0]}H{HIDDEN[1]} | - | - |" in md and "attention_sink" not in md
