@@ -154,6 +154,14 @@ def browser():
         b.close()
 
 
+def pytest_runtest_setup(item):
+    """A test that needs a data package setup installs (``tests.packages.needs_package``): skipped
+    where it is missing, failed under CI=true."""
+    from tests.packages import check
+
+    check(item)
+
+
 def pytest_collection_modifyitems(config, items):
     """The slow tests first: under pytest-xdist (``-n 2 --dist loadfile``, scripts/test.sh) files are
     handed to the workers in collection order, so the longest files start early instead of running

