@@ -33,7 +33,8 @@ def read_catalogue(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no catalogue here; run `interp catalogue --model M --out DIR` first")
     df = pd.read_csv(path, keep_default_na=False, na_values=[""], low_memory=False)
-    for col in ("task", "roles", "other_roles", "primary", "heuristic", "real_text", "site", "powered_verdict"):
+    texts = ("task", "roles", "other_roles", "primary", "heuristic", "real_text", "site", "powered_verdict")
+    for col in (*texts, "powered_group_verdict", "sink_by_length"):
         if col in df:
             df[col] = df[col].fillna("").astype(str)
     missing = {"layer", "head", "task", "verdict"} - set(df.columns)

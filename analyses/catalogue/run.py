@@ -67,6 +67,8 @@ COLUMNS = [
     "eap_ig_rank",
     "powered_effect",
     "powered_verdict",
+    "powered_group_effect",
+    "powered_group_verdict",
     "retrieval",
     "sink_share",
     "sink_by_length",
@@ -379,15 +381,19 @@ def _of_model(table: pd.DataFrame | None, name: str | None) -> pd.DataFrame | No
 def _extras(folder: Path | None, name: str | None = None) -> dict:
     """Per head, from the other analyses' output sets in the model's folder (each only where it is
     there and of this model): the powered run (``powered/powered.csv``, by head and role: effect and
-    verdict), the retrieval score (``retrieval/retrieval.csv``, ``interp retrieval``) and the sink
+    verdict; ``powered/groups.csv``: the group ablation of the head's role, its effect and verdict with the
+    group's size), the retrieval score (``retrieval/retrieval.csv``, ``interp retrieval``) and the sink
     share by length (``sinks/sinks_heads.csv``, ``interp sinks``: the role ``attention_sink``'s score,
     its mean over lengths and the value at each length)."""
-    out: dict = {"powered": {}, "retrieval": {}, "sink": {}, "sink_by_length": {}, "ran": {}}
+    out: dict = {"powered": {}, "groups": {}, "retrieval": {}, "sink": {}, "sink_by_length": {}, "ran": {}}
     pw = _of_model(_read_optional(folder, "powered/powered.csv"), name)
     out["ran"]["powered"] = pw is not None
     if pw is not None:
         for r in pw.itertuples():
             out["powered"][(int(r.layer), int(r.head), str(r.role))] = (float(r.effect), str(r.verdict))
+        gr = _of_model(_read_optional(folder, "powered/groups.csv"), name)
+        for r in gr.itertuples() if gr is not None else ():
+            out["groups"][str(r.role)] = (float(r.effect), f"{r.verdict} (group of {int(r.size)})")
     rt = None
     if folder is not None and (Path(folder) / "retrieval" / "retrieval.csv").is_file():
         from analyses.longctx.retrieval_report import read_retrieval
@@ -497,6 +503,9 @@ def _join(name, heads_all, roles, primary, tasks, measured, extras, encoder, rol
             pw = [extras["powered"][(h[0], h[1], r)] for r in mine if (h[0], h[1], r) in extras["powered"]]
             row["powered_effect"] = pw[0][0] if pw else math.nan
             row["powered_verdict"] = pw[0][1] if pw else ("not run" if not extras["ran"]["powered"] else "")
+            grp = [extras["groups"][r] for r in mine if r in extras["groups"]]
+            row["powered_group_effect"] = grp[0][0] if grp else math.nan
+            row["powered_group_verdict"] = grp[0][1] if grp else ""
             row["retrieval"] = extras["retrieval"].get(h, math.nan)
             row["sink_share"] = extras["sink"].get(h, math.nan)
             row["sink_by_length"] = extras["sink_by_length"].get(h, "")

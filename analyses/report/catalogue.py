@@ -171,8 +171,9 @@ def label_records(df: pd.DataFrame) -> dict[str, list[dict]]:
     return out
 
 
-ROW_NUMBERS = ("effect", "ci_low", "ci_high", "min_effect", "rank", "eap_ig", "eap_ig_rank", "powered_effect")
-ROW_TEXTS = ("task", "roles", "site", "powered_verdict", "state", "verdict", "reason")
+ROW_NUMBERS = ("effect", "ci_low", "ci_high", "min_effect", "rank", "eap_ig", "eap_ig_rank")
+ROW_NUMBERS += ("powered_effect", "powered_group_effect")
+ROW_TEXTS = ("task", "roles", "site", "powered_verdict", "powered_group_verdict", "state", "verdict", "reason")
 
 
 def page_catalogue(cat: ModelCatalogue, df: pd.DataFrame | None = None) -> dict:

@@ -164,7 +164,8 @@
           if (r.roles) { t.appendChild(el("br")); t.appendChild(el("span", {"class": "hx-note hx-tested"}, r.roles)); }
           return [t, v, r.effect === null ? "" : fmt(r.effect) + " [" + fmt(r.ci_low) + ", " + fmt(r.ci_high) + "]",
             fmt(r.min_effect), fmt(r.rank, 0), r.eap_ig === null ? "" : fmt(r.eap_ig) + " (" + fmt(r.eap_ig_rank, 0) + ")",
-            r.site, r.powered_verdict]; }), "hx-tasks") :
+            r.site, [r.powered_verdict, r.powered_group_verdict ? "group: " + r.powered_group_verdict : ""]
+              .filter(Boolean).join("; ")]; }), "hx-tasks") :
         el("p", {"class": "hx-note"}, "No row in the catalogue for this head."));
       box.appendChild(pat);
       box.appendChild(cau);

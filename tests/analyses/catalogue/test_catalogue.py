@@ -253,7 +253,7 @@ def test_the_command_refuses_bad_flags_before_loading_a_model(tmp_path, capsys):
 
 
 def test_the_other_analyses_are_joined_from_the_files_they_write(tmp_path):
-    """powered/powered.csv, retrieval/retrieval.csv and sinks/sinks_heads.csv in the columns that
+    """powered/powered.csv and groups.csv, retrieval/retrieval.csv and sinks/sinks_heads.csv in the columns that
     ``scripts/powered.sh``, ``interp retrieval`` and ``interp sinks`` write are joined per head (the
     sink share by length too); another model's tables are not."""
     from analyses.longctx.retrieval_report import read_retrieval
@@ -265,6 +265,9 @@ def test_the_other_analyses_are_joined_from_the_files_they_write(tmp_path):
         (folder / sub).mkdir(parents=True)
     pd.DataFrame(dict(model="planted", layer=[0], head=[0], role=["previous_token"], effect=[1.5],
                       verdict=["validated"])).to_csv(folder / "powered" / "powered.csv", index=False)  # fmt: skip
+    pd.DataFrame(dict(model="planted", role=["previous_token"], size=[2], effect=[2.25], verdict=["validated"])).to_csv(
+        folder / "powered" / "groups.csv", index=False
+    )
     pd.DataFrame(dict(model="planted", layer=[0, 1], head=[0, 3], retrieval=[0.25, 0.5])).to_csv(
         folder / "retrieval" / "retrieval.csv", index=False
     )
@@ -284,16 +287,19 @@ def test_the_other_analyses_are_joined_from_the_files_they_write(tmp_path):
     t = C.run(model, labels, folder=folder, **kw).table.set_index(["layer", "head", "task"])
     row = t.loc[(0, 0, "induction")]
     assert row.powered_effect == 1.5 and row.powered_verdict == "validated"
+    assert row.powered_group_effect == 2.25 and row.powered_group_verdict == "validated (group of 2)"
+    assert t.loc[(1, 3, "induction")].powered_group_verdict == ""  # no role of its in a group
     assert row.retrieval == 0.25 and t.loc[(1, 3, "induction")].retrieval == 0.5
     assert row.sink_share == pytest.approx(0.7) and row.sink_by_length == "64: 0.600; 512: 0.800"
     assert math.isnan(t.loc[(1, 3, "induction")].sink_share)
     # the same files of another model: nothing joined, and the powered run reads "not run"
-    for rel in ("powered/powered.csv", "retrieval/retrieval.csv", "sinks/sinks_heads.csv"):
+    for rel in ("powered/powered.csv", "powered/groups.csv", "retrieval/retrieval.csv", "sinks/sinks_heads.csv"):
         f = folder / rel
         pd.read_csv(f).assign(model="smollm2").to_csv(f, index=False)
     other = C.run(model, labels, folder=folder, **kw)
     row = other.table.set_index(["layer", "head", "task"]).loc[(0, 0, "induction")]
     assert row.powered_verdict == "not run" and math.isnan(row.retrieval) and math.isnan(row.sink_share)
+    assert math.isnan(row.powered_group_effect)
     assert other.info["ran"] == {"powered": False, "retrieval": False, "sinks": False}
 
 

@@ -7,6 +7,7 @@ text in a catalogue escaped. The catalogue is planted (``catalogue_tables``)."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 from html import unescape
@@ -129,6 +130,13 @@ def test_page_catalogue_embeds_each_heads_rows_and_labels():
     assert got["labels"]["0,0"] == [{**want, "real_text": "templates only"}]
     assert "1,2" not in got["labels"]  # no label: nothing on its pattern side
     json.dumps(got, allow_nan=False)  # JSON-ready: no NaN
+    # the powered run's group ablation of the head's role, where the catalogue joined it
+    i = table.index[(table["layer"] == 1) & (table["head"] == 1) & (table["task"] == "subject_verb")][0]
+    table = table.assign(powered_group_effect=math.nan, powered_group_verdict="")
+    table.loc[i, "powered_group_effect"], table.loc[i, "powered_group_verdict"] = 2.5, "validated (group of 3)"
+    rec = RC.page_catalogue(RC.ModelCatalogue(table, tasks), df)["heads"]["1,1"][0]
+    assert rec["powered_group_effect"] == 2.5 and rec["powered_group_verdict"] == "validated (group of 3)"
+    assert RC.page_catalogue(RC.ModelCatalogue(table, tasks), df)["heads"]["1,2"][0]["powered_group_verdict"] == ""
 
 
 def test_labels_take_the_catalogues_verdicts_on_their_tasks():
