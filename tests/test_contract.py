@@ -28,6 +28,7 @@ import analyses.circuits as circuits
 import analyses.heads as heads
 import analyses.invariance as invariance
 import analyses.positional as positional
+import analyses.qk as qk
 import analyses.validation as validation
 from analyses.contract import HEAD_KEYS, check_result, model_identity
 from analyses.longctx import retrieval, sinks
@@ -101,6 +102,21 @@ def _catalogue(mp):
     return catalogue.run(m, labels, n=12, eap_pairs=4, ig_steps=2, seed=3, pairs=pairs, role_tasks=PLANTED_ROLES), m
 
 
+def _qk(mp):
+    import torch
+
+    from analyses.qk.planted import INDUCTION, composition_model, composition_prompt
+    from interp.pairs import Pairs
+
+    m, p = composition_model(), composition_prompt()
+    clean = p["tokens"].repeat(3, 1)
+    corrupted = clean.clone()
+    corrupted[:, p["induction"]] = (clean[:, p["induction"]] + 1) % m.cfg.d_vocab  # the target: the one difference
+    n = torch.full((3,), p["query"])
+    pairs = Pairs(clean, corrupted, right=clean[:, 0], wrong=clean[:, 1], position=n)
+    return qk.run(m, "subject_verb", [INDUCTION], seed=3, pairs=pairs, top=3), m
+
+
 def _sinks(mp):
     from tests.analyses.longctx.test_sinks import _sink_model
 
@@ -140,6 +156,7 @@ PACKAGES = [
     ),
     Package("circuits.agreement", circuits.agreement, _agreement, True, ["agreement", "--task", "ioi"]),
     Package("catalogue", catalogue, _catalogue, True, ["catalogue", "--labels", "{heads}"]),
+    Package("qk", qk, _qk, True, ["qk", "--task", "ioi", "--heads", "L1H0"]),
     Package("longctx.sinks", sinks, _sinks, True, ["sinks"]),
     Package("longctx.retrieval", retrieval, _retrieval, True, ["retrieval"]),
     Package(

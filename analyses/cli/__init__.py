@@ -40,6 +40,7 @@ SUBCOMMANDS = {
     "catalogue": ("analyses.cli.catalogue", "one verdict per head and task: its pattern joined with patching"),
     "circuit": ("analyses.cli.circuit", "which heads and edges carry a task: EAP / EAP-IG, faithfulness (CPR, CMD)"),
     "agreement": ("analyses.cli.agreement", "does what a head attends to rank heads as exact patching does?"),
+    "qk": ("analyses.cli.qk", "why a head attends where it does: its score split into component x component terms"),
     "train": ("analyses.cli.train", "train the toolkit's transformer from a config file"),
     "summary": ("analyses.cli.summary", "one page over the main job's outputs: comparison, invariances, validation"),
     "sinks": ("analyses.cli.sinks", "the attention sink and previous-token / induction heads at 64 to 4,096 tokens"),
