@@ -75,13 +75,17 @@ class CircuitResult:
 
 
 def edge_level_ok(model: Any) -> str:
-    """'' if edge attribution applies to ``model``, else why not (post-norm: a writer's contribution
-    to a reader's input is not additive once a norm sits between them)."""
-    cfg = getattr(model, "cfg", None)
-    if getattr(cfg, "norm_placement", "pre") == "post":
-        return "the model is post-norm (a norm after each residual sum): edge contributions are not additive"
+    """'' if edge attribution applies to ``model``, else one line saying why not, with "node level
+    only": a norm placement without per-writer additive edges (``edges.edge_refusal``: post-norm, and
+    the sandwich and reordered norms whose ln1_post rescales the heads' sum), or an encoder. ``run``
+    asks before any attribution runs."""
+    from analyses.circuits.edges import edge_refusal
+
+    why = edge_refusal(getattr(model, "cfg", None))
+    if why:
+        return f"{why}; node level only"
     if not view(model).causal:
-        return "edge attribution is for causal models here"
+        return "edge attribution is for causal models here; node level only"
     return ""
 
 
@@ -224,6 +228,8 @@ def _analyse(model: Any, task: str, n: int, seed: int, methods: Sequence[str], s
              batch_size: int, exact: bool, exact_pairs: int | None, edge_curve: bool, all_tasks: bool,
              progress: bool, info: dict, task_kw: dict) -> CircuitResult:  # fmt: skip
     """The analysis itself (``run``'s steps, on a loaded model, ``info`` started)."""
+    why = edge_level_ok(model) if edges else "not asked for (node level only)"
+    info["edges"] = why or "scored"  # decided before the model runs
     t0 = time.perf_counter()
     tasks, built = task_accuracy(model, TASKS if all_tasks else (task,), n=n, seed=seed, **task_kw)
     info["t_tasks"] = time.perf_counter() - t0
@@ -240,8 +246,6 @@ def _analyse(model: Any, task: str, n: int, seed: int, methods: Sequence[str], s
         info[f"t_nodes_{m}"] = time.perf_counter() - t
     exact_df = _exact(model, discovery, exact_pairs, batch_size, progress, scores, result) if exact else None
     result.nodes = _nodes_table(model, scores, exact_df)
-    why = edge_level_ok(model) if edges else "not asked for (node level only)"
-    info["edges"] = why or "scored"
     if not why:
         t = time.perf_counter()
         result.edge_tables = {m: _edge_scores(model, discovery, m, steps, batch_size, progress) for m in methods}
