@@ -40,7 +40,9 @@ class CircuitResult:
     column per method, exact patching effect and its normalised value for heads); edges: the top
     edges per method (method, upstream, downstream, score) or None; curve: ``faithfulness_curve``'s
     rows (node level), edge_curve: ``edge_faithfulness_curve``'s (edge level, where edges were
-    scored); summary: CPR / CMD per method and level; agreement: Spearman rho of each method vs exact patching;
+    scored); summary: per method and level CPR / CMD, the mean faithfulness of the small circuits and
+    on a log axis, and (node level) their bootstrap intervals over pairs (``summarise_curve``);
+    agreement: Spearman rho of each method vs exact patching;
     circuit: the nodes of the circuit drawn in the graph figure; info: ``analyses.contract.make_info``
     (analysis, model, seed, params) plus the run's record (task, times; circuit.json). Per pair
     (not written to files): exact_pairs [pair, head] the exact patching effect of each head on each
@@ -259,7 +261,9 @@ def _analyse(model: Any, task: str, n: int, seed: int, methods: Sequence[str], s
         labels=task_labels, seed=seed, batch_size=batch_size, progress=progress, per_pair=True,
     )  # fmt: skip
     info["t_curve"] = time.perf_counter() - t
-    result.summary = summarise_curve(result.curve).assign(level="node")
+    # intervals over the held-out pairs need two of them at least (a tiny run may have one)
+    per_pair = result.curve_pairs if result.curve_pairs.shape[1] >= 2 else None
+    result.summary = summarise_curve(result.curve, per_pair=per_pair, seed=seed).assign(level="node")
     if result.edges is not None and edge_curve:
         t = time.perf_counter()
         result.edge_curve = edge_faithfulness_curve(
