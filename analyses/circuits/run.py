@@ -261,8 +261,11 @@ def _analyse(model: Any, task: str, n: int, seed: int, methods: Sequence[str], s
         labels=task_labels, seed=seed, batch_size=batch_size, progress=progress, per_pair=True,
     )  # fmt: skip
     info["t_curve"] = time.perf_counter() - t
-    # intervals over the held-out pairs need two of them at least (a tiny run may have one)
-    per_pair = result.curve_pairs if result.curve_pairs.shape[1] >= 2 else None
+    # intervals over the held-out pairs need two of them at least (a tiny run may have one) and the full
+    # circuit's row (proportion 1, which renormalises each resample; custom proportions may lack it)
+    full = bool((result.curve["k"] == result.curve.attrs["n_nodes"]).any())
+    per_pair = result.curve_pairs if full and result.curve_pairs.shape[1] >= 2 else None
+    info["intervals"] = "95% bootstrap over pairs" if per_pair is not None else "none: needs >= 2 pairs and p = 1"
     result.summary = summarise_curve(result.curve, per_pair=per_pair, seed=seed).assign(level="node")
     if result.edges is not None and edge_curve:
         t = time.perf_counter()

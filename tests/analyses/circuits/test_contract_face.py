@@ -64,6 +64,18 @@ def test_run_write_and_the_contract(tiny_lm, tmp_path):
     )
 
 
+@pytest.mark.slow
+def test_a_run_without_the_full_circuit_has_no_intervals_and_does_not_fail(tiny_lm):
+    """The intervals renormalise each resample by the full circuit's row: proportions without 1 get
+    none (NaN), and ``run`` says so in its info instead of failing after the curve."""
+    res = circuits.run(
+        tiny_lm, "subject_verb", n=24, seed=3, steps=1, n_random=1, batch_size=8, edges=False, exact=False,
+        all_tasks=False, min_accuracy=0, min_pairs=4, proportions=(0.2, 0.5),
+    )  # fmt: skip
+    assert res.summary["cpr_ci95_lo"].isna().all() and (res.summary["ci_pairs"] == 0).all()
+    assert res.info["intervals"].startswith("none") and res.summary["cpr"].notna().all()
+
+
 def test_the_command_owns_the_librarys_outputs(tmp_path, monkeypatch):
     import interp.io
     from analyses.cli import main
