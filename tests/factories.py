@@ -247,3 +247,45 @@ _TEXT_FIELDS = dict(
     name="test-text", d_model=32, n_layers=1, n_heads=2, d_mlp=64, n_ctx=32, vocab_size=300, max_passages=150,
     eval_windows=4, head_batch=4,
 )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# Tiny Hugging Face checkpoints of the families with other norm placements, read back by models.load
+
+FAMILY_NORMS = {"gemma3": "sandwich", "olmo2": "reordered"}
+
+
+def save_tiny_family(key: str, folder, vocab_size: int = 97, tokenizer=None, seed: int = 0):
+    """Save a tiny random Gemma 3 (sandwich norms, QK-norm, a sliding and a full layer) or OLMo-2
+    (reordered norms: none before attention, ln1_post / ln2_post on the outputs) checkpoint into
+    ``folder`` (with ``tokenizer``, a Hugging Face tokenizer, beside it) and return ``folder``: what
+    ``models.load(folder)`` reads. Every tensor is perturbed, so no norm weight sits at its init."""
+    import torch
+    import transformers as t
+
+    common = dict(vocab_size=vocab_size, hidden_size=32, intermediate_size=48, num_attention_heads=4,
+                  max_position_embeddings=64, num_hidden_layers=2)  # fmt: skip
+    if key == "gemma3":
+        cfg = t.Gemma3TextConfig(
+            **common, num_key_value_heads=1, head_dim=8, query_pre_attn_scalar=8, sliding_window=4,
+            layer_types=["sliding_attention", "full_attention"],
+            rope_parameters={
+                "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+            },
+        )  # fmt: skip
+        cls = t.Gemma3ForCausalLM
+    elif key == "olmo2":
+        cfg, cls = t.Olmo2Config(**common, num_key_value_heads=2, eos_token_id=None), t.Olmo2ForCausalLM
+    else:
+        raise ValueError(f"key={key!r}; use one of {', '.join(FAMILY_NORMS)}")
+    torch.manual_seed(seed)
+    hf = cls(cfg).eval()
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=gen))
+    hf.save_pretrained(str(folder))
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(folder))
+    return folder

@@ -22,11 +22,15 @@ from analyses.circuits.edges import EDGE_COLUMNS, EdgeGraph, edge_graph, edge_sc
 from analyses.circuits.exact import ExactEffects, exact_head_effects, exact_patching, rank_agreement
 from analyses.circuits.faithfulness import (
     MIB_PROPORTIONS,
+    SMALL_P,
+    bootstrap_summary,
     cmd,
     cpr,
     edge_faithfulness_curve,
     faithfulness_curve,
+    log_area,
     pair_faithfulness,
+    small_area,
     summarise_curve,
 )
 from analyses.circuits.nodes import (
@@ -93,6 +97,10 @@ __all__ = [
     "MIB_PROPORTIONS",
     "cpr",
     "cmd",
+    "SMALL_P",
+    "small_area",
+    "log_area",
+    "bootstrap_summary",
     "faithfulness_curve",
     "pair_faithfulness",
     "edge_faithfulness_curve",

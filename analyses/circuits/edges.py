@@ -14,9 +14,13 @@ over the EAP-IG path of ``analyses.circuits.attribution`` (input embeddings inte
 et al. 2024). The reader gradients come from the split reader inputs (``models/split_inputs.py``):
 in a pre-norm model each reader normalises its own copy of the residual, which is a plain sum of
 the writers' outputs (biases are the same in both runs and cancel), so a writer's effect on one
-reader is separable from its effect on the others. A post-norm model (BERT/MiniLM) puts the norm
-on the residual stream itself: no reader sees a writer's output as an additive term, so edges are
-not defined there and ``edge_scores`` refuses it (use ``node_scores``).
+reader is separable from its effect on the others. Three norm placements break that, and
+``edge_scores`` refuses them up front (``edge_refusal``; use ``node_scores``): post-norm (BERT/MiniLM)
+puts the norm on the residual stream itself, so no reader sees a writer's output as an additive term;
+sandwich norms (Gemma 2/3) and reordered norms (OLMo-2) add ``ln1_post(sum of the heads' outputs)``
+to the residual, a norm of the heads' sum, so one head's output is not a term of any later reader's
+input (the readers' side is additive there, and so are the input and the MLPs' ``hook_mlp_out``,
+after ``ln2_post``, but a graph without per-head writers is not this one).
 
 Grouped-query attention, natively: a key/value head ``g`` computes its keys and values once, from
 one input, for all the query heads of its group (SmolLM2: kv head g serves heads 3g..3g+2), so the
@@ -47,7 +51,7 @@ from analyses.circuits.pairs import Metric, Pairs, logit_diff
 from models.split_inputs import split_inputs
 from models.transformer import Transformer
 
-__all__ = ["EDGE_COLUMNS", "EdgeGraph", "edge_graph", "edge_scores"]
+__all__ = ["EDGE_COLUMNS", "EdgeGraph", "edge_graph", "edge_refusal", "edge_scores"]
 
 EDGE_COLUMNS = ["upstream", "downstream", "score", "up_layer", "up_head", "down_layer", "down_head", "down_input"]
 
@@ -117,6 +121,27 @@ class EdgeGraph:
         return [(self.writers[j], self.readers[i]) for i, j in zip(r.tolist(), w.tolist())]
 
 
+# why a norm placement has no edge graph (``edge_refusal``); "pre" has one
+_NO_EDGES = {
+    "post": "is post-norm (BERT): its norms sit on the residual stream itself, so a writer's output is not an "
+    "additive term of any later reader's input",
+    "sandwich": "has sandwich norms (Gemma 2/3): ln1_post rescales the sum of the heads' outputs before it joins "
+    "the residual, so a head's output is not a term of any later reader's input",
+    "reordered": "has reordered norms (OLMo-2: norms on the sublayer outputs only): ln1_post rescales the sum of "
+    "the heads' outputs before it joins the residual, so a head's output is not a term of any later reader's input",
+}
+
+
+def edge_refusal(cfg: Any) -> str:
+    """'' if the edge graph of a model with config ``cfg`` is defined (pre-norm), else one line saying
+    why not, naming the model and its norm placement."""
+    placement = getattr(cfg, "norm_placement", "pre")
+    if placement == "pre":
+        return ""
+    why = _NO_EDGES.get(placement, f"has norm placement {placement!r}, for which no edge graph is defined")
+    return f"model {getattr(cfg, 'name', '?')!r} {why}"
+
+
 def edge_graph(model: Any) -> EdgeGraph:
     """The ``EdgeGraph`` of a pre-norm ``models.Transformer``; a clear refusal otherwise."""
     if not isinstance(model, Transformer):
@@ -125,11 +150,9 @@ def edge_graph(model: Any) -> EdgeGraph:
             f"{type(model).__name__}; TransformerLens's bridge refuses grouped-query models in its edge mode"
         )
     cfg = model.cfg
-    if cfg.norm_placement != "pre":
-        raise ValueError(
-            f"model {cfg.name!r} is post-norm: its norms sit on the residual stream, so a writer's output is not an "
-            "additive term of any later reader's input and edge scores are not defined; use node_scores (node level)"
-        )
+    why = edge_refusal(cfg)
+    if why:
+        raise ValueError(f"{why}, so edge scores are not defined; use node_scores (node level)")
     L, H, K = cfg.n_layers, cfg.n_heads, cfg.kv_heads
     writers, readers = ["input"], []
     for layer in range(L):

@@ -19,6 +19,20 @@ trapezoids over p on a linear axis as MIB's ``evaluate_area_under_curve`` comput
   from the first proportion on).
 - CMD (``cmd``): the area under |1 - f(p)|; 0 is best.
 
+On a linear axis [0.5, 1] is half of CPR's weight and every size up to 10% of the nodes a tenth, so
+two rankings that differ only in their small circuits (the ones worth reading) get nearly the same
+CPR. Beside it, in the units of f (both are means of f, so a constant curve c gives c):
+
+- ``small_area`` (summary column ``mean_f_p_le_0.1``): the trapezoidal area of f over [p_min, 0.1]
+  divided by that range's width, the mean faithfulness of the small circuits;
+- ``log_area`` (``mean_f_log_p``): the area on a log(p) axis divided by the axis's width
+  (log(1 / 0.001) = 6.91 on MIB's proportions), which weighs each decade of sizes alike.
+  ``cpr(..., log_scale=True)`` is that area *not* divided (in f x log-units), kept as it was.
+
+``summarise_curve(curve, per_pair=...)`` adds a 95% bootstrap interval of CPR, CMD and both areas
+over the pairs (``bootstrap_summary``: pairs resampled with replacement, f renormalised by the
+resample's own clean - corrupted gap, percentile interval).
+
 Baselines on the same proportions (``faithfulness_curve``): ``n_random`` random circuits per size
 (seeded), and a ranking of the heads by their pattern role (labelled heads first, then the role's
 score; MLPs after every head, since a pattern role says nothing about them).
@@ -54,8 +68,12 @@ from interp.view import view
 
 __all__ = [
     "MIB_PROPORTIONS",
+    "SMALL_P",
     "cpr",
     "cmd",
+    "small_area",
+    "log_area",
+    "bootstrap_summary",
     "faithfulness_curve",
     "pair_faithfulness",
     "edge_faithfulness_curve",
@@ -67,6 +85,7 @@ _MOVED = (INPUT, all_nodes, node_name, parse_node, random_circuits, scores_to_se
           circuit_metrics, exact_head_effects, exact_patching, rank_agreement, logit_diff)  # fmt: skip
 
 MIB_PROPORTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+SMALL_P = 0.1  # the largest proportion of ``small_area``'s "small circuits"
 
 
 def __getattr__(name: str) -> Any:
@@ -86,11 +105,65 @@ def _check_curve(x: Sequence[float], f: Sequence[float]) -> tuple[np.ndarray, np
 
 def cpr(x: Sequence[float], f: Sequence[float], log_scale: bool = False) -> float:
     """MIB's CPR: the trapezoidal area under faithfulness ``f`` over circuit proportions ``x``
-    (increasing, in (0, 1]; on log(x) with ``log_scale``). Higher is better."""
+    (increasing, in (0, 1]). Higher is better. ``log_scale``: the area over log(x) instead, *not*
+    divided by the axis's width (log(x_max / x_min), 6.91 on MIB's proportions), so it is not in the
+    units of f; kept for compatibility: ``log_area`` is that area as a mean faithfulness."""
     x, f = _check_curve(x, f)
     if log_scale:
         x = np.log(x)
     return float(np.sum(np.diff(x) * (f[1:] + f[:-1]) / 2))
+
+
+def _areas(x: np.ndarray, f: np.ndarray, p_max: float = SMALL_P) -> np.ndarray:
+    """[cpr, cmd, small_area, log_area] of curves ``f`` [n_x, ...] over checked proportions ``x``
+    [n_x] (every column of ``f`` at once: the bootstrap's resamples)."""
+    f = f.reshape(len(x), -1)
+
+    def trapezoids(t: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return (np.diff(t)[:, None] * (y[1:] + y[:-1]) / 2).sum(axis=0)
+
+    # small circuits: the points up to p_max, and the linear interpolation at p_max if it falls between
+    # two; NaN where no proportion lies below p_max (no range to average over)
+    small = np.full(f.shape[1], np.nan)
+    if x[0] < p_max:
+        inside = x <= p_max
+        xs, fs = x[inside], f[inside]
+        if xs[-1] < p_max < x[-1]:
+            j = int(np.searchsorted(x, p_max))
+            w = (p_max - x[j - 1]) / (x[j] - x[j - 1])
+            xs, fs = np.append(xs, p_max), np.vstack([fs, (1 - w) * f[j - 1] + w * f[j]])
+        small = trapezoids(xs, fs) / (xs[-1] - xs[0])
+    logx = np.log(x)
+    return np.stack(
+        [trapezoids(x, f), trapezoids(x, np.abs(1.0 - f)), small, trapezoids(logx, f) / (logx[-1] - logx[0])]
+    )
+
+
+def _check_small(x: np.ndarray, p_max: float) -> None:
+    if not (isinstance(p_max, (int, float)) and x[0] < p_max):
+        raise ValueError(
+            f"p_max={p_max!r}: the small circuits' range [{x[0]:g}, p_max] needs p_max above the smallest "
+            f"proportion {x[0]:g} (e.g. 0.1)"
+        )
+
+
+def small_area(x: Sequence[float], f: Sequence[float], p_max: float = SMALL_P) -> float:
+    """The trapezoidal area of faithfulness ``f`` over proportions ``x`` from the smallest, x[0], to
+    ``p_max`` (f linearly interpolated at p_max where it falls between two proportions; the whole
+    curve where p_max >= x[-1]), divided by that range's width: the mean faithfulness of the small
+    circuits, in the units of f (a constant curve c gives c). Higher is better."""
+    x, f = _check_curve(x, f)
+    _check_small(x, p_max)
+    return float(_areas(x, f, p_max)[2, 0])
+
+
+def log_area(x: Sequence[float], f: Sequence[float]) -> float:
+    """The trapezoidal area of faithfulness ``f`` over log(proportion), divided by the log axis's
+    width log(x[-1] / x[0]): the mean faithfulness on a log axis, each decade of circuit sizes
+    weighed alike, in the units of f (a constant curve c gives c; ``cpr(x, f, log_scale=True)``
+    is the undivided area). Higher is better."""
+    x, f = _check_curve(x, f)
+    return float(_areas(x, f)[3, 0])
 
 
 def cmd(x: Sequence[float], f: Sequence[float], log_scale: bool = False) -> float:
@@ -285,16 +358,88 @@ def edge_faithfulness_curve(
     return _curve_rows(values, meta, len(edges), "edge")
 
 
-def summarise_curve(curve: pd.DataFrame) -> pd.DataFrame:
-    """CPR and CMD per method (random: of each draw's curve, then mean and spread over draws), and
-    the faithfulness at the largest proportion below 1 that was run."""
+STATS = ("cpr", "cmd", "mean_f_p_le_0.1", "mean_f_log_p")  # the order of ``_areas``' rows
+
+
+def summarise_curve(
+    curve: pd.DataFrame, per_pair: np.ndarray | None = None, n_boot: int = 1000, seed: int = 0, level: float = 0.95
+) -> pd.DataFrame:
+    """One row per method: MIB's ``cpr`` and ``cmd``, and in f's units ``mean_f_p_le_0.1``
+    (``small_area`` up to ``SMALL_P``) and ``mean_f_log_p`` (``log_area``); random: each draw's
+    curve, then the mean over draws (and ``cpr_sd`` / ``cmd_sd`` over draws), ``draws``.
+
+    ``per_pair`` (``faithfulness_curve(..., per_pair=True)``'s [curve row, pair]): also each
+    statistic's ``level`` bootstrap interval over the pairs, ``{stat}_ci95_lo`` / ``{stat}_ci95_hi``
+    at level 0.95 (``ci90`` at 0.9; ``bootstrap_summary``, ``n_boot`` resamples, ``seed``) and
+    ``ci_pairs``, the number of pairs; without it those columns are NaN and ``ci_pairs`` 0 (the
+    edge-level curve keeps no per-pair values)."""
     rows = []
     for (method, draw), g in curve.groupby(["method", "draw"], sort=False):
         g = g.sort_values("proportion")
-        x, f = g["proportion"].to_numpy(), g["faithfulness"].to_numpy()
-        rows.append(dict(method=method, draw=draw, cpr=cpr(x, f), cmd=cmd(x, f)))
+        x, f = _check_curve(g["proportion"].to_numpy(), g["faithfulness"].to_numpy())
+        rows.append(dict(method=method, draw=draw, **dict(zip(STATS, _areas(x, f)[:, 0]))))
     per = pd.DataFrame(rows)
     out = per.groupby("method", sort=False).agg(
-        cpr=("cpr", "mean"), cpr_sd=("cpr", "std"), cmd=("cmd", "mean"), cmd_sd=("cmd", "std"), draws=("draw", "size")
-    )
-    return out.reset_index()
+        cpr=("cpr", "mean"), cpr_sd=("cpr", "std"), cmd=("cmd", "mean"), cmd_sd=("cmd", "std"),
+        draws=("draw", "size"), **{s: (s, "mean") for s in STATS[2:]},
+    ).reset_index()  # fmt: skip
+    tag = f"ci{round(level * 100)}"
+    ci = None if per_pair is None else bootstrap_summary(curve, per_pair, n_boot=n_boot, seed=seed, level=level)
+    for s in STATS:
+        for end in ("lo", "hi"):
+            values = np.nan if ci is None else ci.set_index("method").loc[out["method"], f"{s}_{end}"].to_numpy()
+            out[f"{s}_{tag}_{end}"] = values
+    out["ci_pairs"] = 0 if per_pair is None else int(np.asarray(per_pair).shape[1])
+    return out
+
+
+def bootstrap_summary(
+    curve: pd.DataFrame, per_pair: np.ndarray, n_boot: int = 1000, seed: int = 0, level: float = 0.95
+) -> pd.DataFrame:
+    """Percentile bootstrap intervals over pairs of each method's CPR, CMD, ``mean_f_p_le_0.1`` and
+    ``mean_f_log_p``: one row per method, ``{stat}_lo`` / ``{stat}_hi``.
+
+    A resample draws the pairs with replacement; each circuit's f on it is the ratio of its means,
+    sum_i (m_i(C) - m_i(corrupted)) / sum_i (m_i(clean) - m_i(corrupted)) over the drawn pairs, which
+    is f's own definition on the resample (its gap renormalised: the full circuit stays at 1, the
+    empty one at 0). ``per_pair`` [curve row, pair] holds the numerators over the whole set's gap
+    (``pair_faithfulness``), and the full circuit's row (``k`` = ``curve.attrs["n_nodes"]``, the
+    clean run exactly) the per-pair gaps over it, so the curve must include proportion 1. Random:
+    the statistic is the mean over draws on the same resample (the draws' spread is ``cpr_sd``)."""
+    per_pair = np.asarray(per_pair, dtype=float)
+    if per_pair.ndim != 2 or per_pair.shape[0] != len(curve):
+        raise ValueError(
+            f"per_pair must be [curve row, pair] with one row per curve row ({len(curve)}), got shape {per_pair.shape}"
+        )
+    n_pairs = per_pair.shape[1]
+    if n_pairs < 2:
+        raise ValueError(f"a bootstrap over pairs needs >= 2 pairs, got {n_pairs}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 2:
+        raise ValueError(f"n_boot={n_boot!r}: use a whole number of resamples >= 2 (e.g. 1000)")
+    if not 0 < level < 1:
+        raise ValueError(f"level={level!r}: an interval's coverage lies in (0, 1), e.g. 0.95")
+    full = np.flatnonzero(curve["k"].to_numpy() == curve.attrs.get("n_nodes", -1))
+    if not len(full):
+        raise ValueError(
+            "bootstrap_summary renormalises each resample by its clean - corrupted gap, read off the full "
+            "circuit's row: the curve needs proportion 1 (k = n_nodes), as MIB_PROPORTIONS has"
+        )
+    curve = curve.reset_index(drop=True)  # row i is per_pair's row i
+    rng = np.random.default_rng(seed)
+    # how often each pair is drawn in each resample [pair, boot]: n draws with replacement
+    counts = rng.multinomial(n_pairs, np.full(n_pairs, 1.0 / n_pairs), size=n_boot).T.astype(float)
+    gap = per_pair[full[0]] @ counts  # [boot]: the resample's gap over the whole set's
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f_boot = (per_pair @ counts) / gap  # [curve row, boot]
+    q = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
+    rows = []
+    for method, g in curve.groupby("method", sort=False):
+        stats = []
+        for _, d in g.groupby("draw", sort=False):
+            d = d.sort_values("proportion")
+            x, _ = _check_curve(d["proportion"].to_numpy(), d["faithfulness"].to_numpy())
+            stats.append(_areas(x, f_boot[d.index.to_numpy()]))  # [stat, boot]
+        lo, hi = np.nanpercentile(np.mean(stats, axis=0), q, axis=1)
+        rows.append(dict(method=method, **{f"{s}_lo": a for s, a in zip(STATS, lo)},
+                         **{f"{s}_hi": b for s, b in zip(STATS, hi)}))  # fmt: skip
+    return pd.DataFrame(rows)

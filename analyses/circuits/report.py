@@ -1,7 +1,8 @@
 """The circuit report: ``tasks.csv`` (the model's accuracy on every task), ``nodes.csv`` (every
 head and MLP: attribution scores per method, exact patching), ``edges.csv`` (the top edges per
 method), ``faithfulness.csv`` (the curve: method, proportion, k, draw, metric, faithfulness),
-``summary.csv`` (CPR / CMD per method), ``faithfulness.png``, ``circuit.png``, ``report.md`` and
+``summary.csv`` (per method and level: CPR / CMD, ``mean_f_p_le_0.1`` and ``mean_f_log_p``, their
+95% bootstrap intervals over pairs at node level), ``faithfulness.png``, ``circuit.png``, ``report.md`` and
 ``circuit.json`` (settings, times, the drawn circuit). ``head_importance`` is the per-head view the
 report page's head detail shows beside the pattern role."""
 
@@ -23,6 +24,7 @@ __all__ = [
     "OUTPUTS",
     "CIRCUITS_DIR",
     "report_markdown",
+    "summary_table",
     "files",
     "write",
     "write_outputs",
@@ -86,7 +88,12 @@ def report_markdown(result: CircuitResult) -> str:
         "f = (m(circuit) - m(corrupted)) / (m(clean) - m(corrupted)) with m the mean logit difference "
         f"(clean {fmt(curve.attrs['clean'])}, corrupted {fmt(curve.attrs['corrupted'])}): 0 is the corrupted "
         "run, 1 the clean one. Sizes are MIB's proportions; CPR = area under f (higher is better), CMD = area "
-        "under |1 - f| (0 is best), trapezoids over the proportion as in MIB (Mueller et al. 2025). Random: "
+        "under |1 - f| (0 is best), trapezoids over the proportion as in MIB (Mueller et al. 2025), where sizes "
+        "above half the nodes carry half the weight. So two means of f as well (a constant curve c gives c): "
+        "mean f for p <= 0.1 (the area over [p_min, 0.1] over its width: the small circuits) and mean f on log p "
+        "(the area over log p over the log axis's width: each decade of sizes alike). Brackets: 95% bootstrap "
+        "intervals over the held-out pairs (resampled with replacement, f renormalised by each resample's gap; "
+        "node level). Random: "
         f"{int(curve[curve.method == 'random'].draw.nunique())} circuits per size (mean and sd over draws); "
         "pattern_labels: the head report's labelled heads for the task's role first, then the others by "
         "role score, MLPs last"
@@ -99,7 +106,7 @@ def report_markdown(result: CircuitResult) -> str:
         *_gap_warning(curve),
         "![faithfulness](faithfulness.png)",
         "",
-        md_table(result.summary),
+        md_table(summary_table(result.summary)),
         md_table(_curve_table(curve)),
     ]
     if result.edge_curve is not None:
@@ -139,6 +146,31 @@ def report_markdown(result: CircuitResult) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary as report.md shows it: per method and level each statistic with its 95% interval
+    ("0.812 [0.774, 0.846]"; the point alone where there is none), random's sd over draws."""
+
+    def cell(row: pd.Series, stat: str) -> str:
+        lo, hi = row.get(f"{stat}_ci95_lo"), row.get(f"{stat}_ci95_hi")
+        point = fmt(row[stat], 3, fixed=True) if pd.notna(row[stat]) else ""
+        return f"{point} [{fmt(lo, 3, fixed=True)}, {fmt(hi, 3, fixed=True)}]" if pd.notna(lo) else point
+
+    named = {
+        "cpr": "CPR [95% CI]",
+        "cmd": "CMD [95% CI]",
+        "mean_f_p_le_0.1": "mean f, p <= 0.1 [95% CI]",
+        "mean_f_log_p": "mean f on log p [95% CI]",
+    }
+    rows = []
+    for _, r in summary.iterrows():
+        row = {"method": r["method"], "level": r.get("level", "node")}
+        row.update({name: cell(r, stat) for stat, name in named.items() if stat in r.index})
+        row["sd of CPR over draws"] = fmt(r["cpr_sd"], 3, fixed=True) if pd.notna(r.get("cpr_sd")) else ""
+        row["draws"] = int(r["draws"])
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def _gap_warning(curve: pd.DataFrame) -> list[str]:

@@ -40,7 +40,9 @@ class CircuitResult:
     column per method, exact patching effect and its normalised value for heads); edges: the top
     edges per method (method, upstream, downstream, score) or None; curve: ``faithfulness_curve``'s
     rows (node level), edge_curve: ``edge_faithfulness_curve``'s (edge level, where edges were
-    scored); summary: CPR / CMD per method and level; agreement: Spearman rho of each method vs exact patching;
+    scored); summary: per method and level CPR / CMD, the mean faithfulness of the small circuits and
+    on a log axis, and (node level) their bootstrap intervals over pairs (``summarise_curve``);
+    agreement: Spearman rho of each method vs exact patching;
     circuit: the nodes of the circuit drawn in the graph figure; info: ``analyses.contract.make_info``
     (analysis, model, seed, params) plus the run's record (task, times; circuit.json). Per pair
     (not written to files): exact_pairs [pair, head] the exact patching effect of each head on each
@@ -75,13 +77,17 @@ class CircuitResult:
 
 
 def edge_level_ok(model: Any) -> str:
-    """'' if edge attribution applies to ``model``, else why not (post-norm: a writer's contribution
-    to a reader's input is not additive once a norm sits between them)."""
-    cfg = getattr(model, "cfg", None)
-    if getattr(cfg, "norm_placement", "pre") == "post":
-        return "the model is post-norm (a norm after each residual sum): edge contributions are not additive"
+    """'' if edge attribution applies to ``model``, else one line saying why not, with "node level
+    only": a norm placement without per-writer additive edges (``edges.edge_refusal``: post-norm, and
+    the sandwich and reordered norms whose ln1_post rescales the heads' sum), or an encoder. ``run``
+    asks before any attribution runs."""
+    from analyses.circuits.edges import edge_refusal
+
+    why = edge_refusal(getattr(model, "cfg", None))
+    if why:
+        return f"{why}; node level only"
     if not view(model).causal:
-        return "edge attribution is for causal models here"
+        return "edge attribution is for causal models here; node level only"
     return ""
 
 
@@ -224,6 +230,8 @@ def _analyse(model: Any, task: str, n: int, seed: int, methods: Sequence[str], s
              batch_size: int, exact: bool, exact_pairs: int | None, edge_curve: bool, all_tasks: bool,
              progress: bool, info: dict, task_kw: dict) -> CircuitResult:  # fmt: skip
     """The analysis itself (``run``'s steps, on a loaded model, ``info`` started)."""
+    why = edge_level_ok(model) if edges else "not asked for (node level only)"
+    info["edges"] = why or "scored"  # decided before the model runs
     t0 = time.perf_counter()
     tasks, built = task_accuracy(model, TASKS if all_tasks else (task,), n=n, seed=seed, **task_kw)
     info["t_tasks"] = time.perf_counter() - t0
@@ -240,8 +248,6 @@ def _analyse(model: Any, task: str, n: int, seed: int, methods: Sequence[str], s
         info[f"t_nodes_{m}"] = time.perf_counter() - t
     exact_df = _exact(model, discovery, exact_pairs, batch_size, progress, scores, result) if exact else None
     result.nodes = _nodes_table(model, scores, exact_df)
-    why = edge_level_ok(model) if edges else "not asked for (node level only)"
-    info["edges"] = why or "scored"
     if not why:
         t = time.perf_counter()
         result.edge_tables = {m: _edge_scores(model, discovery, m, steps, batch_size, progress) for m in methods}
@@ -255,7 +261,12 @@ def _analyse(model: Any, task: str, n: int, seed: int, methods: Sequence[str], s
         labels=task_labels, seed=seed, batch_size=batch_size, progress=progress, per_pair=True,
     )  # fmt: skip
     info["t_curve"] = time.perf_counter() - t
-    result.summary = summarise_curve(result.curve).assign(level="node")
+    # intervals over the held-out pairs need two of them at least (a tiny run may have one) and the full
+    # circuit's row (proportion 1, which renormalises each resample; custom proportions may lack it)
+    full = bool((result.curve["k"] == result.curve.attrs["n_nodes"]).any())
+    per_pair = result.curve_pairs if full and result.curve_pairs.shape[1] >= 2 else None
+    info["intervals"] = "95% bootstrap over pairs" if per_pair is not None else "none: needs >= 2 pairs and p = 1"
+    result.summary = summarise_curve(result.curve, per_pair=per_pair, seed=seed).assign(level="node")
     if result.edges is not None and edge_curve:
         t = time.perf_counter()
         result.edge_curve = edge_faithfulness_curve(

@@ -91,5 +91,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(f"interp circuit: {args.task} not analysed: {result.task.why_not()}; report: {out}\n")
         return 1
     best = ", ".join(f"{r.method} ({r.level}) CPR {r.cpr:.3f} CMD {r.cmd:.3f}" for r in result.summary.itertuples())
-    sys.stdout.write(f"interp circuit: {args.task} on {result.model_name}: {best}; report: {out}\n")
+    edges = result.info.get("edges", "scored")
+    skipped = "" if args.no_edges or edges == "scored" else f"; edges skipped: {edges}"
+    sys.stdout.write(f"interp circuit: {args.task} on {result.model_name}: {best}{skipped}; report: {out}\n")
     return 0

@@ -234,9 +234,13 @@ def different_tokens(model, tokens: Tensor, seed: int = 1, keep: Sequence[int] =
 
 
 def attn_input_hook(cfg, layer: int) -> str:
-    """The hook whose value is the attention layer's input (post-norm: the residual; pre-norm: ln1's
-    output)."""
-    return act_name(layer, "hook_resid_pre") if cfg.norm_placement == "post" else act_name(layer, "ln1.hook_normalized")
+    """The hook whose value is the attention layer's input: the residual itself (``hook_resid_pre``)
+    where no norm sits before attention (post-norm, whose norms follow the residual sum; reordered,
+    OLMo-2, which has no ln1 and normalises the sublayer outputs instead), else ln1's output (pre-norm,
+    and Gemma's sandwich norms, ln1 before and ln1_post after attention)."""
+    if cfg.norm_placement in ("post", "reordered"):
+        return act_name(layer, "hook_resid_pre")
+    return act_name(layer, "ln1.hook_normalized")
 
 
 def attention_inputs(model, tokens: Tensor) -> list[Tensor]:

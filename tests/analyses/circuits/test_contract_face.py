@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 import analyses.circuits as circuits
@@ -47,10 +48,32 @@ def test_run_write_and_the_contract(tiny_lm, tmp_path):
     assert {"task", "eap", "eap-ig", "exact_effect"} <= set(heads.columns) and (heads.task == "subject_verb").all()
     assert res.exact_pairs.shape == (4, 2 * 4)  # [pair, head]
     assert res.curve_pairs.shape == (len(res.curve), len(res.task.evaluation))
+    # the summary: MIB's CPR / CMD, the two means of f, and each one's bootstrap interval over the held-out pairs
+    summary = res.summary
+    assert (summary["ci_pairs"] == len(res.task.evaluation)).all()
+    for stat in ("cpr", "cmd", "mean_f_p_le_0.1", "mean_f_log_p"):
+        assert (summary[f"{stat}_ci95_lo"] <= summary[stat]).all(), stat
+        assert (summary[stat] <= summary[f"{stat}_ci95_hi"]).all(), stat
     folder = circuits.write(res, tmp_path / "out")
     written = {p.name for p in folder.iterdir() if not p.name.startswith(".")}
     assert written == set(circuits.OUTPUTS) - {"edges.csv"}  # no edges asked for
     assert json.loads((folder / "circuit.json").read_text())["task"] == "subject_verb"
+    assert "mean f on log p [95% CI]" in (folder / "report.md").read_text()
+    assert {"cpr_ci95_lo", "mean_f_p_le_0.1", "mean_f_log_p_ci95_hi"} <= set(
+        pd.read_csv(folder / "summary.csv").columns
+    )
+
+
+@pytest.mark.slow
+def test_a_run_without_the_full_circuit_has_no_intervals_and_does_not_fail(tiny_lm):
+    """The intervals renormalise each resample by the full circuit's row: proportions without 1 get
+    none (NaN), and ``run`` says so in its info instead of failing after the curve."""
+    res = circuits.run(
+        tiny_lm, "subject_verb", n=24, seed=3, steps=1, n_random=1, batch_size=8, edges=False, exact=False,
+        all_tasks=False, min_accuracy=0, min_pairs=4, proportions=(0.2, 0.5),
+    )  # fmt: skip
+    assert res.summary["cpr_ci95_lo"].isna().all() and (res.summary["ci_pairs"] == 0).all()
+    assert res.info["intervals"].startswith("none") and res.summary["cpr"].notna().all()
 
 
 def test_the_command_owns_the_librarys_outputs(tmp_path, monkeypatch):
