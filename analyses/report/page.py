@@ -23,8 +23,9 @@ model), the tables. Markdown is rendered with markdown-it-py, never shown as sou
 
 ``page_from_folder(dir)`` reads ``heads.csv``, ``report.md`` and its figures, ``examples.json``,
 ``invariance/invariance.csv``, ``catalogue.csv`` + ``catalogue_tasks.csv`` + ``catalogue.json`` or
-else ``validation/validation.md`` + ``.csv``, and ``retrieval/retrieval.csv`` + ``.md`` + ``.png``
-(``interp retrieval``) where present, so
+else ``validation/validation.md`` + ``.csv``, ``retrieval/retrieval.csv`` + ``.md`` + ``.png``
+(``interp retrieval``) and ``qk/qk.md`` or ``qk/<name>/qk.md`` + ``qk.png`` (``interp qk``) where
+present, so
 ``interp probe`` (which has the first three) and ``interp summary`` (which runs after invariance
 and validation) render the same page.
 
@@ -507,6 +508,7 @@ def render_page(
     retrieval_md: str | None = None,
     catalogue: ModelCatalogue | None = None,
     catalogue_warning: str | None = None,
+    qk_md: Sequence[str] = (),
 ) -> str:
     """One model's page as a string (see the module docstring). ``sections``: the probe's report
     (``analyses.heads.report.report_sections`` or ``read_sections`` of its report.md), whose
@@ -516,7 +518,9 @@ def render_page(
     and the retrieval report leads "Data and method". ``catalogue`` (``read_model_catalogue``): the
     map gets a verdict colouring, each head's detail its pattern and causal sides, the page a
     "Catalogue" section, and the validation section and the heads table read it instead of
-    ``validation``; ``catalogue_warning``: its provenance (``catalogue_provenance``)."""
+    ``validation``; ``catalogue_warning``: its provenance (``catalogue_provenance``). ``qk_md``:
+    ``interp qk`` reports (``qk.md``, figures named in ``figures``), placed after the retrieval report
+    under "Data and method"."""
     from analyses.invariance.report import invariance_section
 
     figures = dict(figures or {})
@@ -572,8 +576,29 @@ def render_page(
         validation_html=_validation_html(validation, validation_md, catalogue),
         catalogue_html=render_markdown(catalogue_markdown(catalogue)) if catalogue is not None else "",
         has_catalogue=catalogue is not None,
-        method_html=retrieval_html + _method_html(sections, figures),
+        method_html=retrieval_html + _qk_html(qk_md, figures) + _method_html(sections, figures),
     )
+
+
+def _qk_html(reports: Sequence[str], figures: Mapping[str, bytes]) -> list[str]:
+    """``interp qk``'s reports as page sections: their "##" title one level down."""
+    return [inline_images(render_markdown(re.sub(r"(?m)\A## ", "### ", md)), figures) for md in reports]
+
+
+def read_qk_reports(model_dir: str | Path) -> tuple[list[str], dict[str, bytes]]:
+    """The ``interp qk`` reports of a model folder (``qk/qk.md`` and ``qk/<name>/qk.md``, in name order)
+    and their figures, each renamed ``qk-<n>.png`` so that several runs' figures do not collide."""
+    base = Path(model_dir) / "qk"
+    found = sorted([base / "qk.md", *base.glob("*/qk.md")]) if base.is_dir() else []
+    reports, figures = [], {}
+    for i, md in enumerate(p for p in found if p.is_file()):
+        text = md.read_text(encoding="utf-8")
+        png = md.parent / "qk.png"
+        if png.is_file():
+            figures[f"qk-{i}.png"] = png.read_bytes()
+            text = text.replace("](qk.png)", f"](qk-{i}.png)")
+        reports.append(text)
+    return reports, figures
 
 
 # columns a heads.csv may lack: written before labels v4 (``reading``: derived, a relation row is
@@ -634,6 +659,8 @@ def page_from_folder(model_dir: str | Path, provenance: str | None = None) -> st
     figures = {p.name: p.read_bytes() for p in d.glob("*.png")}
     if (ret / "retrieval.png").is_file():
         figures["retrieval.png"] = (ret / "retrieval.png").read_bytes()
+    qk_reports, qk_figures = read_qk_reports(d)  # interp qk --out <this folder>/qk[/<task>]
+    figures.update(qk_figures)
     return render_page(
         df,
         sections=read_sections(text(d / "report.md") or ""),
@@ -649,6 +676,7 @@ def page_from_folder(model_dir: str | Path, provenance: str | None = None) -> st
         retrieval_md=text(ret / "retrieval.md"),
         catalogue=cat,
         catalogue_warning=catalogue_provenance(d) if cat is not None else None,
+        qk_md=qk_reports,
     )
 
 

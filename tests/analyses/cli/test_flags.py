@@ -19,9 +19,10 @@ from analyses.cli import common as C
 
 ROOT = Path(__file__).resolve().parents[3]
 LOADS_A_MODEL = {
-    "tour", "probe", "invariance", "validate", "catalogue", "circuit", "agreement", "sinks", "retrieval", "explore"
+    "tour", "probe", "invariance", "validate", "catalogue", "circuit", "agreement", "qk", "sinks", "retrieval",
+    "explore",
 }  # fmt: skip
-NEEDS_A_CAUSAL_LM = {"circuit", "agreement", "sinks", "retrieval"}
+NEEDS_A_CAUSAL_LM = {"circuit", "agreement", "qk", "sinks", "retrieval"}
 WRITES_NO_FOLDER = {"explore"}
 SHARED = ("--model", "--device", "--dtype", "--threads", "--force", "--seed", "--text")
 
@@ -115,7 +116,7 @@ def test_threads_sets_the_count_for_the_block_and_restores_it_however_it_ends():
         pass
 
 
-_REQUIRED = {"--out": "OUT", "--task": "ioi", "--config": "c.toml"}
+_REQUIRED = {"--out": "OUT", "--task": "ioi", "--config": "c.toml", "--heads": "L0H0"}
 
 
 @pytest.mark.parametrize("command", sorted(LOADS_A_MODEL))

@@ -239,3 +239,31 @@ def test_the_command_refuses_a_post_norm_model_in_one_line(tmp_path, capsys):
     assert "subject_verb, ioi, pronoun_gender" in capsys.readouterr().err
     assert main(["qk", "--task", "ioi", "--heads", "L1", "--out", str(tmp_path / "o")]) == 2
     assert "L<layer>H<head>" in capsys.readouterr().err
+
+
+def test_the_models_page_shows_the_qk_reports_with_their_figures(tmp_path, cheap_figures):
+    """``interp qk --out <model folder>/qk/<task>``: the page's "Data and method" has each report, its
+    title one level down and its own figure inlined (two runs' qk.png do not collide)."""
+    import base64
+
+    import analyses.heads.report as report
+    from analyses.qk.planted import composition_model, composition_prompt
+    from analyses.report import page
+    from interp.pairs import Pairs
+    from tests.analyses.heads.planted_tables import planted_heads
+
+    report.write_report(planted_heads(), tmp_path)
+    assert "Why the heads attend" not in page.page_from_folder(tmp_path)
+    m, p = composition_model(), composition_prompt()
+    clean = p["tokens"].repeat(2, 1)
+    corrupted = clean.clone()
+    corrupted[:, p["induction"]] = (clean[:, p["induction"]] + 1) % m.cfg.d_vocab
+    pairs = Pairs(clean, corrupted, right=clean[:, 0], wrong=clean[:, 1], position=torch.full((2,), p["query"]))
+    for name, head in (("induction", INDUCTION), ("duplicate", DUPLICATE_PREV)):
+        result = run(m, "subject_verb", [head], pairs=pairs, top=3, check=False)
+        write(result, tmp_path / "qk" / name)
+    html = page.page_from_folder(tmp_path)
+    assert html.count("<h3>Why the heads attend: planted, subject_verb</h3>") == 2
+    folders = [tmp_path / "qk" / n for n in ("induction", "duplicate")]
+    pngs = [base64.b64encode((f / "qk.png").read_bytes()).decode() for f in folders]
+    assert pngs[0] != pngs[1] and all(png in html for png in pngs)
