@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor
@@ -49,6 +50,7 @@ __all__ = [
     "head_name",
     "mlp_name",
     "node_scores",
+    "per_pair_node_scores",
     "run_metric",
 ]
 
@@ -148,15 +150,49 @@ def _node_names(n_layers: int) -> list[str]:
     ]
 
 
-def _node_batch(model: Transformer, batch: Pairs, metric: Metric, alphas: list[float]) -> tuple[Tensor, Tensor]:
-    """Summed scores of one batch: heads [layer, head] and MLPs [layer], float64."""
+def _node_batch(
+    model: Transformer, batch: Pairs, metric: Metric, alphas: list[float], per_pair: bool = False
+) -> tuple[Tensor, Tensor]:
+    """Summed scores of one batch: heads [layer, head] and MLPs [layer], float64; ``per_pair``: each
+    pair's own, heads [pair, layer, head] and MLPs [pair, layer]."""
     n_layers = model.cfg.n_layers
     names = _node_names(n_layers)
     corrupted = cache_values(model, batch.corrupted, batch, [*names, "hook_embed"])
     clean, grads = gradients_along_path(model, batch, metric, names, alphas, corrupted["hook_embed"])
+    if per_pair:
+        heads = torch.stack([((corrupted[n] - clean[n]) * grads[n]).double().sum(dim=(1, 3)) for n in names[:n_layers]])
+        mlps = torch.stack([((corrupted[n] - clean[n]) * grads[n]).double().sum(dim=(1, 2)) for n in names[n_layers:]])
+        return heads.transpose(0, 1).cpu(), mlps.transpose(0, 1).cpu()
     heads = torch.stack([((corrupted[n] - clean[n]) * grads[n]).double().sum(dim=(0, 1, 3)) for n in names[:n_layers]])
     mlps = torch.stack([((corrupted[n] - clean[n]) * grads[n]).double().sum() for n in names[n_layers:]])
     return heads.cpu(), mlps.cpu()
+
+
+def per_pair_node_scores(
+    model: Transformer,
+    pairs: Pairs,
+    metric: Metric = logit_diff,
+    method: str = "eap",
+    steps: int = 5,
+    batch_size: int = 16,
+    progress: bool = False,
+) -> tuple[list[str], np.ndarray]:
+    """(node names in ``node_scores``' order, [pair, node] each pair's EAP or EAP-IG score): the
+    values ``node_scores`` averages (their mean over pairs is its ``score`` up to float64 rounding).
+    What a bootstrap over pairs resamples. ``models.Transformer`` only."""
+    alphas = check_method(method, steps)
+    check_pairs(model, pairs)
+    if not isinstance(model, Transformer):
+        raise TypeError(f"per_pair_node_scores needs a models.Transformer, got {type(model).__name__}")
+    n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
+    parts = []
+    for batch in tqdm(list(pairs.batches(batch_size)), desc=f"{method} per pair", disable=not progress, leave=False):
+        h, m = _node_batch(model, batch, metric, alphas, per_pair=True)  # [b, layer, head], [b, layer]
+        parts.append(torch.cat([h, m[:, :, None]], dim=2).reshape(len(batch), -1))  # each layer's heads, its MLP
+    names = []
+    for layer in range(n_layers):
+        names += [head_name(layer, h) for h in range(n_heads)] + [mlp_name(layer)]
+    return names, torch.cat(parts).numpy()
 
 
 def _bridge_node_batch(bridge: Any, batch: Pairs, metric: Metric, n_layers: int, n_heads: int) -> tuple[Tensor, Tensor]:
