@@ -32,6 +32,7 @@ LAYERS = {
     "analyses.circuits": 5,  # circuits of heads per task; tasks from validation's prompts, labels from heads
     "analyses.longctx": 5,  # heads at long context: real text from data, scores from heads, ablations from validation
     "analyses.catalogue": 6,  # one verdict per head: heads' labels joined with circuits' tasks and patching
+    "analyses.qk": 6,  # why a head attends: its score split into components, on circuits' tasks and positions
     "analyses.report": 7,
     "analyses.explore": 8,  # the live app reads heads.csv and the examples through report/heads
     "analyses.cli": 9,

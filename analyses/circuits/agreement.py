@@ -65,6 +65,7 @@ __all__ = [
     "AgreementResult",
     "TaskAgreement",
     "target_positions",
+    "rival_positions",
     "with_answer",
     "attention_to",
     "pattern_scores",
@@ -139,6 +140,33 @@ def target_positions(task: str, pairs: Pairs, tokenizer: Any = None) -> np.ndarr
             raise ValueError(f"{task} pair {i}: expected one position of {what}, found {where.tolist()}")
         out.append(int(where[0]))
     return np.asarray(out, dtype=int)
+
+
+def rival_positions(task: str, pairs: Pairs, targets: np.ndarray) -> np.ndarray | None:
+    """[n] the key that competes with the target where the prompt fixes one, or None: ``ioi``, the
+    subject's second mention S2 (the last occurrence of the wrong answer's name before the answer
+    position; Wang et al.'s name movers attend to the indirect object over S2); ``pronoun_gender``,
+    the other person (the other position where clean and corrupted differ); ``subject_verb``, None
+    (the prompt fixes no rival)."""
+    if task == "ioi":
+        out = []
+        for i in range(len(pairs)):
+            before = pairs.clean[i, : int(pairs.position[i]) + 1]
+            where = np.flatnonzero((before == pairs.wrong[i]).numpy())
+            if len(where) < 1:
+                raise ValueError(f"ioi pair {i}: the subject's name (the wrong answer) is not in the prompt")
+            out.append(int(where[-1]))
+        return np.asarray(out)
+    if task == "pronoun_gender":
+        diff = pairs.clean != pairs.corrupted
+        out = []
+        for i in range(len(pairs)):
+            where = [int(p) for p in np.flatnonzero(diff[i].numpy()) if int(p) != int(targets[i])]
+            if len(where) != 1:
+                raise ValueError(f"pronoun_gender pair {i}: expected one other person, found positions {where}")
+            out.append(where[0])
+        return np.asarray(out)
+    return None
 
 
 # ---- what a head attends to ----------------------------------------------------------------------

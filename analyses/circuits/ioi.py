@@ -58,10 +58,11 @@ OUTPUTS = ("ioi_classes.csv", "ioi_classes.md", "ioi_classes.json")
 
 
 def _positions(model: Any, pairs: Pairs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    from analyses.qk.run import task_positions
+    """(END, the indirect object's first mention, S2) per pair."""
+    from analyses.circuits.agreement import rival_positions, target_positions
 
-    rows, io, s2 = task_positions(model, "ioi", pairs)
-    return rows, io, s2
+    io = target_positions("ioi", pairs)
+    return pairs.position.numpy().astype(int), io, rival_positions("ioi", pairs, io)
 
 
 @torch.no_grad()

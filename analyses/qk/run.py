@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from analyses.circuits.agreement import TARGETS, target_positions
+from analyses.circuits.agreement import TARGETS, rival_positions, target_positions
 from analyses.contract import head_table, make_info
 from analyses.qk.attribution import QKAttribution, frozen_scale_checks, qk_attributions, refusal
 from interp.names import act_name
@@ -84,34 +84,10 @@ def parse_heads(spec: str | list, model: Any) -> list[tuple[int, int]]:
     return sorted(set(out))
 
 
-def _other_fixed(task: str, pairs: Any, targets: np.ndarray) -> np.ndarray | None:
-    """The rival key of tasks whose rival is fixed by the prompt (ioi: S2; pronoun_gender: the other
-    person), or None (subject_verb: the head's own rival)."""
-    if task == "ioi":
-        out = []
-        for i in range(len(pairs)):
-            before = pairs.clean[i, : int(pairs.position[i]) + 1]
-            where = np.flatnonzero((before == pairs.wrong[i]).numpy())
-            if len(where) < 1:
-                raise ValueError(f"ioi pair {i}: the subject's name (the wrong answer) is not in the prompt")
-            out.append(int(where[-1]))
-        return np.asarray(out)
-    if task == "pronoun_gender":
-        diff = pairs.clean != pairs.corrupted
-        out = []
-        for i in range(len(pairs)):
-            where = [int(p) for p in np.flatnonzero(diff[i].numpy()) if int(p) != int(targets[i])]
-            if len(where) != 1:
-                raise ValueError(f"pronoun_gender pair {i}: expected one other person, found positions {where}")
-            out.append(where[0])
-        return np.asarray(out)
-    return None
-
-
 def task_positions(model: Any, task: str, pairs: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(query rows, target keys, fixed rival keys or None) of ``task``'s ``pairs``."""
     targets = target_positions(task, pairs, getattr(model, "tokenizer", None))
-    return pairs.position.numpy().astype(int), targets, _other_fixed(task, pairs, targets)
+    return pairs.position.numpy().astype(int), targets, rival_positions(task, pairs, targets)
 
 
 @torch.no_grad()
