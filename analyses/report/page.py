@@ -198,6 +198,7 @@ def page_data(
     circuits: dict | None = None,
     retrieval: pd.DataFrame | None = None,
     catalogue: ModelCatalogue | None = None,
+    qk: pd.DataFrame | None = None,
 ) -> dict:
     """What the explorer embeds (JSON-ready): the model's shape, the role colours and what each role
     means, one record per head (primary role, standardised effect, secondary roles, its scores:
@@ -266,6 +267,7 @@ def page_data(
         "has_validation": validation is not None,
         "catalogue": page_catalogue(catalogue, df) if catalogue is not None else None,
         "circuits": circuits or {},  # per head: causal importance per task (analyses.circuits.report.page_circuits)
+        "qk": page_qk(qk),  # per head: why it attends, per interp qk run (its qk_heads.csv rows)
         "examples": (examples or {}).get("sentences", []),
     }
 
@@ -509,6 +511,7 @@ def render_page(
     catalogue: ModelCatalogue | None = None,
     catalogue_warning: str | None = None,
     qk_md: Sequence[str] = (),
+    qk: pd.DataFrame | None = None,
 ) -> str:
     """One model's page as a string (see the module docstring). ``sections``: the probe's report
     (``analyses.heads.report.report_sections`` or ``read_sections`` of its report.md), whose
@@ -520,7 +523,7 @@ def render_page(
     "Catalogue" section, and the validation section and the heads table read it instead of
     ``validation``; ``catalogue_warning``: its provenance (``catalogue_provenance``). ``qk_md``:
     ``interp qk`` reports (``qk.md``, figures named in ``figures``), placed after the retrieval report
-    under "Data and method"."""
+    under "Data and method"; ``qk``: their ``qk_heads.csv`` rows, shown in each head's detail."""
     from analyses.invariance.report import invariance_section
 
     figures = dict(figures or {})
@@ -532,6 +535,7 @@ def render_page(
         circuits=circuits,
         retrieval=retrieval,
         catalogue=catalogue,
+        qk=qk,
     )
     retrieval_html = []
     if retrieval is not None:
@@ -580,25 +584,48 @@ def render_page(
     )
 
 
+QK_TARGETS = {"subject_verb": ("subject", "rival"), "ioi": ("indirect object", "subject's second mention"),
+              "pronoun_gender": ("antecedent", "other person")}  # fmt: skip
+
+
+def page_qk(heads: pd.DataFrame | None) -> dict:
+    """``interp qk``'s per-head rows (``qk_heads.csv``, several runs concatenated) as the head panel
+    reads them: per "layer,head" a list of {task, target, rival, target_wins, difference, top_query,
+    top_key}."""
+    out: dict[str, list[dict]] = {}
+    if heads is None or not len(heads):
+        return out
+    for r in heads.to_dict("records"):
+        target, rival = QK_TARGETS.get(str(r["task"]), ("target", "rival"))
+        out.setdefault(f"{int(r['layer'])},{int(r['head'])}", []).append({
+            "task": str(r["task"]), "target": target, "rival": rival, "target_wins": _num(r["target_wins"]),
+            "difference": _num(r["difference"]), "top_query": str(r["top_query"]), "top_key": str(r["top_key"]),
+        })  # fmt: skip
+    return out
+
+
 def _qk_html(reports: Sequence[str], figures: Mapping[str, bytes]) -> list[str]:
     """``interp qk``'s reports as page sections: their "##" title one level down."""
     return [inline_images(render_markdown(re.sub(r"(?m)\A## ", "### ", md)), figures) for md in reports]
 
 
-def read_qk_reports(model_dir: str | Path) -> tuple[list[str], dict[str, bytes]]:
-    """The ``interp qk`` reports of a model folder (``qk/qk.md`` and ``qk/<name>/qk.md``, in name order)
-    and their figures, each renamed ``qk-<n>.png`` so that several runs' figures do not collide."""
+def read_qk_reports(model_dir: str | Path) -> tuple[list[str], dict[str, bytes], pd.DataFrame | None]:
+    """The ``interp qk`` runs of a model folder (``qk/qk.md`` and ``qk/<name>/qk.md``, in name order):
+    their reports, their figures (each renamed ``qk-<n>.png`` so that several runs' figures do not
+    collide) and their ``qk_heads.csv`` rows concatenated (None: no run)."""
     base = Path(model_dir) / "qk"
     found = sorted([base / "qk.md", *base.glob("*/qk.md")]) if base.is_dir() else []
-    reports, figures = [], {}
+    reports, figures, tables = [], {}, []
     for i, md in enumerate(p for p in found if p.is_file()):
         text = md.read_text(encoding="utf-8")
+        if (md.parent / "qk_heads.csv").is_file():
+            tables.append(pd.read_csv(md.parent / "qk_heads.csv"))
         png = md.parent / "qk.png"
         if png.is_file():
             figures[f"qk-{i}.png"] = png.read_bytes()
             text = text.replace("](qk.png)", f"](qk-{i}.png)")
         reports.append(text)
-    return reports, figures
+    return reports, figures, (pd.concat(tables, ignore_index=True) if tables else None)
 
 
 # columns a heads.csv may lack: written before labels v4 (``reading``: derived, a relation row is
@@ -659,7 +686,7 @@ def page_from_folder(model_dir: str | Path, provenance: str | None = None) -> st
     figures = {p.name: p.read_bytes() for p in d.glob("*.png")}
     if (ret / "retrieval.png").is_file():
         figures["retrieval.png"] = (ret / "retrieval.png").read_bytes()
-    qk_reports, qk_figures = read_qk_reports(d)  # interp qk --out <this folder>/qk[/<task>]
+    qk_reports, qk_figures, qk_heads = read_qk_reports(d)  # interp qk --out <this folder>/qk[/<task>]
     figures.update(qk_figures)
     return render_page(
         df,
@@ -677,6 +704,7 @@ def page_from_folder(model_dir: str | Path, provenance: str | None = None) -> st
         catalogue=cat,
         catalogue_warning=catalogue_provenance(d) if cat is not None else None,
         qk_md=qk_reports,
+        qk=qk_heads,
     )
 
 

@@ -199,6 +199,9 @@
       var circ = (data.circuits || {})[key] || [];
       if (circ.length) detail.appendChild(el("p", {"class": "hx-circuits"}, "Causal importance per task (interp circuit; 1 = patching this head alone from the corrupted run removes the whole gap): " +
         circ.map(function (x) { return x.task + " " + fmt(x.importance, 3) + (x.eap_ig === null ? "" : " (EAP-IG score " + fmt(x.eap_ig, 3) + ")"); }).join("; ") + "."));
+      var qk = (data.qk || {})[key] || [];
+      if (qk.length) detail.appendChild(el("p", {"class": "hx-qk"}, "Why it attends (interp qk; the largest terms of score(target) - score(rival) at the answer position): " +
+        qk.map(function (x) { return x.task + ": the " + x.target + " beats the " + x.rival + " on " + fmt(100 * x.target_wins, 0) + "% of prompts (difference " + fmt(x.difference, 3) + "); query side " + x.top_query + "; key side " + x.top_key; }).join(". ") + "."));
       var exs = data.examples;
       if (!exs.length || !h.examples) {
         detail.appendChild(el("p", {"class": "hx-note"}, "No example patterns stored for this head."));

@@ -241,9 +241,9 @@ def test_the_command_refuses_a_post_norm_model_in_one_line(tmp_path, capsys):
     assert "L<layer>H<head>" in capsys.readouterr().err
 
 
-def test_the_models_page_shows_the_qk_reports_with_their_figures(tmp_path, cheap_figures):
-    """``interp qk --out <model folder>/qk/<task>``: the page's "Data and method" has each report, its
-    title one level down and its own figure inlined (two runs' qk.png do not collide)."""
+def _page_with_qk(tmp_path):
+    """A planted heads table's page with two qk runs under qk/ (the induction and the duplicate-previous
+    head): (the page's path, its html)."""
     import base64
 
     import analyses.heads.report as report
@@ -267,3 +267,35 @@ def test_the_models_page_shows_the_qk_reports_with_their_figures(tmp_path, cheap
     folders = [tmp_path / "qk" / n for n in ("induction", "duplicate")]
     pngs = [base64.b64encode((f / "qk.png").read_bytes()).decode() for f in folders]
     assert pngs[0] != pngs[1] and all(png in html for png in pngs)
+    # each head's detail reads its rows: the planted induction head's key side is the previous-token head's
+    qk = page.read_page_data(html)["qk"]
+    assert [r["top_key"].split(", ")[0] for r in qk["1,0"]] == ["a0.h0"]
+    assert [r["top_query"].split(", ")[0] for r in qk["1,1"]] == ["a0.h0"]  # Q-composition: the query side
+    return tmp_path / "report.html", html
+
+
+def test_the_models_page_shows_the_qk_reports_with_their_figures(tmp_path, cheap_figures):
+    """``interp qk --out <model folder>/qk/<task>``: the page's "Data and method" has each report, its
+    title one level down and its own figure inlined (two runs' qk.png do not collide), and each head's
+    record its rows."""
+    _page_with_qk(tmp_path)
+
+
+def test_the_head_panel_says_why_the_head_attends(browser, tmp_path, cheap_figures):
+    path, html = _page_with_qk(tmp_path)
+    path.write_text(html, encoding="utf-8")
+    ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
+    tab = ctx.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        tab.goto(path.as_uri())
+        tab.click('td.hx-cell[data-layer="1"][data-head="0"]')
+        text = tab.locator(".hx-detail p.hx-qk").inner_text()
+        assert "Why it attends" in text and "subject_verb: the subject beats the rival" in text
+        assert "key side a0.h0" in text
+        tab.click('td.hx-cell[data-layer="0"][data-head="1"]')
+        assert tab.locator(".hx-detail p.hx-qk").count() == 0  # no run read this head
+        assert errors == []
+    finally:
+        ctx.close()
