@@ -309,16 +309,21 @@ def edge_faithfulness_curve(
     metric: Metric = logit_diff,
     progress: bool = False,
     greedy: bool = False,
-) -> pd.DataFrame:
+    per_pair: bool = False,
+) -> pd.DataFrame | tuple[pd.DataFrame, np.ndarray]:
     """``faithfulness_curve`` at edge level: circuits of the top ``int(p * n_edges)`` edges by
     |score| per method (``scores``: {method: every edge's score, ``edge_scores``' table}; with
     ``greedy`` also "{method} greedy", the connected selection of ``greedy_edges``) and
     ``n_random`` random edge sets per size, each run with every edge outside it carrying the
     corrupted run's writer output (``analyses.circuits.patching.patch_edges``: keep none = the
-    corrupted run, keep all = the clean run). Same columns and attrs (n_nodes: the number of edges)."""
+    corrupted run, keep all = the clean run). Same columns and attrs (n_nodes: the number of edges);
+    with ``per_pair`` also each row's faithfulness on each pair [row, pair], as ``faithfulness_curve``.
+    The circuits run stacked along the batch axis (``patch_edges_stacked``, ``STACK_ROWS`` rows a
+    forward pass), the same numbers as one run per circuit within float rounding (tested)."""
     from tqdm.auto import tqdm
 
-    from analyses.circuits.patching import patch_edges
+    from analyses.circuits.patching import patch_edges_stacked
+    from analyses.circuits.runner import STACK_ROWS
 
     tables = {m: _edges_of(t) for m, t in scores.items()}
     if not tables:
@@ -340,22 +345,36 @@ def edge_faithfulness_curve(
             meta[f"random|{p}|{d}"] = ("random", p, k, d)
     # keep no edge: the corrupted run; keep every edge: the clean run (patch_edges' identities)
     runs = {name: keep for name, keep in circuits.items() if 0 < len(keep) < len(edges)}
-    sums = {name: 0.0 for name in ["clean", "corrupted", *runs]}
+    names = list(runs)
+    per: dict[str, list[np.ndarray]] = {name: [] for name in ["clean", "corrupted", *names]}
+    group = max(1, STACK_ROWS // max(1, min(batch_size, len(pairs))))  # circuits per forward pass
     n_batches = -(-len(pairs) // batch_size)
-    bar = tqdm(total=n_batches * len(runs), desc="edge circuits", disable=not progress, leave=False)
+    bar = tqdm(total=n_batches * len(names), desc="edge circuits", disable=not progress, leave=False)
     for batch in pairs.batches(batch_size):
         kw = {} if batch.attention_mask is None else {"attention_mask": batch.attention_mask}
-        sums["clean"] += float(metric(model(batch.clean, **kw), batch).sum())
-        sums["corrupted"] += float(metric(model(batch.corrupted, **kw), batch).sum())
-        for name, keep in runs.items():
-            sums[name] += float(metric(patch_edges(model, batch, keep), batch).sum())
-            bar.update(1)
+        per["clean"].append(metric(model(batch.clean, **kw), batch).double().cpu().numpy())
+        ckw = {} if batch.corrupted_attention_mask is None else {"attention_mask": batch.corrupted_attention_mask}
+        per["corrupted"].append(metric(model(batch.corrupted, **ckw), batch).double().cpu().numpy())
+        for start in range(0, len(names), group):
+            chunk = names[start : start + group]
+            out = patch_edges_stacked(model, batch, [runs[n] for n in chunk])
+            values = metric(out, batch.repeat(len(chunk))).double().cpu().numpy().reshape(len(chunk), len(batch))
+            for n, v in zip(chunk, values):
+                per[n].append(v)
+            bar.update(len(chunk))
     bar.close()
-    values = {name: s / len(pairs) for name, s in sums.items()}
+    per_pair_m = {name: np.concatenate(v) for name, v in per.items()}
+    values = {name: float(v.mean()) for name, v in per_pair_m.items()}
     for name, keep in circuits.items():
         if name not in runs:
+            per_pair_m[name] = per_pair_m["clean"] if len(keep) else per_pair_m["corrupted"]
             values[name] = values["clean"] if len(keep) else values["corrupted"]
-    return _curve_rows(values, meta, len(edges), "edge")
+    table = _curve_rows(values, meta, len(edges), "edge")
+    if not per_pair:
+        return table
+    gap = values["clean"] - values["corrupted"]
+    safe = gap if gap != 0 else float("nan")
+    return table, np.stack([(per_pair_m[name] - per_pair_m["corrupted"]) / safe for name in meta])
 
 
 STATS = ("cpr", "cmd", "mean_f_p_le_0.1", "mean_f_log_p")  # the order of ``_areas``' rows
@@ -371,8 +390,7 @@ def summarise_curve(
     ``per_pair`` (``faithfulness_curve(..., per_pair=True)``'s [curve row, pair]): also each
     statistic's ``level`` bootstrap interval over the pairs, ``{stat}_ci95_lo`` / ``{stat}_ci95_hi``
     at level 0.95 (``ci90`` at 0.9; ``bootstrap_summary``, ``n_boot`` resamples, ``seed``) and
-    ``ci_pairs``, the number of pairs; without it those columns are NaN and ``ci_pairs`` 0 (the
-    edge-level curve keeps no per-pair values)."""
+    ``ci_pairs``, the number of pairs; without it those columns are NaN and ``ci_pairs`` 0."""
     rows = []
     for (method, draw), g in curve.groupby(["method", "draw"], sort=False):
         g = g.sort_values("proportion")

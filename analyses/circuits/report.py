@@ -2,7 +2,7 @@
 head and MLP: attribution scores per method, exact patching), ``edges.csv`` (the top edges per
 method), ``faithfulness.csv`` (the curve: method, proportion, k, draw, metric, faithfulness),
 ``summary.csv`` (per method and level: CPR / CMD, ``mean_f_p_le_0.1`` and ``mean_f_log_p``, their
-95% bootstrap intervals over pairs at node level), ``faithfulness.png``, ``circuit.png``, ``report.md`` and
+95% bootstrap intervals over pairs), ``faithfulness.png``, ``circuit.png``, ``report.md`` and
 ``circuit.json`` (settings, times, the drawn circuit). ``head_importance`` is the per-head view the
 report page's head detail shows beside the pattern role."""
 
@@ -92,8 +92,8 @@ def report_markdown(result: CircuitResult) -> str:
         "above half the nodes carry half the weight. So two means of f as well (a constant curve c gives c): "
         "mean f for p <= 0.1 (the area over [p_min, 0.1] over its width: the small circuits) and mean f on log p "
         "(the area over log p over the log axis's width: each decade of sizes alike). Brackets: 95% bootstrap "
-        "intervals over the held-out pairs (resampled with replacement, f renormalised by each resample's gap; "
-        "node level). Random: "
+        "intervals over the held-out pairs (resampled with replacement, f renormalised by each resample's gap). "
+        "Random: "
         f"{int(curve[curve.method == 'random'].draw.nunique())} circuits per size (mean and sd over draws); "
         "pattern_labels: the head report's labelled heads for the task's role first, then the others by "
         "role score, MLPs last"

@@ -269,12 +269,15 @@ def _analyse(model: Any, task: str, n: int, seed: int, methods: Sequence[str], s
     result.summary = summarise_curve(result.curve, per_pair=per_pair, seed=seed).assign(level="node")
     if result.edges is not None and edge_curve:
         t = time.perf_counter()
-        result.edge_curve = edge_faithfulness_curve(
+        result.edge_curve, edge_pairs = edge_faithfulness_curve(
             model, evaluation, result.edge_tables, proportions=proportions, n_random=n_random, seed=seed,
-            batch_size=batch_size, progress=progress, greedy=True,
+            batch_size=batch_size, progress=progress, greedy=True, per_pair=True,
         )  # fmt: skip
         info["t_edge_curve"] = time.perf_counter() - t
-        result.summary = pd.concat([result.summary, summarise_curve(result.edge_curve).assign(level="edge")])
+        full = bool((result.edge_curve["k"] == result.edge_curve.attrs["n_nodes"]).any())
+        edge_pairs = edge_pairs if full and edge_pairs.shape[1] >= 2 else None
+        edge_summary = summarise_curve(result.edge_curve, per_pair=edge_pairs, seed=seed).assign(level="edge")
+        result.summary = pd.concat([result.summary, edge_summary])
     result.circuit = _top_circuit(result.curve, scores)
     info["t_total"] = time.perf_counter() - t0
     return result

@@ -120,3 +120,32 @@ def test_bad_circuits_are_refused(gqa):
         patch_edges(model, pairs, keep=[], patch=[])
     with pytest.raises(ValueError, match="not a node name"):
         patch_nodes(model, pairs, keep=["L0H1"])
+
+
+def test_stacked_edge_circuits_are_the_circuits_run_one_by_one(gqa):
+    """``patch_edges_stacked``: copy c of the stacked run is ``patch_edges(keep=keeps[c])``, within
+    float64 rounding (1e-9 of the largest logit), for circuits of every size, the empty and the full
+    one included; the edge curve's per-pair rows average to its faithfulness."""
+    import numpy as np
+
+    from analyses.circuits.faithfulness import edge_faithfulness_curve
+    from analyses.circuits.nodes import random_circuits
+    from analyses.circuits.patching import patch_edges_stacked
+
+    model, pairs, scores = gqa
+    every = edge_graph(model).edges()
+    keeps = [[], every, *random_circuits(every, 3, 2, seed=1), *random_circuits(every, 20, 2, seed=2)]
+    stacked = patch_edges_stacked(model, pairs, keeps)
+    n = len(pairs)
+    assert stacked.shape[0] == len(keeps) * n
+    bound = 1e-9 * stacked.abs().max()
+    for c, keep in enumerate(keeps):
+        assert (stacked[c * n : (c + 1) * n] - patch_edges(model, pairs, keep=keep)).abs().max() <= bound, c
+    table = scores.reset_index().rename(columns={"score": "score"})
+    curve, per_pair = edge_faithfulness_curve(
+        model, pairs, {"eap": table}, proportions=(0.05, 0.2, 1.0), n_random=2, batch_size=3, per_pair=True
+    )
+    assert per_pair.shape == (len(curve), n)
+    np.testing.assert_allclose(per_pair.mean(1), curve["faithfulness"].to_numpy(), rtol=1e-9, atol=1e-12)
+    full = curve["k"] == curve.attrs["n_nodes"]
+    assert np.allclose(per_pair[full.to_numpy()].sum(1), n)  # each pair's share of the gap, summing to 1 on average
