@@ -355,8 +355,13 @@ def edge_faithfulness_curve(
         per["clean"].append(metric(model(batch.clean, **kw), batch).double().cpu().numpy())
         ckw = {} if batch.corrupted_attention_mask is None else {"attention_mask": batch.corrupted_attention_mask}
         per["corrupted"].append(metric(model(batch.corrupted, **ckw), batch).double().cpu().numpy())
-        for start in range(0, len(names), group):
-            chunk = names[start : start + group]
+        # circuits of one size per pass: a reader's correction sums the kept or the patched writers of
+        # every copy in the pass, whichever side is smaller, so copies of one size keep it small
+        by_size: dict[int, list[str]] = {}
+        for n in names:
+            by_size.setdefault(meta[n][2], []).append(n)
+        chunks = [ns[i : i + group] for ns in by_size.values() for i in range(0, len(ns), group)]
+        for chunk in chunks:
             out = patch_edges_stacked(model, batch, [runs[n] for n in chunk])
             values = metric(out, batch.repeat(len(chunk))).double().cpu().numpy().reshape(len(chunk), len(batch))
             for n, v in zip(chunk, values):

@@ -81,42 +81,71 @@ def _reader_hook(rows: slice, buffer: list[Tensor | None], patched: Tensor):
     return hook if used else None
 
 
-def _stacked_reader_hook(rows: slice, buffer: list[Tensor | None], patched: Tensor, copies: int):
+def _site(reader_hook: str) -> str:
+    """The residual-stream hook whose value a reader hook's input copies (in the same run)."""
+    layer, name = reader_hook.split(".")[1], reader_hook.rsplit(".", 1)[1]
+    if name in ("hook_q_input", "hook_k_input", "hook_v_input"):
+        return f"blocks.{layer}.hook_resid_pre"
+    return f"blocks.{layer}.hook_resid_mid" if name == "hook_mlp_in" else reader_hook
+
+
+def _stacked_reader_hook(
+    rows: slice, buffer: list[Tensor | None], patched: Tensor, valid: Tensor, corrupted_site: Tensor, copies: int
+):
     """``_reader_hook`` for ``copies`` circuits stacked along the batch: ``patched`` [copy, reader,
-    writer]; copy c's rows get copy c's correction."""
+    writer]; copy c's rows get copy c's correction, sum over its patched writers of (current -
+    corrupted). Where fewer writers are kept than patched (small circuits), the same sum is taken the
+    other way: the reader's input minus the corrupted run's value at the same point of the stream
+    (``corrupted_site``; the sum over *every* earlier writer, the residual being a sum of them) minus
+    the kept writers' differences, so the work follows the circuit's size, not the graph's."""
     weights = patched[:, rows]  # [copy, rows, writer]
-    used = weights.any(0).any(0).nonzero().flatten().tolist()
-    weights = weights[:, :, used]
+    kept = valid[rows][None] & (weights == 0)
+    used_p = weights.any(0).any(0).nonzero().flatten().tolist()
+    used_k = kept.any(0).any(0).nonzero().flatten().tolist()
+    complement = len(used_k) < len(used_p)
+    used = used_k if complement else used_p
+    weights = (kept.to(weights.dtype) if complement else weights)[:, :, used]
 
     def hook(x: Tensor, hook: Any) -> Tensor:
-        diffs = torch.stack([buffer[i] for i in used])  # [writer, copy * batch, pos, d_model]
-        w, rows_, pos, d = diffs.shape
-        diffs = diffs.view(w, copies, rows_ // copies, pos, d)
-        correction = torch.einsum("crw,wcbpd->cbprd", weights.to(diffs.device, diffs.dtype), diffs)
-        correction = correction.reshape(rows_, pos, weights.shape[1], d)
-        return x - (correction if x.ndim == 4 else correction[:, :, 0])
+        rows_, pos, d = x.shape[0], x.shape[1], x.shape[-1]
+        n_read = weights.shape[1]
+        if used:
+            diffs = torch.stack([buffer[i] for i in used])  # [writer, copy * batch, pos, d_model]
+            diffs = diffs.view(len(used), copies, rows_ // copies, pos, d)
+            summed = torch.einsum("crw,wcbpd->cbprd", weights.to(diffs.device, diffs.dtype), diffs)
+            summed = summed.reshape(rows_, pos, n_read, d)
+        else:
+            summed = x.new_zeros(rows_, pos, n_read, d)
+        if complement:  # every earlier writer's difference, minus the kept ones'
+            base = x if x.ndim == 4 else x[:, :, None]
+            summed = (base - corrupted_site[:, :, None]) - summed
+        return x - (summed if x.ndim == 4 else summed[:, :, 0])
 
-    return hook if used else None
+    return hook if (used or complement) else None
 
 
 def patch_edges_stacked(model: Transformer, batch: Pairs, keeps: Sequence[Collection[Edge]]) -> Tensor:
     """``patch_edges(model, batch, keep)`` for every ``keep`` of ``keeps`` in one forward pass: the
     batch repeated ``len(keeps)`` times along the batch axis, copy c running circuit ``keeps[c]``
     (rows c * n .. (c + 1) * n - 1 of the output [len(keeps) * n, pos, vocab]). The same numbers as
-    one ``patch_edges`` per circuit within float rounding (tested); what the edge-level curve runs."""
+    one ``patch_edges`` per circuit within float rounding (tested); what the edge-level curve runs.
+    Each reader's correction is summed over the patched writers or, where fewer are kept, over the
+    kept ones (``_stacked_reader_hook``)."""
     graph = edge_graph(model)
     check_pairs(model, batch)
     if not keeps:
         raise ValueError("patch_edges_stacked needs at least one circuit (a collection of edges to keep)")
     copies = len(keeps)
     patched = torch.stack([_patched_matrix(graph, keep, None) for keep in keeps])  # [copy, reader, writer]
-    corrupted = cache_values(model, batch.corrupted, batch, [n for n, _ in graph.writer_hooks])
+    sites = sorted({_site(n) for n, _ in graph.reader_hooks})
+    corrupted = cache_values(model, batch.corrupted, batch, [*(n for n, _ in graph.writer_hooks), *sites])
     corrupted = {n: v.repeat(copies, *([1] * (v.ndim - 1))) for n, v in corrupted.items()}
     buffer: list[Tensor | None] = [None] * len(graph.writers)
     hooks = [(n, _writer_hook(s, buffer, corrupted[n])) for n, s in graph.writer_hooks]
-    hooks += [
-        (n, h) for n, s in graph.reader_hooks if (h := _stacked_reader_hook(s, buffer, patched, copies)) is not None
-    ]
+    for n, s in graph.reader_hooks:
+        h = _stacked_reader_hook(s, buffer, patched, graph.valid, corrupted[_site(n)], copies)
+        if h is not None:
+            hooks.append((n, h))
     stacked = batch.repeat(copies)
     with torch.no_grad(), split_inputs(model), model.hooks(fwd_hooks=hooks):
         return forward(model, stacked.clean, stacked)

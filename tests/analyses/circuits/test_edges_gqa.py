@@ -125,7 +125,8 @@ def test_bad_circuits_are_refused(gqa):
 def test_stacked_edge_circuits_are_the_circuits_run_one_by_one(gqa):
     """``patch_edges_stacked``: copy c of the stacked run is ``patch_edges(keep=keeps[c])``, within
     float64 rounding (1e-9 of the largest logit), for circuits of every size, the empty and the full
-    one included; the edge curve's per-pair rows average to its faithfulness."""
+    one included (small ones take the kept writers' side of the sum, large ones the patched writers');
+    the edge curve's per-pair rows average to its faithfulness."""
     import numpy as np
 
     from analyses.circuits.faithfulness import edge_faithfulness_curve
@@ -134,13 +135,18 @@ def test_stacked_edge_circuits_are_the_circuits_run_one_by_one(gqa):
 
     model, pairs, scores = gqa
     every = edge_graph(model).edges()
-    keeps = [[], every, *random_circuits(every, 3, 2, seed=1), *random_circuits(every, 20, 2, seed=2)]
-    stacked = patch_edges_stacked(model, pairs, keeps)
+    big = int(0.9 * len(every))  # most writers kept: the correction sums the few patched ones
+    keeps = [[], every, *random_circuits(every, 3, 2, seed=1), *random_circuits(every, 20, 2, seed=2),
+             *random_circuits(every, big, 2, seed=3)]  # fmt: skip
     n = len(pairs)
-    assert stacked.shape[0] == len(keeps) * n
-    bound = 1e-9 * stacked.abs().max()
-    for c, keep in enumerate(keeps):
-        assert (stacked[c * n : (c + 1) * n] - patch_edges(model, pairs, keep=keep)).abs().max() <= bound, c
+    # which side of the sum a reader takes depends on the stack's union of kept (patched) writers: stack
+    # the small circuits alone, the large ones alone, and all of them
+    for group in (keeps[2:4], keeps[4:6], keeps[6:], keeps):
+        stacked = patch_edges_stacked(model, pairs, group)
+        assert stacked.shape[0] == len(group) * n
+        bound = 1e-9 * stacked.abs().max()
+        for c, keep in enumerate(group):
+            assert (stacked[c * n : (c + 1) * n] - patch_edges(model, pairs, keep=keep)).abs().max() <= bound, c
     table = scores.reset_index().rename(columns={"score": "score"})
     curve, per_pair = edge_faithfulness_curve(
         model, pairs, {"eap": table}, proportions=(0.05, 0.2, 1.0), n_random=2, batch_size=3, per_pair=True
