@@ -3,8 +3,8 @@
 1. **Rank agreement with an interval.** Exact per-head patching on every held-out solved pair (at
    least ``min_pairs``, 100 by default) and each method's attribution (EAP, EAP-IG) on the *same*
    pairs, per pair; Spearman's rho across heads between the mean attribution and the mean exact effect,
-   with a percentile bootstrap interval over pairs (both means recomputed on each resample:
-   ``agreement.rank_agreement_ci``), its half-width, and EAP-IG's rho minus EAP's on the same
+   with a percentile bootstrap interval over pairs (both means recomputed on each resample, as
+   ``agreement.rank_agreement_ci`` does), its half-width, and EAP-IG's rho minus EAP's on the same
    resamples (the paired comparison the single 16-pair numbers could not make). Signed (the effect
    and the score as they are) and by magnitude (|mean effect| against |mean score|).
 2. **"EAP-IG's advantage is only the first MLP".** m0 patched alone from the corrupted run (its
@@ -144,10 +144,11 @@ def run(
     if set(methods) >= {"eap", "eap-ig"}:
         for magnitude in (False, True):
             d = boot_rho[("eap-ig", magnitude)] - boot_rho[("eap", magnitude)]
-            point = [r["rho"] for r in rows if r["reading"] == ("magnitude" if magnitude else "signed")]
+            reading = "magnitude" if magnitude else "signed"
+            point = {r["method"]: r["rho"] for r in rows if r["reading"] == reading}
             lo, hi = np.nanquantile(d, [0.025, 0.975])
-            rows.append(dict(method="eap-ig - eap", reading="magnitude" if magnitude else "signed",
-                             rho=point[1] - point[0], ci_low=lo, ci_high=hi, half_width=(hi - lo) / 2,
+            rows.append(dict(method="eap-ig - eap", reading=reading,
+                             rho=point["eap-ig"] - point["eap"], ci_low=lo, ci_high=hi, half_width=(hi - lo) / 2,
                              n_pairs=len(held), n_heads=len(heads)))  # fmt: skip
     agreement = pd.DataFrame(rows)
 

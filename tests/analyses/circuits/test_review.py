@@ -71,3 +71,11 @@ def test_review_on_a_tiny_model(tiny_task, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == sorted(OUTPUTS)
     with pytest.raises(ValueError, match="fewer than min_pairs=1000; generate more"):
         run(model, "subject_verb", n=64, min_pairs=1000, task_result=ct)
+
+
+def test_the_difference_is_eap_ig_minus_eap_whatever_the_order_asked(tiny_task):
+    model, ct = tiny_task
+    r = run(model, "subject_verb", methods=("eap-ig", "eap"), steps=2, n_boot=20, n_random=1, batch_size=8,
+            min_pairs=4, task_result=ct)  # fmt: skip
+    a = r.agreement.set_index(["method", "reading"])["rho"]
+    assert a["eap-ig - eap", "signed"] == pytest.approx(a["eap-ig", "signed"] - a["eap", "signed"])
