@@ -206,7 +206,7 @@ def _frozen_norm(norm: Any, x: Tensor, scale: Tensor, constant: bool) -> Tensor:
     return out
 
 
-def _qk_norm_frozen(attn: Any, v: Tensor, full: Tensor, head: int, w: Tensor, heads: int) -> Tensor:
+def _qk_norm_frozen(attn: Any, v: Tensor, full: Tensor, head: int, w: Tensor) -> Tensor:
     """QK-norm of per-component vectors ``v`` [batch, n, d_head] of one head with the scale frozen at
     the full projection's (``full`` [batch, heads, d_head], the run's q or k before the norm)."""
     cfg = attn.cfg
@@ -421,7 +421,7 @@ def _side_vectors(model: Any, layer: int, head: int, side: str, cap: _Capture, p
     if cfg.qk_norm != "none":
         full = cap.values[(f"q{layer}" if is_q else f"k{layer}", side)]  # [batch, heads, d_head]
         norm_w = attn.q_norm_w if is_q else attn.k_norm_w
-        vec = _qk_norm_frozen(attn, vec, full, head, norm_w, cfg.n_heads if is_q else cfg.kv_heads)
+        vec = _qk_norm_frozen(attn, vec, full, head, norm_w)
     if cfg.positional == "rope":  # a rotation at the position: each component rotates alone
         n = vec.shape[1]
         positions = pos.to(vec.device)[:, None]  # [batch, 1]
@@ -444,6 +444,7 @@ def frozen_scale_checks(
     tokens = _tokens(model, tokens).to(model.W_E.device)
     b = tokens.shape[0]
     plans = []
+    streams: dict[tuple[int, int, str], Tensor] = {}
     for hd, component, side in asks:
         if side not in _SIDES:
             raise ValueError(f"side={side!r}: use 'query' or 'key'")
@@ -452,7 +453,10 @@ def frozen_scale_checks(
             near = [c for c in a.components if c.startswith(component[:2])][:5]
             raise ValueError(f"component {component!r} is not one of the stream's; e.g. {', '.join(near)}")
         k = a.components.index(component)
-        value = _stream_components(model, a.layer, a.capture, side)[:, k]  # [batch, d_model]
+        key = (a.layer, a.head, side)
+        if key not in streams:  # one stream per head and side, whatever the number of asks on it
+            streams[key] = _stream_components(model, a.layer, a.capture, side)
+        value = streams[key][:, k]  # [batch, d_model]
         plans.append((a, k, side, value))
     if not plans:
         return pd.DataFrame(columns=["layer", "head", "prompt", "side", "component", "predicted", "measured", "ratio"])
