@@ -21,7 +21,7 @@ Norm = Literal["layernorm", "rmsnorm"]
 NormPlacement = Literal["pre", "post", "sandwich", "reordered"]
 QKNorm = Literal["none", "head", "full"]
 LayerType = Literal["full", "sliding"]
-Activation = Literal["gelu", "gelu_new", "relu", "silu"]
+Activation = Literal["gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu"]
 MLPKind = Literal["standard", "gated"]
 
 _CHOICES = {
@@ -30,7 +30,7 @@ _CHOICES = {
     "norm": ("layernorm", "rmsnorm"),
     "norm_placement": ("pre", "post", "sandwich", "reordered"),
     "qk_norm": ("none", "head", "full"),
-    "act": ("gelu", "gelu_new", "relu", "silu"),
+    "act": ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu"),
     "mlp": ("standard", "gated"),
 }
 

@@ -86,7 +86,9 @@ def _bert(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[C
         raise UnsupportedModelError("BERT is_decoder=True (a causal BERT) is not supported; only the encoder")
     if getattr(hf_cfg, "position_embedding_type", "absolute") != "absolute":
         raise UnsupportedModelError(f"BERT position_embedding_type={hf_cfg.position_embedding_type!r}: only 'absolute'")
-    act = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_new"}.get(hf_cfg.hidden_act)
+    act = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_pytorch_tanh"}.get(
+        hf_cfg.hidden_act
+    )
     if act is None:
         raise UnsupportedModelError(f"BERT hidden_act={hf_cfg.hidden_act!r} is not supported")
     h = hf_cfg.num_attention_heads
@@ -146,7 +148,7 @@ def _bert(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[C
 def _gpt2(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
     if getattr(hf_cfg, "scale_attn_by_inverse_layer_idx", False):
         raise UnsupportedModelError("GPT-2 scale_attn_by_inverse_layer_idx=True is not supported")
-    act = {"gelu_new": "gelu_new", "gelu": "gelu", "relu": "relu", "gelu_pytorch_tanh": "gelu_new"}.get(
+    act = {"gelu_new": "gelu_new", "gelu": "gelu", "relu": "relu", "gelu_pytorch_tanh": "gelu_pytorch_tanh"}.get(
         hf_cfg.activation_function
     )
     if act is None:

@@ -82,10 +82,9 @@ FAMILIES: dict[str, Family] = {
     "gemma3_text": Family("Gemma 3", placement="sandwich", qk_norm="head", gemma=True),
 }
 
-# Hugging Face's activation names -> ours, where the two are the same function (bitwise): HF's
-# "gelu_pytorch_tanh" is F.gelu(approximate="tanh"), our "gelu_new"; HF's own "gelu_new" is a Python
-# formula of it that differs in the last bits, so it is not listed
-_ACTS = {"silu": "silu", "gelu_pytorch_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
+# Hugging Face's activation names -> ours, each the same function op for op (bitwise): "gelu_new" is
+# HF's Python formula (GPT-2's), "gelu_pytorch_tanh" PyTorch's tanh GELU (Gemma's)
+_ACTS = {a: a for a in ("silu", "gelu_pytorch_tanh", "gelu_new", "gelu", "relu")}
 _LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding"}
 
 

@@ -379,7 +379,19 @@ class Attention(nn.Module):
 # MLP
 
 
-_ACTS = {"gelu": F.gelu, "gelu_new": lambda x: F.gelu(x, approximate="tanh"), "relu": F.relu, "silu": F.silu}
+def _gelu_new(x: Tensor) -> Tensor:
+    """GPT-2's GELU, Hugging Face's ``NewGELUActivation`` formula op for op (its bits; PyTorch's
+    ``gelu(approximate="tanh")``, ``gelu_pytorch_tanh``, is the same function with other last bits)."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+_ACTS = {
+    "gelu": F.gelu,
+    "gelu_new": _gelu_new,
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+}
 
 
 def _strided_gate(gate: Tensor) -> Tensor:

@@ -26,90 +26,15 @@ import transformers
 
 import models
 from models.loading import UnsupportedModelError
+from models.tiny import ARCHITECTURES, WINDOW, N, save_tiny, tiny_inputs
 
 V = 97
-N = 13  # tokens per row: longer than the window
-WINDOW = 4
-COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_attention_heads=4, max_position_embeddings=64)
-
-
-def _configs() -> dict:
-    """name -> (HF config, HF class): each family at its distinctive settings."""
-    t = transformers
-    return {
-        "qwen3": (
-            t.Qwen3Config(**COMMON, num_hidden_layers=2, num_key_value_heads=2, head_dim=16),
-            t.Qwen3ForCausalLM,
-        ),
-        "qwen3_window": (  # layer 1 slides (max_window_layers=1)
-            t.Qwen3Config(
-                **COMMON, num_hidden_layers=2, num_key_value_heads=2, use_sliding_window=True,
-                sliding_window=WINDOW, max_window_layers=1,
-            ),
-            t.Qwen3ForCausalLM,
-        ),
-        "gemma2": (  # soft-capping on (HF's defaults 50 and 30, scaled down so they bite)
-            t.Gemma2Config(
-                **COMMON, num_hidden_layers=2, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=6,
-                sliding_window=WINDOW, attn_logit_softcapping=2.0, final_logit_softcapping=3.0,
-            ),
-            t.Gemma2ForCausalLM,
-        ),
-        "gemma2_nocap": (
-            t.Gemma2Config(
-                **COMMON, num_hidden_layers=2, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=6,
-                sliding_window=WINDOW, attn_logit_softcapping=None, final_logit_softcapping=None,
-            ),
-            t.Gemma2ForCausalLM,
-        ),
-        "gemma3": (
-            t.Gemma3TextConfig(
-                **COMMON, num_hidden_layers=3, num_key_value_heads=1, head_dim=8, query_pre_attn_scalar=8,
-                sliding_window=WINDOW, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
-                rope_parameters={
-                    "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
-                    "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
-                },
-            ),
-            t.Gemma3ForCausalLM,
-        ),
-        "phi3": (
-            t.Phi3Config(
-                **COMMON, num_hidden_layers=2, num_key_value_heads=2, sliding_window=WINDOW,
-                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
-                pad_token_id=0,
-            ),
-            t.Phi3ForCausalLM,
-        ),
-        "olmo2": (t.Olmo2Config(**COMMON, num_hidden_layers=2, num_key_value_heads=2), t.Olmo2ForCausalLM),
-        "mistral_window": (
-            t.MistralConfig(**COMMON, num_hidden_layers=2, num_key_value_heads=2, sliding_window=WINDOW),
-            t.MistralForCausalLM,
-        ),
-        "qwen2_window": (
-            t.Qwen2Config(
-                **COMMON, num_hidden_layers=2, num_key_value_heads=2, use_sliding_window=True,
-                sliding_window=WINDOW, max_window_layers=0,
-            ),
-            t.Qwen2ForCausalLM,
-        ),
-    }  # fmt: skip
-
-
-FAMILY_KEYS = sorted(_configs())
+# every causal architecture of models/tiny.py (BERT's tiny config is checked in tests/models/test_loading.py)
+FAMILY_KEYS = sorted(k for k, t in ARCHITECTURES.items() if not t.encoder)
 
 
 def _save(tmp_path, key: str):
-    cfg, cls = _configs()[key]
-    torch.manual_seed(0)
-    hf = cls(cfg).eval()
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for p in hf.parameters():  # norm weights, biases and all: nothing left at its init value
-            p.add_(0.3 * torch.randn(p.shape, generator=gen))
-    folder = tmp_path / key
-    hf.save_pretrained(str(folder))
-    return folder, hf
+    return save_tiny(key, tmp_path / key)
 
 
 @pytest.fixture(scope="module", params=FAMILY_KEYS)
@@ -120,16 +45,7 @@ def family(request, tmp_path_factory):
 
 
 def _inputs(padding: str):
-    gen = torch.Generator().manual_seed(2)
-    tokens = torch.randint(1, V, (3, N), generator=gen)
-    mask = torch.ones_like(tokens)
-    if padding == "right":
-        mask[1, 9:] = 0
-        mask[2, 5:] = 0
-    elif padding == "left":
-        mask[1, :4] = 0
-        mask[2, :7] = 0
-    return tokens, mask
+    return tiny_inputs(padding)
 
 
 def _hf(hf, tokens, mask, implementation: str):
@@ -220,23 +136,8 @@ def test_fused_path_is_bitwise_hf_sdpa(family, padding):
 def test_the_configs_carry_what_sets_each_family_apart(family):
     key, model, _ = family
     cfg = model.cfg
-    expected = {
-        "qwen3": dict(qk_norm="head", norm_placement="pre", layer_types=None, d_head=16),
-        "qwen3_window": dict(qk_norm="head", layer_types=("full", "sliding"), sliding_window=WINDOW),
-        "gemma2": dict(
-            norm_placement="sandwich", norm_offset=1.0, attn_softcap=2.0, final_softcap=3.0,
-            layer_types=("sliding", "full"), attn_scale=6**-0.5, embed_scale=32**0.5, act="gelu_new",
-        ),
-        "gemma2_nocap": dict(attn_softcap=None, final_softcap=None, layer_types=("sliding", "full")),
-        "gemma3": dict(
-            norm_placement="sandwich", qk_norm="head", norm_offset=1.0, rope_theta=1_000_000.0,
-            rope_local_theta=10_000.0, layer_types=("sliding", "full", "sliding"), kv_heads=1,
-        ),
-        "phi3": dict(rotary_dim=4, layer_types=("sliding", "sliding"), sliding_window=WINDOW, norm_placement="pre"),
-        "olmo2": dict(norm_placement="reordered", qk_norm="full", norm_scale_fp32=True),
-        "mistral_window": dict(layer_types=("sliding", "sliding"), sliding_window=WINDOW),
-        "qwen2_window": dict(layer_types=("sliding", "sliding"), sliding_window=WINDOW, attn_bias=True),
-    }[key]  # fmt: skip
+    expected = ARCHITECTURES[key].expect
+    assert expected, f"{key}: models/tiny.py names nothing that sets it apart"
     for field, value in expected.items():
         assert getattr(cfg, field) == value, (key, field, getattr(cfg, field))
     assert cfg.n_ctx == 64  # the window no longer caps the context
@@ -263,7 +164,7 @@ def test_a_sliding_layer_attends_exactly_zero_outside_its_window(family):
 
 
 def test_qk_norm_hooks_sit_between_the_projection_and_rope(tmp_path):
-    folder, hf = _save(tmp_path, "gemma3")
+    folder, hf = _save(tmp_path, "gemma3_text")
     model = models.load(str(folder))
     tokens, _ = _inputs("none")
     names = ("hook_q", "hook_q_normed", "hook_rot_q", "hook_k", "hook_k_normed", "hook_rot_k")
@@ -284,7 +185,7 @@ def test_qk_norm_hooks_sit_between_the_projection_and_rope(tmp_path):
 
 
 def test_gemma_hook_attn_out_is_after_the_post_attention_norm(tmp_path):
-    folder, _ = _save(tmp_path, "gemma3")
+    folder, _ = _save(tmp_path, "gemma3_text")
     model = models.load(str(folder))
     tokens, _ = _inputs("none")
     with torch.no_grad():
@@ -316,7 +217,7 @@ def test_an_unsupported_architecture_names_itself_and_the_supported_ones(tmp_pat
 
 
 def test_scaled_rope_of_gemma3_global_layers_is_refused_in_one_line(tmp_path):
-    folder, _ = _save(tmp_path, "gemma3")
+    folder, _ = _save(tmp_path, "gemma3_text")
     config = json.loads((folder / "config.json").read_text())
     config["rope_parameters"]["full_attention"] = {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}
     (folder / "config.json").write_text(json.dumps(config))
@@ -325,7 +226,7 @@ def test_scaled_rope_of_gemma3_global_layers_is_refused_in_one_line(tmp_path):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("key", ["gemma3", "mistral_window"])
+@pytest.mark.parametrize("key", ["gemma3_text", "mistral"])
 def test_cached_generation_past_the_window_matches_rerunning_the_whole_sequence(tmp_path, key):
     """With a ``KVCache`` the sliding layers mask the keys that fell out of the window (the cache
     keeps them, Hugging Face's sliding cache drops them): greedy decoding 12 tokens past a prompt
@@ -420,7 +321,7 @@ def test_the_sliding_mask_counts_keys_by_index_as_hugging_face_does(past, n, win
     assert torch.equal(ours.expand_as(theirs), theirs)
 
 
-@pytest.mark.parametrize("key", ["gemma3", "gemma2", "olmo2", "qwen3", "phi3"])
+@pytest.mark.parametrize("key", ["gemma3_text", "gemma2", "olmo2", "qwen3", "phi3"])
 def test_bf16_is_bitwise_hf_bf16_on_both_paths(tmp_path, key):
     """In bf16 the families' operation orders show: Gemma's embedding factor rounded to bf16 and its
     (1 + w) taken in fp32, OLMo-2's and Gemma's norm weight applied before the cast back, OLMo-2's
@@ -444,7 +345,7 @@ def test_bf16_is_bitwise_hf_bf16_on_both_paths(tmp_path, key):
         _assert_bitwise(_diffs(model, fused, None, ref, real), f"{key} bf16 fused")
 
 
-@pytest.mark.parametrize("key", ["gemma3", "olmo2"])
+@pytest.mark.parametrize("key", ["gemma3_text", "olmo2"])
 def test_split_reader_inputs_run_the_same_function_on_the_new_placements(tmp_path, key):
     """Per-head q/k/v input copies (``use_split_inputs``) through Gemma's ln1 and QK-norm, and
     OLMo-2's un-normalised attention input: the same logits to float rounding (other kernels), and
@@ -473,7 +374,7 @@ def test_split_reader_inputs_run_the_same_function_on_the_new_placements(tmp_pat
 def test_attention_layer_of_a_sliding_layer_keeps_its_window_and_rope_base(tmp_path):
     """``attention_layer(l, x)`` on Gemma 3's layers: the pattern equals the forward pass's, sliding
     (window, local RoPE base) or full."""
-    folder, _ = _save(tmp_path, "gemma3")
+    folder, _ = _save(tmp_path, "gemma3_text")
     model = models.load(str(folder))
     tokens, _ = _inputs("none")
     with torch.no_grad():

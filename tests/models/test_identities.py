@@ -191,9 +191,8 @@ def test_scores_are_scaled_dot_products_of_rotated_q_k(cached):
 
 def test_mlp_hooks(cached):
     model, cache, mask = cached
-    act = {"gelu": F.gelu, "gelu_new": lambda x: F.gelu(x, approximate="tanh"), "relu": F.relu, "silu": F.silu}[
-        model.cfg.act
-    ]
+    tanh = lambda x: F.gelu(x, approximate="tanh")  # noqa: E731  (gelu_new is the same function, other bits)
+    act = {"gelu": F.gelu, "gelu_new": tanh, "gelu_pytorch_tanh": tanh, "relu": F.relu, "silu": F.silu}[model.cfg.act]
     for l in _layers(model):
         mlp = model.blocks[l].mlp
         pre = cache[f"blocks.{l}.mlp.hook_pre"]

@@ -1,0 +1,176 @@
+"""Tiny random configs of every architecture the toolkit converts, saved the way a user's folder
+is: what ``interp parity`` and tests/models/test_families.py check against Hugging Face.
+
+``ARCHITECTURES`` maps a key (a ``model_type``, or ``<model_type>_<variant>`` for a second setting
+of one) to a ``Tiny``: how to build the Hugging Face config and model class with the *installed*
+transformers, and the ``Config`` fields the conversion must produce (the settings that set the family
+apart, at non-default values). A family the installed transformers lacks is reported by
+``available`` as "needs transformers >= X", never an error.
+
+``save_tiny`` randomly initialises the model, perturbs every tensor (a zero bias or a unit norm
+weight could hide a conversion mistake), and saves it with ``save_pretrained``; ``tiny_inputs``
+gives the token batches (unpadded, right- and left-padded) the checks run on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedModel
+
+__all__ = ["ARCHITECTURES", "Tiny", "V", "N", "WINDOW", "available", "save_tiny", "tiny_inputs"]
+
+V = 97  # vocabulary
+N = 13  # tokens per row: longer than the window
+WINDOW = 4
+_COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_attention_heads=4, max_position_embeddings=64)
+
+
+@dataclass(frozen=True)
+class Tiny:
+    """One tiny architecture. ``config``: the HF config class's name and its arguments; ``model``: the
+    HF model class's name; ``expect``: Config fields the conversion must produce; ``since``: the
+    transformers version that added the family (for the "needs" line); ``encoder``: bidirectional;
+    ``tol``: per check, the largest difference accepted where HF's ops cannot be matched (``note`` says why)."""
+
+    model_type: str
+    config: str
+    kwargs: dict[str, Any]
+    model: str
+    expect: dict[str, Any] = field(default_factory=dict)
+    since: str = ""
+    encoder: bool = False
+    # check -> the largest |difference| accepted where Hugging Face's ops cannot be matched bit for bit
+    # (empty: every check bitwise); ``note`` says why
+    tol: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+
+    def build(self) -> tuple[PretrainedConfig, type[PreTrainedModel]]:
+        """(HF config, HF model class) with the installed transformers; AttributeError if it lacks them."""
+        import transformers
+
+        return getattr(transformers, self.config)(**self.kwargs), getattr(transformers, self.model)
+
+
+def _dec(model_type: str, config: str, model: str, expect: dict | None = None, since: str = "", **kw: Any) -> Tiny:
+    kwargs = dict(_COMMON, num_hidden_layers=2) | kw
+    return Tiny(model_type, config, kwargs, model, expect or {}, since)
+
+
+ARCHITECTURES: dict[str, Tiny] = {
+    "bert": Tiny(
+        "bert", "BertConfig",
+        dict(_COMMON, num_hidden_layers=2, type_vocab_size=2, hidden_act="gelu"), "BertModel",
+        dict(norm_placement="post", positional="learned", n_token_types=2), encoder=True,
+    ),
+    "gpt2": Tiny(
+        "gpt2", "GPT2Config", dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=64), "GPT2LMHeadModel",
+        dict(act="gelu_new", positional="learned", norm="layernorm", tie_embeddings=True),
+    ),
+    "llama": _dec("llama", "LlamaConfig", "LlamaForCausalLM", dict(n_kv_heads=2), num_key_value_heads=2),
+    "qwen3": _dec(
+        "qwen3", "Qwen3Config", "Qwen3ForCausalLM",
+        dict(qk_norm="head", norm_placement="pre", layer_types=None, d_head=16), num_key_value_heads=2, head_dim=16,
+    ),
+    "qwen3_window": _dec(  # layer 1 slides (max_window_layers=1)
+        "qwen3", "Qwen3Config", "Qwen3ForCausalLM",
+        dict(qk_norm="head", layer_types=("full", "sliding"), sliding_window=WINDOW),
+        num_key_value_heads=2, use_sliding_window=True, sliding_window=WINDOW, max_window_layers=1,
+    ),
+    "gemma2": _dec(  # soft-capping on (HF's defaults 50 and 30, scaled down so they bite)
+        "gemma2", "Gemma2Config", "Gemma2ForCausalLM",
+        dict(
+            norm_placement="sandwich", norm_offset=1.0, attn_softcap=2.0, final_softcap=3.0,
+            layer_types=("sliding", "full"), attn_scale=6**-0.5, embed_scale=32**0.5, act="gelu_pytorch_tanh",
+        ),
+        num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=6, sliding_window=WINDOW,
+        attn_logit_softcapping=2.0, final_logit_softcapping=3.0,
+    ),
+    "gemma2_nocap": _dec(
+        "gemma2", "Gemma2Config", "Gemma2ForCausalLM",
+        dict(attn_softcap=None, final_softcap=None, layer_types=("sliding", "full")),
+        num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=6, sliding_window=WINDOW,
+        attn_logit_softcapping=None, final_logit_softcapping=None,
+    ),
+    "gemma3_text": _dec(
+        "gemma3_text", "Gemma3TextConfig", "Gemma3ForCausalLM",
+        dict(
+            norm_placement="sandwich", qk_norm="head", norm_offset=1.0, rope_theta=1_000_000.0,
+            rope_local_theta=10_000.0, layer_types=("sliding", "full", "sliding"), kv_heads=1,
+        ),
+        num_hidden_layers=3, num_key_value_heads=1, head_dim=8, query_pre_attn_scalar=8,
+        sliding_window=WINDOW, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+        },
+    ),
+    "phi3": _dec(
+        "phi3", "Phi3Config", "Phi3ForCausalLM",
+        dict(rotary_dim=4, layer_types=("sliding", "sliding"), sliding_window=WINDOW, norm_placement="pre"),
+        num_key_value_heads=2, sliding_window=WINDOW, pad_token_id=0,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    ),
+    "olmo2": _dec(
+        "olmo2", "Olmo2Config", "Olmo2ForCausalLM",
+        dict(norm_placement="reordered", qk_norm="full", norm_scale_fp32=True), num_key_value_heads=2,
+    ),
+    "mistral": _dec(
+        "mistral", "MistralConfig", "MistralForCausalLM",
+        dict(layer_types=("sliding", "sliding"), sliding_window=WINDOW), num_key_value_heads=2, sliding_window=WINDOW,
+    ),
+    "qwen2": _dec(
+        "qwen2", "Qwen2Config", "Qwen2ForCausalLM",
+        dict(layer_types=("sliding", "sliding"), sliding_window=WINDOW, attn_bias=True),
+        num_key_value_heads=2, use_sliding_window=True, sliding_window=WINDOW, max_window_layers=0,
+    ),
+}  # fmt: skip
+
+
+def available(key: str) -> str | None:
+    """None when the installed transformers has the architecture, else why not ("needs ...")."""
+    import transformers
+
+    tiny = ARCHITECTURES[key]
+    missing = [n for n in (tiny.config, tiny.model) if not hasattr(transformers, n)]
+    if not missing:
+        return None
+    need = f">= {tiny.since}" if tiny.since else "a version that has it"
+    return f"needs transformers {need} (installed {transformers.__version__} lacks {missing[0]})"
+
+
+def save_tiny(key: str, folder: str | Path, seed: int = 0) -> tuple[Path, PreTrainedModel]:
+    """Build ``key``'s tiny model with seed ``seed``, perturb every tensor, save it under ``folder``;
+    (the folder, the Hugging Face model in eval mode)."""
+    cfg, cls = ARCHITECTURES[key].build()
+    torch.manual_seed(seed)
+    hf = cls(cfg).eval()
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in hf.parameters():  # norm weights, biases and all: nothing left at its init value
+            p.add_(0.3 * torch.randn(p.shape, generator=gen))
+    folder = Path(folder)
+    hf.save_pretrained(str(folder))
+    return folder, hf
+
+
+def tiny_inputs(padding: str, batch: int = 3, n: int = N, seed: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tokens, attention mask) [batch, n] of random ids 1..V-1: "none", "right" (rows 1 and 2 end
+    early) or "left" (they start late) padding."""
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(1, V, (batch, n), generator=gen)
+    mask = torch.ones_like(tokens)
+    if padding == "right":
+        mask[1, 9:] = 0
+        mask[2, 5:] = 0
+    elif padding == "left":
+        mask[1, :4] = 0
+        mask[2, :7] = 0
+    elif padding != "none":
+        raise ValueError(f"padding={padding!r}; use 'none', 'right' or 'left'")
+    return tokens, mask
