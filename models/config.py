@@ -49,6 +49,21 @@ _OMITTED_AT_DEFAULT = {
     "qk_norm": "none",
     "gate_up_fused": False,
     "rope_fp32": False,
+    "parallel_block": False,
+    "shared_norm": False,
+    "residual_first": False,
+    "norm_weight": True,
+    "norm_bias": True,
+    "norm_fp32": False,
+    "norm_explicit": False,
+    "embed_multiplier": 1.0,
+    "residual_multiplier": 1.0,
+    "logit_scale": 1.0,
+    "logit_divisor": 1.0,
+    "clip_qkv": None,
+    "rope_layers": None,
+    "rope_scaling": None,
+    "scores_fp32": False,
 }
 
 
@@ -133,6 +148,39 @@ class Config:
     # the logits. None: none. A soft-capped layer always runs eager attention (SDPA cannot cap).
     attn_softcap: float | None = None
     final_softcap: float | None = None
+    # Parallel blocks (GPT-NeoX, GPT-J, Phi, Cohere): attention and MLP both read the block's input,
+    # resid_post = resid_pre + attn_out + mlp_out, and there is no resid_mid (no hook_resid_mid).
+    # shared_norm: the MLP reads ln1's output (GPT-J, Phi, Cohere; no ln2); else its own ln2 (NeoX).
+    # residual_first: summed as (resid_pre + attn_out) + mlp_out (Cohere), else (attn_out + mlp_out)
+    # + resid_pre (GPT-J, NeoX, Phi): the two orders round differently.
+    parallel_block: bool = False
+    shared_norm: bool = False
+    residual_first: bool = False
+    # LayerNorm variants: norm_weight False: no weight and no bias (OLMo's non-parametric norm);
+    # norm_bias False: a weight only (Cohere, StableLM 2); norm_fp32: computed in fp32 and cast back
+    # (OLMo, Cohere); norm_explicit: Cohere's op order (mean, variance, rsqrt, weight) instead of the
+    # fused F.layer_norm kernel (they differ in the last bits)
+    norm_weight: bool = True
+    norm_bias: bool = True
+    norm_fp32: bool = False
+    norm_explicit: bool = False
+    # Granite's multipliers: the token embeddings times embed_multiplier (a Python float, unlike
+    # embed_scale's rounding), each sublayer's output times residual_multiplier before it is added
+    # (hook_attn_out / hook_mlp_out are after it: what the residual receives), the logits divided by
+    # logit_divisor; Cohere multiplies its logits by logit_scale
+    embed_multiplier: float = 1.0
+    residual_multiplier: float = 1.0
+    logit_scale: float = 1.0
+    logit_divisor: float = 1.0
+    clip_qkv: float | None = None  # OLMo: q, k and v clamped to [-clip_qkv, clip_qkv] after the projection
+    # which layers rotate q and k (SmolLM3's no-RoPE layers, Cohere 2's full layers); None: all of them
+    rope_layers: tuple[bool, ...] | None = None
+    # Hugging Face's scaled RoPE (rope_type "linear", "dynamic", "yarn", "longrope", "llama3") as
+    # (key, value) pairs of its rope parameters; None: unscaled. Applies to the full layers' RoPE
+    # (Gemma 3's sliding layers keep rope_local_theta unscaled). models.positions.scaled_rope.
+    rope_scaling: tuple[tuple[str, Any], ...] | None = None
+    # the eager scores computed from q and k upcast to fp32 (GPT-J); the same bits in fp32
+    scores_fp32: bool = False
     pad_token_id: int | None = None
     bos_token_id: int | None = None
     eos_token_id: int | None = None
@@ -164,6 +212,7 @@ class Config:
         if self.sliding_window is not None and not 0 < self.sliding_window:
             raise ValueError(f"Config.sliding_window={self.sliding_window} must be positive (or None: no window)")
         self._check_layer_types()
+        self._check_new_fields()
         for field in ("attn_softcap", "final_softcap", "rope_local_theta"):
             value = getattr(self, field)
             if value is not None and not (isinstance(value, (int, float)) and 0 < value < float("inf")):
@@ -174,6 +223,43 @@ class Config:
             )
         if self.rotary_dim is not None and not 0 < self.rotary_dim <= self.d_head:
             raise ValueError(f"rotary_dim={self.rotary_dim} must lie in 1..d_head={self.d_head}")
+
+    def _check_new_fields(self) -> None:
+        if self.rope_layers is not None:
+            layers = tuple(bool(x) for x in self.rope_layers)
+            object.__setattr__(self, "rope_layers", layers)
+            if len(layers) != self.n_layers:
+                raise ValueError(f"Config.rope_layers names {len(layers)} layers; the model has {self.n_layers}")
+        if self.rope_scaling is not None:
+            from models.positions import SCALED_ROPE_TYPES
+
+            items = self.rope_scaling.items() if isinstance(self.rope_scaling, dict) else self.rope_scaling
+            frozen = tuple(sorted((str(k), tuple(v) if isinstance(v, list) else v) for k, v in items))
+            object.__setattr__(self, "rope_scaling", frozen)
+            kind = dict(frozen).get("rope_type")
+            if kind not in SCALED_ROPE_TYPES:
+                raise ValueError(f"Config.rope_scaling rope_type={kind!r} is not one of {SCALED_ROPE_TYPES}")
+            if self.positional != "rope":
+                raise ValueError("Config.rope_scaling needs positional='rope'")
+        if (self.shared_norm or self.residual_first) and not self.parallel_block:
+            raise ValueError("Config.shared_norm and residual_first describe parallel blocks; set parallel_block=True")
+        if self.parallel_block and self.norm_placement != "pre":
+            raise ValueError(f"parallel blocks are pre-norm; norm_placement={self.norm_placement!r}")
+        if not (self.norm_weight and self.norm_bias and not self.norm_fp32 and not self.norm_explicit):
+            if self.norm != "layernorm":
+                raise ValueError("Config.norm_weight/norm_bias/norm_fp32/norm_explicit are LayerNorm options")
+        if self.residual_multiplier != 1.0 and (self.parallel_block or self.norm_placement != "pre"):
+            raise ValueError("Config.residual_multiplier (Granite) is implemented for sequential pre-norm blocks")
+        for field in ("embed_multiplier", "residual_multiplier", "logit_scale", "logit_divisor"):
+            value = getattr(self, field)
+            if not (isinstance(value, (int, float)) and value != 0 and abs(value) < float("inf")):
+                raise ValueError(f"Config.{field}={value!r} must be a finite non-zero number (1.0: none)")
+        if self.clip_qkv is not None and not self.clip_qkv > 0:
+            raise ValueError(f"Config.clip_qkv={self.clip_qkv!r} must be positive (or None)")
+
+    def uses_rope(self, layer: int) -> bool:
+        """Whether ``layer`` rotates its queries and keys."""
+        return self.positional == "rope" and (self.rope_layers is None or self.rope_layers[layer])
 
     def _check_layer_types(self) -> None:
         if self.layer_types is not None:
@@ -313,6 +399,10 @@ class Config:
                 del data[field]
         if data.get("layer_types") is not None:
             data["layer_types"] = list(data["layer_types"])
+        if data.get("rope_layers") is not None:
+            data["rope_layers"] = list(data["rope_layers"])
+        if data.get("rope_scaling") is not None:
+            data["rope_scaling"] = {k: list(v) if isinstance(v, tuple) else v for k, v in data["rope_scaling"]}
         return data
 
     @classmethod

@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 if TYPE_CHECKING:
     from models.config import Config
 
-__all__ = ["rms_norm"]
+__all__ = ["layer_norm", "norm", "rms_norm"]
 
 
 def rms_norm(cfg: Config, x: Tensor, w: Tensor) -> Tensor:
@@ -25,3 +26,24 @@ def rms_norm(cfg: Config, x: Tensor, w: Tensor) -> Tensor:
         return w * normed.to(x.dtype)
     scale = w.float() if cfg.norm_offset == 0.0 else cfg.norm_offset + w.float()
     return (normed * scale).to(x.dtype)
+
+
+def layer_norm(cfg: Config, x: Tensor, w: Tensor | None, b: Tensor | None) -> Tensor:
+    """LayerNorm of ``x`` over its last axis as the family's Hugging Face norm computes it: the
+    fused ``F.layer_norm`` (weight and bias optional: OLMo's has neither), in fp32 and cast back where
+    ``cfg.norm_fp32``, or Cohere's explicit op order (``cfg.norm_explicit``: mean, variance, rsqrt,
+    weight, in fp32)."""
+    if cfg.norm_explicit:
+        h = x.float()
+        mean = h.mean(-1, keepdim=True)
+        variance = (h - mean).pow(2).mean(-1, keepdim=True)
+        h = (h - mean) * torch.rsqrt(variance + cfg.eps)
+        h = h if w is None else w.float() * h
+        return (h if b is None else h + b.float()).to(x.dtype)
+    h = x.float() if cfg.norm_fp32 else x
+    return F.layer_norm(h, (x.shape[-1],), w, b, cfg.eps).to(x.dtype)
+
+
+def norm(cfg: Config, x: Tensor, w: Tensor | None, b: Tensor | None = None) -> Tensor:
+    """The model's norm (``cfg.norm``) of ``x`` with weight ``w`` (and bias ``b``)."""
+    return layer_norm(cfg, x, w, b) if cfg.norm == "layernorm" else rms_norm(cfg, x, w)

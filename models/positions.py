@@ -10,7 +10,10 @@ from torch import Tensor
 
 from models.config import Config
 
-__all__ = ["alibi_slopes", "apply_rope", "rope_cos_sin", "rope_inv_freq", "rope_planes", "sinusoidal"]
+__all__ = [
+    "alibi_slopes", "apply_rope", "rope_cos_sin", "rope_inv_freq", "rope_planes", "scaled_rope", "sinusoidal",
+    "SCALED_ROPE_TYPES", "RUNTIME_ROPE_TYPES",
+]  # fmt: skip
 
 
 def rope_inv_freq(cfg: Config, theta: float | None = None) -> Tensor:
@@ -19,6 +22,46 @@ def rope_inv_freq(cfg: Config, theta: float | None = None) -> Tensor:
     base = cfg.rope_theta if theta is None else theta
     # Hugging Face's expression, so the angles are bitwise identical.
     return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+
+
+# Hugging Face's scaled RoPE types the toolkit runs (``Config.rope_scaling``); "dynamic" and
+# "longrope" pick their frequencies from the sequence's length, the others are fixed
+SCALED_ROPE_TYPES = ("linear", "dynamic", "yarn", "longrope", "llama3")
+RUNTIME_ROPE_TYPES = ("dynamic", "longrope")
+
+
+def scaled_rope(cfg: Config, seq_len: int | None = None) -> tuple[Tensor, float]:
+    """(inverse frequencies, attention factor) of ``cfg.rope_scaling`` for a sequence whose largest
+    position is ``seq_len - 1`` (None: the frequencies a model starts with), computed by Hugging
+    Face's own ``ROPE_INIT_FUNCTIONS`` (the same bits, by construction; its formulas are not copied
+    here). The factor multiplies cos and sin (YaRN, LongRoPE; 1.0 for the others).
+
+    Sequence-dependent types, stateless here: "longrope" uses its long factors once a position
+    reaches ``original_max_position_embeddings`` (as Hugging Face does); "dynamic" (NTK) rescales its
+    base for ``seq_len`` beyond ``max_position_embeddings``. Hugging Face's dynamic RoPE keeps the
+    longest length it has seen and does not go back until a short sequence, so after a long one it
+    can differ; the toolkit's result depends on the current sequence alone."""
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    params = dict(cfg.rope_scaling or ())
+    params.setdefault("rope_theta", cfg.rope_theta)
+    if cfg.rot_dim != cfg.d_head:
+        params["partial_rotary_factor"] = cfg.rot_dim / cfg.d_head
+    hf = LlamaConfig(
+        hidden_size=cfg.n_heads * cfg.d_head, num_attention_heads=cfg.n_heads, head_dim=cfg.d_head,
+        max_position_embeddings=cfg.n_ctx, rope_parameters=params,
+    )  # fmt: skip
+    rope_type = params["rope_type"]
+    if rope_type == "longrope":
+        original = params.get("original_max_position_embeddings", cfg.n_ctx)
+        long = original + 1 if (seq_len or 0) > original else None  # HF's long factors past the original length
+        inv_freq, factor = ROPE_INIT_FUNCTIONS[rope_type](hf, None, seq_len=long)
+    elif rope_type == "dynamic" and seq_len is not None and seq_len > cfg.n_ctx:
+        inv_freq, factor = ROPE_INIT_FUNCTIONS[rope_type](hf, None, seq_len=seq_len)
+    else:
+        inv_freq, factor = ROPE_INIT_FUNCTIONS[rope_type](hf, None)
+    return inv_freq.float(), float(factor)
 
 
 def rope_cos_sin(cfg: Config, positions: Tensor, inv_freq: Tensor) -> tuple[Tensor, Tensor]:

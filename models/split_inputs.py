@@ -49,12 +49,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
 from models.hook_state import _snapshot, _untouched, _watched
-from models.norms import rms_norm
+from models.norms import norm as norm_fn
 
 if TYPE_CHECKING:
     from interp.hooks import HookPoint, LazyEntry
@@ -148,16 +147,13 @@ def lazy_attention_inputs(block: nn.Module, prefix: str, wanted: Callable[[str],
 def lazy_mlp_input(block: nn.Module, prefix: str, wanted: Callable[[str], bool]) -> dict[str, LazyEntry]:
     """``hook_mlp_in`` of ``block`` as a lazy cache entry where ``wanted``: a copy of ``hook_resid_mid``."""
     name = f"{prefix}hook_mlp_in"
-    return {name: (f"{prefix}hook_resid_mid", reader_copy)} if wanted(name) else {}
+    source = "hook_resid_pre" if block.cfg.parallel_block else "hook_resid_mid"  # a parallel MLP reads resid_pre
+    return {name: (f"{prefix}{source}", reader_copy)} if wanted(name) else {}
 
 
 def _normalise(norm: nn.Module | None, x: Tensor) -> Tensor:
     """``norm``'s function on ``x`` [..., d_model] without its hooks (any leading axes)."""
-    if norm is None:
-        return x
-    if norm.kind == "layernorm":
-        return F.layer_norm(x, (x.shape[-1],), norm.w, norm.b, norm.eps)
-    return rms_norm(norm.cfg, x, norm.w)
+    return x if norm is None else norm_fn(norm.cfg, x, norm.w, norm.b)
 
 
 def _project(inputs: Tensor, weight: Tensor, bias: Tensor | None, d_head: int) -> Tensor:
@@ -193,12 +189,19 @@ def split_block_forward(
 ) -> Tensor:
     """``Block.forward`` after ``hook_resid_pre`` when ``reads_inputs(block)``: the same sublayers,
     each reading its own copy of the residual (the residual itself carries on unedited)."""
-    pre = block.cfg.norm_placement != "post"  # pre, sandwich, reordered: the norms sit off the residual
+    cfg = block.cfg
+    pre = cfg.norm_placement != "post"  # pre, sandwich, reordered: the norms sit off the residual
+    m = cfg.residual_multiplier  # Granite's; 1.0 elsewhere (x * 1.0 is x, bit for bit)
     attn_in = _copy_for(block.hook_attn_in, x)
     attn_out = _attention(block, attn_in, positions, masks, rope, kv, exact)
-    attn_out = block.hook_attn_out(attn_out if block.ln1_post is None else block.ln1_post(attn_out))
+    attn_out = block.hook_attn_out(attn_out * m if block.ln1_post is None else block.ln1_post(attn_out))
+    if cfg.parallel_block:  # the MLP reads its own copy of resid_pre, through ln2 or the shared ln1
+        mlp_in = _copy_for(block.hook_mlp_in, x)
+        normed = _normalise(block.ln1, mlp_in) if block.ln2 is None else block.ln2(mlp_in)
+        mlp_out = block.hook_mlp_out(block.mlp(normed))
+        return block.hook_resid_post(block.parallel_sum(x, attn_out, mlp_out))
     mid = block.hook_resid_mid(x + attn_out if pre else block.ln1(attn_out + x))
     mlp_in = _copy_for(block.hook_mlp_in, mid)
     mlp_out = block.mlp(block.ln2(mlp_in) if pre and block.ln2 is not None else mlp_in)
-    mlp_out = block.hook_mlp_out(mlp_out if block.ln2_post is None else block.ln2_post(mlp_out))
+    mlp_out = block.hook_mlp_out(mlp_out * m if block.ln2_post is None else block.ln2_post(mlp_out))
     return block.hook_resid_post(mid + mlp_out if pre else block.ln2(mlp_out + mid))

@@ -64,8 +64,17 @@ from models.generate import KVCache, _LayerKV
 from models.hook_state import _HOOK_SHAPES, _hooked, _snapshot, _untouched, _watched
 from models.inputs import InputPreparation
 from models.masks import Masks
+from models.norms import norm as norm_fn
 from models.norms import rms_norm
-from models.positions import alibi_slopes, apply_rope, rope_cos_sin, rope_inv_freq, sinusoidal
+from models.positions import (
+    RUNTIME_ROPE_TYPES,
+    alibi_slopes,
+    apply_rope,
+    rope_cos_sin,
+    rope_inv_freq,
+    scaled_rope,
+    sinusoidal,
+)
 from models.split_inputs import (
     attention_reads_residual,
     lazy_attention_inputs,
@@ -100,8 +109,10 @@ class Norm(nn.Module):
         self.cfg = cfg
         self.kind = cfg.norm
         self.eps = cfg.eps
-        self.w = nn.Parameter(torch.full((cfg.d_model,), 1.0 - cfg.norm_offset))
-        self.b = nn.Parameter(torch.zeros(cfg.d_model)) if cfg.norm == "layernorm" else None
+        affine = cfg.norm_weight
+        self.w = nn.Parameter(torch.full((cfg.d_model,), 1.0 - cfg.norm_offset)) if affine else None
+        biased = cfg.norm == "layernorm" and affine and cfg.norm_bias
+        self.b = nn.Parameter(torch.zeros(cfg.d_model)) if biased else None
         self.hook_scale = HookPoint()  # [batch, pos, 1]
         self.hook_normalized = HookPoint()  # [batch, pos, d_model]
 
@@ -123,13 +134,11 @@ class Norm(nn.Module):
             before = _snapshot(computed)
             scale = self.hook_scale(computed)
             if not _untouched(scale, computed, before):  # a hook edited the scale: use it
-                out = centred / scale * (self.w + self.cfg.norm_offset)
+                out = centred / scale
+                out = out if self.w is None else out * (self.w + self.cfg.norm_offset)
                 return self.hook_normalized(out if self.b is None else out + self.b)
-        if self.kind == "layernorm":  # the fused kernel Hugging Face uses
-            out = F.layer_norm(x, (x.shape[-1],), self.w, self.b, self.eps)
-        else:
-            out = rms_norm(self.cfg, x, self.w)
-        return self.hook_normalized(out)
+        # the family's own kernel and op order (the fused F.layer_norm Hugging Face uses, ...)
+        return self.hook_normalized(norm_fn(self.cfg, x, self.w, self.b))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -149,6 +158,7 @@ class Attention(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.layer_type = cfg.layer_type(layer)  # "full" or "sliding" (Config.layer_types)
+        self.use_rope = cfg.uses_rope(layer)  # False: a layer without RoPE (Config.rope_layers)
         self.window = cfg.window(layer)  # the sliding window in tokens, None for a full layer
         h, kv, m, d = cfg.n_heads, cfg.kv_heads, cfg.d_model, cfg.d_head
         self.q_weight = nn.Parameter(torch.empty(h * d, m))
@@ -232,18 +242,25 @@ class Attention(nn.Module):
         v = F.linear(x, self.v_weight, self.v_bias).view(b, p, -1, cfg.d_head)
         return self.attend(q, k, v, positions, masks, rope, kv, exact)
 
+    def clip(self, t: Tensor) -> Tensor:
+        """q, k or v clamped to [-clip_qkv, clip_qkv] (OLMo's ``clip_qkv``; unchanged without it)."""
+        c = self.cfg.clip_qkv
+        return t if c is None else t.clamp(min=-c, max=c)
+
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor, masks: Masks, rope: Any, kv: Any, exact: bool
     ) -> Tensor:
         """``forward`` from the projections on: q [batch, pos, head, d_head], k and v [batch, pos,
         kv_head, d_head] (what the split reader inputs of ``models/split_inputs.py`` compute)."""
         cfg, (b, p) = self.cfg, q.shape[:2]
+        if cfg.clip_qkv is not None:
+            q, k, v = self.clip(q), self.clip(k), self.clip(v)
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         if cfg.qk_norm != "none":
             q = self.hook_q_normed(self._qk_norm(q, self.q_norm_w))
             k = self.hook_k_normed(self._qk_norm(k, self.k_norm_w))
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [batch, head, pos, d_head]
-        if rope is not None:
+        if rope is not None and self.use_rope:
             if isinstance(rope, dict):  # one (cos, sin) per layer type (Gemma 3's two RoPE bases)
                 rope = rope[self.layer_type]
             cos, sin = rope[0][:, None], rope[1][:, None]
@@ -332,6 +349,8 @@ class Attention(nn.Module):
         cfg = self.cfg
         if rows is not None:
             q = q[:, :, rows]
+        if cfg.scores_fp32:  # GPT-J upcasts q and k (a no-op in fp32)
+            q, k = q.float(), k.float()
         scores = torch.matmul(q, k.transpose(2, 3)) * cfg.scale  # [batch, head, query_pos, key_pos]
         if cfg.attn_softcap is not None:  # Gemma 2, before the mask as in HF
             scores = torch.tanh(scores / cfg.attn_softcap) * cfg.attn_softcap
@@ -346,7 +365,7 @@ class Attention(nn.Module):
         scores = self.hook_attn_scores(scores)
 
         # softmax in fp32 at least (Hugging Face Llama's eager attention upcasts bf16/fp16; a no-op in fp32)
-        pattern = F.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(q.dtype)
+        pattern = F.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(v.dtype)
         if empty_rows is not None:  # padded query rows that may see no key: zero, not NaN
             pattern = pattern.masked_fill(empty_rows, 0.0)
         pattern = self.hook_pattern(pattern)
@@ -497,9 +516,10 @@ class Block(nn.Module):
         self.attn = Attention(cfg, layer)
         self.ln1_post = Norm(cfg) if placement in ("sandwich", "reordered") else None
         self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
-        self.hook_resid_mid = HookPoint()  # [batch, pos, d_model]
+        if not cfg.parallel_block:  # a parallel block's MLP reads resid_pre: there is no resid_mid
+            self.hook_resid_mid = HookPoint()  # [batch, pos, d_model]
         self.hook_mlp_in = HookPoint()  # [batch, pos, d_model] the MLP's copy, before ln2 (pre-norm)
-        self.ln2 = Norm(cfg) if placement != "reordered" else None
+        self.ln2 = Norm(cfg) if placement != "reordered" and not cfg.shared_norm else None
         self.mlp = MLP(cfg)
         self.ln2_post = Norm(cfg) if placement in ("sandwich", "reordered") else None
         self.hook_mlp_out = HookPoint()  # [batch, pos, d_model]
@@ -517,6 +537,17 @@ class Block(nn.Module):
         x = self.hook_resid_pre(x)
         if reads_inputs(self):  # a reader-input hook is attached, or split inputs are switched on
             return split_block_forward(self, x, positions, masks, rope, kv, exact)
+        if self.cfg.parallel_block:
+            h = self.ln1(x)
+            attn_out = self.hook_attn_out(self.attn(h, positions, masks, rope, kv, exact))
+            mlp_out = self.hook_mlp_out(self.mlp(h if self.ln2 is None else self.ln2(x)))
+            return self.hook_resid_post(self.parallel_sum(x, attn_out, mlp_out))
+        if self.cfg.residual_multiplier != 1.0:  # Granite: each output scaled before it is added
+            m = self.cfg.residual_multiplier
+            attn_out = self.hook_attn_out(self.attn(self.ln1(x), positions, masks, rope, kv, exact) * m)
+            mid = self.hook_resid_mid(x + attn_out)
+            mlp_out = self.hook_mlp_out(self.mlp(self.ln2(mid)) * m)
+            return self.hook_resid_post(mid + mlp_out)
         if self.cfg.norm_placement != "post":
             attn_out = self.hook_attn_out(
                 _norm(self.ln1_post, self.attn(_norm(self.ln1, x), positions, masks, rope, kv, exact))
@@ -528,6 +559,10 @@ class Block(nn.Module):
         mid = self.hook_resid_mid(self.ln1(attn_out + x))
         mlp_out = self.hook_mlp_out(self.mlp(mid))
         return self.hook_resid_post(self.ln2(mlp_out + mid))
+
+    def parallel_sum(self, x: Tensor, attn_out: Tensor, mlp_out: Tensor) -> Tensor:
+        """A parallel block's output in its family's order (``Config.residual_first``)."""
+        return (x + attn_out) + mlp_out if self.cfg.residual_first else (attn_out + mlp_out) + x
 
 
 # --------------------------------------------------------------------------------------------------
@@ -563,7 +598,8 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
         )
         self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab)) if cfg.lm_head and cfg.lm_head_bias else None
         if cfg.positional == "rope":
-            self.register_buffer("rope_inv_freq", rope_inv_freq(cfg), persistent=False)
+            inv_freq, self.rope_attention_factor = scaled_rope(cfg) if cfg.rope_scaling else (rope_inv_freq(cfg), 1.0)
+            self.register_buffer("rope_inv_freq", inv_freq, persistent=False)
             if cfg.rope_local_theta is not None:  # the sliding layers' own base (Gemma 3)
                 self.register_buffer("rope_local_inv_freq", rope_inv_freq(cfg, cfg.rope_local_theta), persistent=False)
 
@@ -582,7 +618,8 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
         if self.cfg.positional == "rope" and self.rope_inv_freq.dtype != torch.float32:
             # RoPE's frequencies stay fp32 in a bf16/fp16 model, as Hugging Face keeps them: the
             # angles are computed in fp32 and only cos/sin are cast to the model's dtype
-            self.rope_inv_freq = rope_inv_freq(self.cfg).to(self.rope_inv_freq.device)
+            fresh = scaled_rope(self.cfg)[0] if self.cfg.rope_scaling else rope_inv_freq(self.cfg)
+            self.rope_inv_freq = fresh.to(self.rope_inv_freq.device)
             if self.cfg.rope_local_theta is not None:
                 local = rope_inv_freq(self.cfg, self.cfg.rope_local_theta)
                 self.rope_local_inv_freq = local.to(self.rope_inv_freq.device)
@@ -646,6 +683,8 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
         if cfg.embed_scale != 1.0:  # Vaswani et al., Gemma: token embeddings times sqrt(d_model)
             # the factor rounded to the model's dtype first, as Gemma's HF embedding does (bf16: 25.25, not 25.298)
             x = x * torch.tensor(cfg.embed_scale, dtype=x.dtype, device=x.device)
+        if cfg.embed_multiplier != 1.0:  # Granite: times the Python float, as its HF model multiplies
+            x = x * cfg.embed_multiplier
         x = self.hook_embed(x)
         if self.W_token_type is not None:
             if token_type_ids is None:
@@ -751,11 +790,24 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
         rope = None
         if cfg.positional == "rope":
             dtype = torch.float32 if cfg.rope_fp32 else self.W_E.dtype  # as HF casts cos/sin (or not)
-            rope = tuple(t.to(dtype) for t in rope_cos_sin(cfg, positions, self.rope_inv_freq))
+            rope = tuple(t.to(dtype) for t in self.rope_tables(positions))
             if cfg.rope_local_theta is not None:  # Gemma 3: the sliding layers rotate with their own base
-                local = tuple(t.to(dtype) for t in rope_cos_sin(cfg, positions, self.rope_local_inv_freq))
+                local = tuple(t.to(dtype) for t in self.rope_tables(positions, local=True))
                 rope = {"full": rope, "sliding": local}
         return positions, masks, rope
+
+    def rope_tables(self, positions: Tensor, local: bool = False) -> tuple[Tensor, Tensor]:
+        """RoPE's cos and sin in fp32 [batch, pos, rot_dim] at ``positions`` [batch, pos]: the full
+        layers' (scaled where ``cfg.rope_scaling`` says; "dynamic" and "longrope" choose their
+        frequencies from the largest position), or with ``local`` the sliding layers' own base."""
+        if local:
+            return rope_cos_sin(self.cfg, positions, self.rope_local_inv_freq)
+        inv_freq, factor = self.rope_inv_freq, self.rope_attention_factor
+        scaling = dict(self.cfg.rope_scaling or ())
+        if scaling.get("rope_type") in RUNTIME_ROPE_TYPES and positions.numel():
+            inv_freq, factor = scaled_rope(self.cfg, seq_len=int(positions.max()) + 1)
+        cos, sin = rope_cos_sin(self.cfg, positions, inv_freq.to(positions.device))
+        return (cos, sin) if factor == 1.0 else (cos * factor, sin * factor)
 
     def _finish(self, x: Tensor, return_type: str | None) -> Tensor | None:
         """The final norm and, where asked for, the unembedding of the last block's output."""
@@ -771,6 +823,10 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
         """Logits [..., vocab] of final-norm output ``x`` [..., d_model] (what ``generate`` reads),
         soft-capped where the architecture caps them (Gemma 2: cap * tanh(logits / cap))."""
         logits = F.linear(x, self.W_E if self.unembed_weight is None else self.unembed_weight, self.b_U)
+        if self.cfg.logit_scale != 1.0:  # Cohere
+            logits = logits * self.cfg.logit_scale
+        if self.cfg.logit_divisor != 1.0:  # Granite
+            logits = logits / self.cfg.logit_divisor
         cap = self.cfg.final_softcap
         return logits if cap is None else torch.tanh(logits / cap) * cap
 
@@ -838,10 +894,10 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
         """RoPE applied to queries or keys ``x`` [batch, head, pos, d_head] at ``positions``
         [batch, pos], exactly as the forward pass applies it (``x`` unchanged without RoPE), with
         the base of ``layer``'s type (Gemma 3's sliding layers have their own; None: the full layers')."""
-        if self.cfg.positional != "rope":
+        if self.cfg.positional != "rope" or (layer is not None and not self.cfg.uses_rope(layer)):
             return x
         local = layer is not None and self.cfg.rope_local_theta is not None and self.cfg.window(layer) is not None
-        cos, sin = rope_cos_sin(self.cfg, positions, self.rope_local_inv_freq if local else self.rope_inv_freq)
+        cos, sin = self.rope_tables(positions, local=local)
         dtype = torch.float32 if self.cfg.rope_fp32 else x.dtype
         return apply_rope(self.cfg, x, cos[:, None].to(dtype), sin[:, None].to(dtype)).to(x.dtype)
 
@@ -873,7 +929,7 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
         rot = None
         if rope and cfg.positional == "rope":
             local = window is not None and cfg.rope_local_theta is not None
-            cos, sin = rope_cos_sin(cfg, positions, self.rope_local_inv_freq if local else self.rope_inv_freq)
+            cos, sin = self.rope_tables(positions, local=local)
             dtype = torch.float32 if cfg.rope_fp32 else x.dtype
             rot = (cos.to(dtype), sin.to(dtype))
         return self.blocks[layer].attn(x, positions, masks, rot, None, exact)
@@ -942,8 +998,9 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
             if post:
                 scale(block.ln1, at + "ln1.hook_scale", (at + "hook_attn_out", at + "hook_resid_pre"), add)
             entries.update(lazy_mlp_input(block, at, wanted))
-            if not post and not _watched(block.hook_mlp_in):
-                scale(block.ln2, at + "ln2.hook_scale", (at + "hook_resid_mid",), same)
+            if not post and not _watched(block.hook_mlp_in):  # a parallel block's ln2 reads resid_pre
+                source = at + ("hook_resid_pre" if self.cfg.parallel_block else "hook_resid_mid")
+                scale(block.ln2, at + "ln2.hook_scale", (source,), same)
             if post:
                 scale(block.ln2, at + "ln2.hook_scale", (at + "hook_mlp_out", at + "hook_resid_mid"), add)
         last = f"blocks.{self.cfg.n_layers - 1}.hook_resid_post"
