@@ -12,12 +12,13 @@ The errors every converter raises live here too (``models.loading`` re-exports t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torch import Tensor
 
 from models.config import Config
+from models.positions import SCALED_ROPE_TYPES
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -69,6 +70,50 @@ class Family(NamedTuple):
     qk_norm: str = "none"
     gemma: bool = False
     fused: bool = False
+    norm: str = "rmsnorm"
+    # Config fields of the family beyond the common ones, from its HF config (None: none)
+    extra: Callable[[PretrainedConfig], dict[str, Any]] | None = None
+
+
+def _olmo(hf_cfg: PretrainedConfig) -> dict[str, Any]:
+    # OLMo's LayerNorm has no weight or bias, runs in fp32 with eps fixed at 1e-5 (HF's OlmoLayerNorm);
+    # its RoPE rotates in fp32
+    return dict(norm_weight=False, norm_fp32=True, eps=1e-5, rope_fp32=True, clip_qkv=hf_cfg.clip_qkv)
+
+
+def _granite(hf_cfg: PretrainedConfig) -> dict[str, Any]:
+    return dict(
+        embed_multiplier=float(hf_cfg.embedding_multiplier),
+        residual_multiplier=float(hf_cfg.residual_multiplier),
+        attn_scale=float(hf_cfg.attention_multiplier),
+        logit_divisor=float(hf_cfg.logits_scaling),
+    )
+
+
+def _smollm3(hf_cfg: PretrainedConfig) -> dict[str, Any]:
+    extra: dict[str, Any] = dict(rope_layers=tuple(bool(x) for x in hf_cfg.no_rope_layers))  # 1: the layer rotates
+    if not hf_cfg.use_sliding_window:  # its layer_types name sliding layers that only slide with this flag
+        extra |= dict(layer_types=None, sliding_window=None)
+    return extra
+
+
+def _cohere(hf_cfg: PretrainedConfig) -> dict[str, Any]:
+    if getattr(hf_cfg, "use_qk_norm", False):
+        raise UnsupportedModelError("Cohere use_qk_norm=True (a LayerNorm per head on q and k) is not supported")
+    extra = dict(
+        parallel_block=True, shared_norm=True, residual_first=True, norm_bias=False, norm_fp32=True,
+        norm_explicit=True, rope_interleaved=True, logit_scale=float(hf_cfg.logit_scale), eps=hf_cfg.layer_norm_eps,
+    )  # fmt: skip
+    if hf_cfg.model_type == "cohere2":  # its full layers have no RoPE
+        extra["rope_layers"] = tuple(t == "sliding_attention" for t in hf_cfg.layer_types)
+    return extra
+
+
+def _stablelm(hf_cfg: PretrainedConfig) -> dict[str, Any]:
+    if getattr(hf_cfg, "qk_layernorm", False):
+        raise UnsupportedModelError("StableLM qk_layernorm=True (a LayerNorm per head on q and k) is not supported")
+    parallel = bool(hf_cfg.use_parallel_residual)  # x + attn(ln1(x)) + mlp(ln1(x))
+    return dict(parallel_block=parallel, shared_norm=parallel, residual_first=parallel, eps=hf_cfg.layer_norm_eps)
 
 
 FAMILIES: dict[str, Family] = {
@@ -80,6 +125,14 @@ FAMILIES: dict[str, Family] = {
     "olmo2": Family("OLMo-2", placement="reordered", qk_norm="full"),
     "gemma2": Family("Gemma 2", placement="sandwich", gemma=True),
     "gemma3_text": Family("Gemma 3", placement="sandwich", qk_norm="head", gemma=True),
+    "gemma": Family("Gemma", gemma=True),
+    "granite": Family("Granite", extra=_granite),
+    "olmo": Family("OLMo", norm="layernorm", extra=_olmo),
+    "olmo3": Family("OLMo 3", placement="reordered", qk_norm="full"),
+    "smollm3": Family("SmolLM3", extra=_smollm3),
+    "cohere": Family("Cohere", norm="layernorm", extra=_cohere),
+    "cohere2": Family("Cohere 2", norm="layernorm", extra=_cohere),
+    "stablelm": Family("StableLM", norm="layernorm", extra=_stablelm),
 }
 
 # Hugging Face's activation names -> ours, each the same function op for op (bitwise): "gelu_new" is
@@ -96,7 +149,7 @@ def decoder_layer_types(hf_cfg: PretrainedConfig, n_layers: int) -> tuple[tuple[
     layer slides."""
     window = getattr(hf_cfg, "sliding_window", None)
     types = getattr(hf_cfg, "layer_types", None)
-    if hf_cfg.model_type in ("mistral", "phi3") or types is None:
+    if hf_cfg.model_type in ("mistral", "phi3", "stablelm") or types is None:
         return ((("sliding",) * n_layers), int(window)) if window else (None, None)
     unknown = sorted(set(types) - set(_LAYER_TYPES))
     if unknown:
@@ -111,26 +164,40 @@ def decoder_layer_types(hf_cfg: PretrainedConfig, n_layers: int) -> tuple[tuple[
     return mapped, int(window)
 
 
-def _rope(hf_cfg: PretrainedConfig, d_head: int) -> tuple[float, float | None, int | None]:
-    """(theta, theta of the sliding layers or None, rotary_dim or None): unscaled RoPE only.
-    Gemma 3 keeps one parameter set per layer type."""
+def _rope(hf_cfg: PretrainedConfig, d_head: int) -> tuple[float, float | None, int | None, dict | None]:
+    """(theta, theta of the sliding layers or None, rotary_dim or None, the scaled RoPE's parameters
+    or None). Gemma 3 and OLMo 3 keep one parameter set per layer type; a scaled type ("llama3",
+    "linear", "dynamic", "yarn", "longrope") is supported on the full layers (the sliding layers then
+    keep their own unscaled frequencies)."""
     params = getattr(hf_cfg, "rope_parameters", None) or getattr(hf_cfg, "rope_scaling", None) or {}
     per_type = params if "full_attention" in params else {"full_attention": params}
+    scaling = None
     for kind, p in per_type.items():
         rope_type = (p or {}).get("rope_type", (p or {}).get("type", "default"))
-        if rope_type != "default":
-            where = f" ({kind} layers)" if len(per_type) > 1 else ""
+        if rope_type == "default":
+            continue
+        where = f" ({kind} layers)" if len(per_type) > 1 else ""
+        if rope_type not in SCALED_ROPE_TYPES or kind != "full_attention":
             raise UnsupportedModelError(
-                f"{hf_cfg.model_type} rope_scaling type {rope_type!r}{where} (scaled RoPE) is not supported; "
-                "only unscaled RoPE ('default')"
+                f"{hf_cfg.model_type} rope_scaling type {rope_type!r}{where} is not supported; "
+                f"unscaled RoPE ('default') and, on full layers, {list(SCALED_ROPE_TYPES)}"
             )
+        scaling = {k: v for k, v in p.items() if k not in ("rope_theta", "partial_rotary_factor", "type")}
+        # the HF config's max_position_embeddings, which the scaled types read (n_ctx may differ: dynamic)
+        scaling |= dict(rope_type=rope_type, max_position_embeddings=hf_cfg.max_position_embeddings)
     full = per_type["full_attention"] or {}
     theta = float(full.get("rope_theta", getattr(hf_cfg, "rope_theta", 10000.0)))
     local = per_type.get("sliding_attention")
     local_theta = float(local["rope_theta"]) if local and "rope_theta" in local else None
+    if local_theta == theta and scaling is None:
+        local_theta = None  # one base for every layer
     factor = full.get("partial_rotary_factor", getattr(hf_cfg, "partial_rotary_factor", 1.0)) or 1.0
     rot = int(d_head * factor)  # Hugging Face's int(head_dim * partial_rotary_factor)
-    return theta, (local_theta if local_theta != theta else None), (rot if rot != d_head else None)
+    return theta, local_theta, (rot if rot != d_head else None), scaling
+
+
+def _dynamic(scaling: dict | None) -> bool:
+    return bool(scaling) and scaling.get("rope_type") == "dynamic"
 
 
 def _decoder(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
@@ -146,19 +213,23 @@ def _decoder(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tupl
     h = hf_cfg.num_attention_heads
     kv = getattr(hf_cfg, "num_key_value_heads", None) or h
     d_head = getattr(hf_cfg, "head_dim", None) or hf_cfg.hidden_size // h
-    theta, local_theta, rot = _rope(hf_cfg, d_head)
+    theta, local_theta, rot, scaling = _rope(hf_cfg, d_head)
     layer_types, window = decoder_layer_types(hf_cfg, hf_cfg.num_hidden_layers)
     sd = _strip_prefix(sd, ("model.",)) | ({"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {})
     tied = bool(getattr(hf_cfg, "tie_word_embeddings", False)) or "lm_head.weight" not in sd
-    gemma = {}
+    extra: dict[str, Any] = {}
     if fam.gemma:
-        gemma = dict(
+        scalar = getattr(hf_cfg, "query_pre_attn_scalar", None)  # Gemma 1 has none: 1/sqrt(head_dim)
+        extra = dict(
             norm_offset=1.0,
             embed_scale=hf_cfg.hidden_size**0.5,  # HF's expression; the model rounds it to its dtype as HF does
-            attn_scale=hf_cfg.query_pre_attn_scalar**-0.5,
+            attn_scale=None if scalar is None else scalar**-0.5,
             attn_softcap=getattr(hf_cfg, "attn_logit_softcapping", None),
             final_softcap=getattr(hf_cfg, "final_logit_softcapping", None),
         )
+    extra = dict(layer_types=layer_types, sliding_window=window, eps=getattr(hf_cfg, "rms_norm_eps", None), **extra) | (
+        fam.extra(hf_cfg) if fam.extra else {}
+    )
     cfg = Config(
         d_model=hf_cfg.hidden_size,
         n_layers=hf_cfg.num_hidden_layers,
@@ -167,17 +238,18 @@ def _decoder(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tupl
         d_head=d_head,
         d_mlp=hf_cfg.intermediate_size,
         d_vocab=hf_cfg.vocab_size,
-        n_ctx=hf_cfg.max_position_embeddings,
+        # dynamic NTK RoPE exists to run past max_position_embeddings: its context is factor times that
+        n_ctx=int(hf_cfg.max_position_embeddings * (scaling["factor"] if _dynamic(scaling) else 1)),
         attention="causal",
         positional="rope",
-        norm="rmsnorm",
+        norm=fam.norm,
         norm_placement=fam.placement,
-        norm_scale_fp32=fam.gemma or kind == "olmo2",  # their RMSNorm multiplies the weight before the cast
-        rope_fp32=kind == "olmo2",  # OLMo-2 rotates in fp32 (its cos/sin stay fp32)
+        # their RMSNorm multiplies the weight before the cast back
+        norm_scale_fp32=fam.gemma or fam.placement == "reordered",
+        rope_fp32=fam.placement == "reordered" or extra.pop("rope_fp32", False),  # OLMo: cos/sin stay fp32
         qk_norm=fam.qk_norm,
         act=act,
         mlp="gated",
-        eps=hf_cfg.rms_norm_eps,
         attn_bias="layers.0.self_attn.q_proj.bias" in sd,
         attn_out_bias="layers.0.self_attn.o_proj.bias" in sd,
         mlp_bias="layers.0.mlp.up_proj.bias" in sd,
@@ -187,13 +259,12 @@ def _decoder(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tupl
         rope_theta=theta,
         rope_local_theta=local_theta,
         rotary_dim=rot,
-        sliding_window=window,
-        layer_types=layer_types,
+        rope_scaling=scaling,
         pad_token_id=getattr(hf_cfg, "pad_token_id", None),
         bos_token_id=getattr(hf_cfg, "bos_token_id", None),
         eos_token_id=_first(getattr(hf_cfg, "eos_token_id", None)),
         name=name,
-        **gemma,
+        **extra,
     )
     return cfg, _decoder_weights(cfg, fam, sd, f"{fam.name} checkpoint {name!r}")
 
@@ -201,7 +272,7 @@ def _decoder(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tupl
 def _decoder_weights(cfg: Config, fam: Family, sd: dict[str, Tensor], src: str) -> dict[str, Tensor]:
     """The toolkit's state dict from a decoder family's (``model.`` prefix already stripped)."""
     g = lambda k: _get(sd, k, src)  # noqa: E731
-    out = {"W_E": g("embed_tokens.weight"), "ln_final.w": g("norm.weight")}
+    out = {"W_E": g("embed_tokens.weight")} | ({"ln_final.w": g("norm.weight")} if cfg.norm_weight else {})
     if not cfg.tie_embeddings:
         out["unembed_weight"] = g("lm_head.weight")
     norms = {
@@ -214,6 +285,13 @@ def _decoder_weights(cfg: Config, fam: Family, sd: dict[str, Tensor], src: str) 
         ),
         "reordered": (("ln1_post", "post_attention_layernorm"), ("ln2_post", "post_feedforward_layernorm")),
     }[fam.placement]
+    if cfg.shared_norm:  # one norm serves attention and MLP (parallel blocks)
+        norms = norms[:1]
+    with_bias = cfg.norm == "layernorm" and cfg.norm_bias and cfg.norm_weight
+    if with_bias:
+        out["ln_final.b"] = g("norm.bias")
+    if not cfg.norm_weight:  # OLMo: non-parametric norms
+        norms = ()
     for l in range(cfg.n_layers):
         p, q = f"layers.{l}.", f"blocks.{l}."
         if fam.fused:
@@ -238,6 +316,8 @@ def _decoder_weights(cfg: Config, fam: Family, sd: dict[str, Tensor], src: str) 
             out[f"{q}attn.k_norm_w"] = g(f"{p}self_attn.k_norm.weight")
         for ours, theirs in norms:
             out[f"{q}{ours}.w"] = g(f"{p}{theirs}.weight")
+            if with_bias:
+                out[f"{q}{ours}.b"] = g(f"{p}{theirs}.bias")
     return out
 
 

@@ -45,19 +45,20 @@ def scaled_rope(cfg: Config, seq_len: int | None = None) -> tuple[Tensor, float]
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     params = dict(cfg.rope_scaling or ())
+    max_positions = params.pop("max_position_embeddings", cfg.n_ctx)  # the HF config's, which these read
     params.setdefault("rope_theta", cfg.rope_theta)
     if cfg.rot_dim != cfg.d_head:
         params["partial_rotary_factor"] = cfg.rot_dim / cfg.d_head
     hf = LlamaConfig(
         hidden_size=cfg.n_heads * cfg.d_head, num_attention_heads=cfg.n_heads, head_dim=cfg.d_head,
-        max_position_embeddings=cfg.n_ctx, rope_parameters=params,
+        max_position_embeddings=max_positions, rope_parameters=params,
     )  # fmt: skip
     rope_type = params["rope_type"]
     if rope_type == "longrope":
-        original = params.get("original_max_position_embeddings", cfg.n_ctx)
+        original = params.get("original_max_position_embeddings", max_positions)
         long = original + 1 if (seq_len or 0) > original else None  # HF's long factors past the original length
         inv_freq, factor = ROPE_INIT_FUNCTIONS[rope_type](hf, None, seq_len=long)
-    elif rope_type == "dynamic" and seq_len is not None and seq_len > cfg.n_ctx:
+    elif rope_type == "dynamic" and seq_len is not None and seq_len > max_positions:
         inv_freq, factor = ROPE_INIT_FUNCTIONS[rope_type](hf, None, seq_len=seq_len)
     else:
         inv_freq, factor = ROPE_INIT_FUNCTIONS[rope_type](hf, None)

@@ -58,7 +58,7 @@ class Tiny:
 
 
 def _dec(model_type: str, config: str, model: str, expect: dict | None = None, since: str = "", **kw: Any) -> Tiny:
-    kwargs = dict(_COMMON, num_hidden_layers=2) | kw
+    kwargs = dict(_COMMON, num_hidden_layers=2, num_key_value_heads=2, pad_token_id=0) | kw
     return Tiny(model_type, config, kwargs, model, expect or {}, since)
 
 
@@ -128,6 +128,88 @@ ARCHITECTURES: dict[str, Tiny] = {
         "qwen2", "Qwen2Config", "Qwen2ForCausalLM",
         dict(layer_types=("sliding", "sliding"), sliding_window=WINDOW, attn_bias=True),
         num_key_value_heads=2, use_sliding_window=True, sliding_window=WINDOW, max_window_layers=0,
+    ),
+    "gemma": _dec(
+        "gemma", "GemmaConfig", "GemmaForCausalLM",
+        dict(norm_offset=1.0, embed_scale=32**0.5, act="gelu_pytorch_tanh", norm_placement="pre", attn_scale=None),
+        num_key_value_heads=1, head_dim=8,
+    ),
+    "granite": _dec(  # every multiplier away from 1
+        "granite", "GraniteConfig", "GraniteForCausalLM",
+        dict(embed_multiplier=3.0, residual_multiplier=0.4, attn_scale=0.3, logit_divisor=2.5),
+        num_key_value_heads=2, embedding_multiplier=3.0, residual_multiplier=0.4, attention_multiplier=0.3,
+        logits_scaling=2.5,
+    ),
+    "olmo": _dec(  # non-parametric LayerNorm, q/k/v clipped at a value the perturbed weights reach
+        "olmo", "OlmoConfig", "OlmoForCausalLM",
+        dict(norm="layernorm", norm_weight=False, norm_fp32=True, clip_qkv=1.5, rope_fp32=True),
+        num_key_value_heads=2, clip_qkv=1.5,
+    ),
+    "olmo3": _dec(
+        "olmo3", "Olmo3Config", "Olmo3ForCausalLM",
+        dict(norm_placement="reordered", qk_norm="full", layer_types=("sliding", "full"), sliding_window=WINDOW),
+        num_key_value_heads=2, sliding_window=WINDOW, layer_types=["sliding_attention", "full_attention"],
+    ),
+    "smollm3": _dec(  # layer 1 without RoPE
+        "smollm3", "SmolLM3Config", "SmolLM3ForCausalLM", dict(rope_layers=(True, False)),
+        num_key_value_heads=2, no_rope_layers=[1, 0],
+    ),
+    "cohere": _dec(
+        "cohere", "CohereConfig", "CohereForCausalLM",
+        dict(
+            parallel_block=True, shared_norm=True, residual_first=True, norm="layernorm", norm_bias=False,
+            norm_explicit=True, rope_interleaved=True, logit_scale=0.0625,
+        ),
+        num_key_value_heads=2,
+    ),
+    "cohere2": _dec(  # sliding layers rotate, the full layer does not
+        "cohere2", "Cohere2Config", "Cohere2ForCausalLM",
+        dict(parallel_block=True, layer_types=("sliding", "full"), rope_layers=(True, False), sliding_window=WINDOW),
+        num_key_value_heads=2, sliding_window=WINDOW, layer_types=["sliding_attention", "full_attention"],
+    ),
+    "stablelm": _dec(
+        "stablelm", "StableLmConfig", "StableLmForCausalLM",
+        dict(norm="layernorm", rotary_dim=2, parallel_block=False, attn_bias=True),
+        num_key_value_heads=2, use_qkv_bias=True,
+    ),
+    "stablelm_parallel": _dec(
+        "stablelm", "StableLmConfig", "StableLmForCausalLM",
+        dict(parallel_block=True, shared_norm=True, residual_first=True), use_parallel_residual=True,
+    ),
+    "llama_llama3": _dec(  # Llama 3.1/3.2's RoPE scaling, a context of 64 over an original 16
+        "llama", "LlamaConfig", "LlamaForCausalLM", dict(rope_scaling=(
+            ("factor", 8.0), ("high_freq_factor", 4.0), ("low_freq_factor", 1.0),
+            ("max_position_embeddings", 64), ("original_max_position_embeddings", 16), ("rope_type", "llama3"),
+        )),
+        num_key_value_heads=2, rope_parameters={
+            "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 16,
+        },
+    ),
+    "llama_linear": _dec(
+        "llama", "LlamaConfig", "LlamaForCausalLM",
+        dict(rope_scaling=(("factor", 4.0), ("max_position_embeddings", 64), ("rope_type", "linear"))),
+        rope_parameters={"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0},
+    ),
+    "llama_dynamic": _dec(  # max_position_embeddings 8 < the 13 tokens: the NTK base grows with the sequence
+        "llama", "LlamaConfig", "LlamaForCausalLM",
+        dict(rope_scaling=(("factor", 8.0), ("max_position_embeddings", 8), ("rope_type", "dynamic"))),
+        rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 8.0},
+        max_position_embeddings=8,
+    ),
+    "qwen2_yarn": _dec(
+        "qwen2", "Qwen2Config", "Qwen2ForCausalLM", dict(attn_bias=True),
+        rope_parameters={
+            "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 16,
+        },
+    ),
+    "phi3_longrope": _dec(  # original length 8 < 13 tokens: the long factors apply
+        "phi3", "Phi3Config", "Phi3ForCausalLM", dict(rotary_dim=4),
+        num_key_value_heads=2, pad_token_id=0, original_max_position_embeddings=8,
+        rope_parameters={
+            "rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+            "short_factor": [1.0, 1.3], "long_factor": [2.0, 3.5], "original_max_position_embeddings": 8,
+        },
     ),
 }  # fmt: skip
 
