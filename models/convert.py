@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from models.config import Config
+from models.decoders import DECODERS
 from models.families import FAMILIES, CheckpointError, UnsupportedModelError, _decoder, _expect, _get, _strip_prefix
 from models.tokenizer import Tokenizer
 from models.transformer import Transformer
@@ -236,7 +237,7 @@ def _unsupported(model_type: object, where: str) -> str:
 
 
 # model_type -> converter: BERT and GPT-2 here, every decoder family through models/families.py
-CONVERTERS: dict[str, Callable] = {"bert": _bert, "gpt2": _gpt2} | dict.fromkeys(FAMILIES, _decoder)
+CONVERTERS: dict[str, Callable] = {"bert": _bert, "gpt2": _gpt2} | dict.fromkeys(FAMILIES, _decoder) | DECODERS
 
 
 def from_hf(

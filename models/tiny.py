@@ -59,6 +59,8 @@ class Tiny:
 
 def _dec(model_type: str, config: str, model: str, expect: dict | None = None, since: str = "", **kw: Any) -> Tiny:
     kwargs = dict(_COMMON, num_hidden_layers=2, num_key_value_heads=2, pad_token_id=0) | kw
+    if kwargs["num_key_value_heads"] is None:  # a family without grouped-query attention
+        del kwargs["num_key_value_heads"]
     return Tiny(model_type, config, kwargs, model, expect or {}, since)
 
 
@@ -210,6 +212,25 @@ ARCHITECTURES: dict[str, Tiny] = {
             "rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
             "short_factor": [1.0, 1.3], "long_factor": [2.0, 3.5], "original_max_position_embeddings": 8,
         },
+    ),
+    "gpt_neox": _dec(  # Pythia: parallel attention and MLP with two norms, a quarter of each head rotated
+        "gpt_neox", "GPTNeoXConfig", "GPTNeoXForCausalLM",
+        dict(parallel_block=True, shared_norm=False, rotary_dim=2, norm="layernorm", act="gelu", mlp="standard"),
+        num_key_value_heads=None, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+    ),
+    "gpt_neox_sequential": _dec(
+        "gpt_neox", "GPTNeoXConfig", "GPTNeoXForCausalLM", dict(parallel_block=False),
+        num_key_value_heads=None, use_parallel_residual=False,
+    ),
+    "gptj": Tiny(  # parallel with one norm, half of each head rotated in (2i, 2i+1) pairs, a bias on the logits
+        "gptj", "GPTJConfig", dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=64, rotary_dim=4),
+        "GPTJForCausalLM",
+        dict(parallel_block=True, shared_norm=True, rope_interleaved=True, rotary_dim=4, act="gelu_new", lm_head_bias=True),
+    ),
+    "phi": _dec(  # phi-1/2: parallel with one norm, half of each head rotated, gelu_new
+        "phi", "PhiConfig", "PhiForCausalLM",
+        dict(parallel_block=True, shared_norm=True, rotary_dim=4, act="gelu_new", lm_head_bias=True, attn_bias=True),
+        num_key_value_heads=4,
     ),
 }  # fmt: skip
 

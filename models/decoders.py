@@ -1,0 +1,168 @@
+"""The LayerNorm decoders whose checkpoints do not use Llama's tensor names: GPT-NeoX (Pythia),
+GPT-J and Phi (phi-1, phi-1.5, phi-2). All three have parallel blocks (attention and MLP read the same
+input), partial RoPE, a standard (not gated) MLP with biases and GPT-2's ``gelu_new`` (Phi) or
+exact GELU (Pythia). One converter each, registered in ``models.convert.CONVERTERS``; like every
+converter they only rename and split tensors.
+
+GPT-NeoX's fused ``query_key_value`` projection holds, per head, its q, k and v rows one after the
+other ([head, 3, d_head] on the output axis); it is split at load into our q, k and v weights.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from torch import Tensor
+
+from models.config import Config
+from models.families import _ACTS, UnsupportedModelError, _expect, _get, _rope, _strip_prefix
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+__all__ = ["DECODERS"]
+
+
+def _act(hf_cfg: PretrainedConfig, family: str, value: str) -> str:
+    if value not in _ACTS:
+        raise UnsupportedModelError(f"{family} activation {value!r} is not supported; only {sorted(_ACTS)}")
+    return _ACTS[value]
+
+
+def _config(hf_cfg: PretrainedConfig, name: str, **fields: Any) -> Config:
+    """A parallel-block LayerNorm decoder's Config; ``fields`` override and add."""
+    base: dict[str, Any] = dict(
+        attention="causal", positional="rope", norm="layernorm", norm_placement="pre", mlp="standard",
+        parallel_block=True, lm_head=True, attn_out_bias=True, mlp_bias=True, name=name,
+        bos_token_id=getattr(hf_cfg, "bos_token_id", None), eos_token_id=getattr(hf_cfg, "eos_token_id", None),
+        pad_token_id=getattr(hf_cfg, "pad_token_id", None),
+    )  # fmt: skip
+    return Config(**(base | fields))
+
+
+def _layers(cfg: Config, sd: dict[str, Tensor], src: str, names: dict[str, str], prefix: str) -> dict[str, Tensor]:
+    """Per-layer tensors renamed: ``names`` maps our name (``attn.q_weight``, ``ln1.w``, ...) to the
+    checkpoint's, relative to ``{prefix}{layer}.``."""
+    out = {}
+    for l in range(cfg.n_layers):
+        for ours, theirs in names.items():
+            out[f"blocks.{l}.{ours}"] = _get(sd, f"{prefix}{l}.{theirs}", src)
+    return out
+
+
+def _gpt_neox(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+    h, m = hf_cfg.num_attention_heads, hf_cfg.hidden_size
+    d = m // h
+    theta, _, rot, scaling = _rope(hf_cfg, d)
+    parallel = bool(hf_cfg.use_parallel_residual)
+    bias = bool(getattr(hf_cfg, "attention_bias", True))
+    cfg = _config(
+        hf_cfg, name, d_model=m, n_layers=hf_cfg.num_hidden_layers, n_heads=h, d_head=d,
+        d_mlp=hf_cfg.intermediate_size, d_vocab=hf_cfg.vocab_size, n_ctx=hf_cfg.max_position_embeddings,
+        act=_act(hf_cfg, "GPT-NeoX", hf_cfg.hidden_act), eps=hf_cfg.layer_norm_eps, parallel_block=parallel,
+        attn_bias=bias, attn_out_bias=bias, rope_theta=theta, rotary_dim=rot, rope_scaling=scaling,
+        tie_embeddings=bool(getattr(hf_cfg, "tie_word_embeddings", False)),
+    )  # fmt: skip
+    src = f"GPT-NeoX checkpoint {name!r}"
+    head = {"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {}
+    sd = _strip_prefix(sd, ("gpt_neox.",)) | head
+    g = lambda k: _get(sd, k, src)  # noqa: E731
+    out = {
+        "W_E": g("embed_in.weight"),
+        "ln_final.w": g("final_layer_norm.weight"),
+        "ln_final.b": g("final_layer_norm.bias"),
+    }
+    if not cfg.tie_embeddings:
+        out["unembed_weight"] = g("lm_head.weight")
+    names = {
+        "ln1.w": "input_layernorm.weight", "ln1.b": "input_layernorm.bias",
+        "ln2.w": "post_attention_layernorm.weight", "ln2.b": "post_attention_layernorm.bias",
+        "attn.o_weight": "attention.dense.weight",
+        "mlp.in_weight": "mlp.dense_h_to_4h.weight", "mlp.in_bias": "mlp.dense_h_to_4h.bias",
+        "mlp.out_weight": "mlp.dense_4h_to_h.weight", "mlp.out_bias": "mlp.dense_4h_to_h.bias",
+    } | ({"attn.o_bias": "attention.dense.bias"} if bias else {})  # fmt: skip
+    out |= _layers(cfg, sd, src, names, "layers.")
+    for l in range(cfg.n_layers):  # [(head, {q, k, v}, d_head), d_model] -> our three projections
+        key = f"layers.{l}.attention.query_key_value"
+        w = _expect(g(f"{key}.weight"), (3 * m, m), f"{key}.weight", src).view(h, 3, d, m)
+        for i, part in enumerate("qkv"):
+            out[f"blocks.{l}.attn.{part}_weight"] = w[:, i].reshape(m, m)
+        if bias:
+            b = g(f"{key}.bias").view(h, 3, d)
+            for i, part in enumerate("qkv"):
+                out[f"blocks.{l}.attn.{part}_bias"] = b[:, i].reshape(m)
+    return cfg, out
+
+
+def _gptj(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+    h, m = hf_cfg.n_head, hf_cfg.n_embd
+    d = m // h
+    rot = hf_cfg.rotary_dim
+    if not rot:  # HF then builds its sin/cos table over hidden_size, not the head
+        raise UnsupportedModelError(
+            "GPT-J rotary_dim=None (RoPE over the whole width) is not supported; set rotary_dim"
+        )
+    cfg = _config(
+        hf_cfg, name, d_model=m, n_layers=hf_cfg.n_layer, n_heads=h, d_head=d, d_mlp=hf_cfg.n_inner or 4 * m,
+        d_vocab=hf_cfg.vocab_size, n_ctx=hf_cfg.n_positions, act=_act(hf_cfg, "GPT-J", hf_cfg.activation_function),
+        eps=hf_cfg.layer_norm_epsilon, shared_norm=True, attn_out_bias=False, rope_interleaved=True,
+        rotary_dim=rot if rot and rot != d else None, scores_fp32=True, lm_head_bias=True,
+        tie_embeddings=bool(getattr(hf_cfg, "tie_word_embeddings", False)),
+    )  # fmt: skip
+    src = f"GPT-J checkpoint {name!r}"
+    head = {k: sd[k] for k in ("lm_head.weight", "lm_head.bias") if k in sd}
+    sd = _strip_prefix(sd, ("transformer.",)) | head
+    g = lambda k: _get(sd, k, src)  # noqa: E731
+    out = {
+        "W_E": g("wte.weight"),
+        "ln_final.w": g("ln_f.weight"),
+        "ln_final.b": g("ln_f.bias"),
+        "b_U": g("lm_head.bias"),
+    }
+    if not cfg.tie_embeddings:
+        out["unembed_weight"] = g("lm_head.weight")
+    names = {
+        "ln1.w": "ln_1.weight", "ln1.b": "ln_1.bias",
+        "attn.q_weight": "attn.q_proj.weight", "attn.k_weight": "attn.k_proj.weight",
+        "attn.v_weight": "attn.v_proj.weight", "attn.o_weight": "attn.out_proj.weight",
+        "mlp.in_weight": "mlp.fc_in.weight", "mlp.in_bias": "mlp.fc_in.bias",
+        "mlp.out_weight": "mlp.fc_out.weight", "mlp.out_bias": "mlp.fc_out.bias",
+    }  # fmt: skip
+    return cfg, out | _layers(cfg, sd, src, names, "h.")
+
+
+def _phi(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+    if getattr(hf_cfg, "qk_layernorm", False):
+        raise UnsupportedModelError("Phi qk_layernorm=True (a LayerNorm on q and k) is not supported")
+    h, m = hf_cfg.num_attention_heads, hf_cfg.hidden_size
+    kv = getattr(hf_cfg, "num_key_value_heads", None) or h
+    d = m // h
+    theta, _, rot, scaling = _rope(hf_cfg, d)
+    cfg = _config(
+        hf_cfg, name, d_model=m, n_layers=hf_cfg.num_hidden_layers, n_heads=h, n_kv_heads=kv if kv != h else None,
+        d_head=d, d_mlp=hf_cfg.intermediate_size, d_vocab=hf_cfg.vocab_size,
+        n_ctx=hf_cfg.max_position_embeddings, act=_act(hf_cfg, "Phi", hf_cfg.hidden_act), eps=hf_cfg.layer_norm_eps,
+        shared_norm=True, attn_bias=True, rope_theta=theta, rotary_dim=rot, rope_scaling=scaling, lm_head_bias=True,
+        tie_embeddings=bool(getattr(hf_cfg, "tie_word_embeddings", False)),
+    )  # fmt: skip
+    src = f"Phi checkpoint {name!r}"
+    head = {k: sd[k] for k in ("lm_head.weight", "lm_head.bias") if k in sd}
+    sd = _strip_prefix(sd, ("model.",)) | head
+    g = lambda k: _get(sd, k, src)  # noqa: E731
+    out = {
+        "W_E": g("embed_tokens.weight"), "ln_final.w": g("final_layernorm.weight"),
+        "ln_final.b": g("final_layernorm.bias"), "b_U": g("lm_head.bias"),
+    }  # fmt: skip
+    if not cfg.tie_embeddings:
+        out["unembed_weight"] = g("lm_head.weight")
+    names = {"ln1.w": "input_layernorm.weight", "ln1.b": "input_layernorm.bias"}
+    for ours, theirs in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "dense")):
+        names[f"attn.{ours}_weight"] = f"self_attn.{theirs}.weight"
+        names[f"attn.{ours}_bias"] = f"self_attn.{theirs}.bias"
+    for ours, theirs in (("in", "fc1"), ("out", "fc2")):
+        names[f"mlp.{ours}_weight"] = f"mlp.{theirs}.weight"
+        names[f"mlp.{ours}_bias"] = f"mlp.{theirs}.bias"
+    return cfg, out | _layers(cfg, sd, src, names, "layers.")
+
+
+DECODERS = {"gpt_neox": _gpt_neox, "gptj": _gptj, "phi": _phi}
