@@ -64,6 +64,7 @@ _OMITTED_AT_DEFAULT = {
     "rope_layers": None,
     "rope_scaling": None,
     "scores_fp32": False,
+    "scale_queries": False,
 }
 
 
@@ -181,6 +182,9 @@ class Config:
     rope_scaling: tuple[tuple[str, Any], ...] | None = None
     # the eager scores computed from q and k upcast to fp32 (GPT-J); the same bits in fp32
     scores_fp32: bool = False
+    # the queries multiplied by the scale before q k^T (OPT), instead of the scores after it: the
+    # same scores to rounding, other bits
+    scale_queries: bool = False
     pad_token_id: int | None = None
     bos_token_id: int | None = None
     eos_token_id: int | None = None

@@ -231,8 +231,8 @@ def _warn_non_finite(state: dict[str, Tensor], source: str) -> None:
 def _unsupported(model_type: object, where: str) -> str:
     hint = " (Gemma 3's text model, Gemma3ForCausalLM, is 'gemma3_text')" if model_type == "gemma3" else ""
     return (
-        f"{where}: model_type {model_type!r} is not supported{hint}; the toolkit converts {sorted(CONVERTERS)} "
-        "(docs/models.md)"
+        f"{where}: model_type {model_type!r} is not supported{hint}; the toolkit converts "
+        f"{', '.join(sorted(CONVERTERS))} (docs/models.md)"
     )
 
 

@@ -1,5 +1,5 @@
 """The LayerNorm decoders whose checkpoints do not use Llama's tensor names: GPT-NeoX (Pythia),
-GPT-J and Phi (phi-1, phi-1.5, phi-2). All three have parallel blocks (attention and MLP read the same
+GPT-J, Phi (phi-1, phi-1.5, phi-2) and OPT. The first three have parallel blocks (attention and MLP read the same
 input), partial RoPE, a standard (not gated) MLP with biases and GPT-2's ``gelu_new`` (Phi) or
 exact GELU (Pythia). One converter each, registered in ``models.convert.CONVERTERS``; like every
 converter they only rename and split tensors.
@@ -165,4 +165,51 @@ def _phi(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Co
     return cfg, out | _layers(cfg, sd, src, names, "layers.")
 
 
-DECODERS = {"gpt_neox": _gpt_neox, "gptj": _gptj, "phi": _phi}
+def _opt(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+    """OPT (125m, 1.3b and up): pre-norm, learned positions stored from row 2 on (Hugging Face's
+    offset; rows 0 and 1 serve padding only), ReLU, the queries scaled before q k^T."""
+    m = hf_cfg.hidden_size
+    if not hf_cfg.do_layer_norm_before or hf_cfg.word_embed_proj_dim != m:
+        raise UnsupportedModelError(
+            "OPT with do_layer_norm_before=False or word_embed_proj_dim != hidden_size (OPT-350m: post-norm, "
+            "projected embeddings) is not supported; the pre-norm OPT models are"
+        )
+    if getattr(hf_cfg, "_remove_final_layer_norm", False):
+        raise UnsupportedModelError("OPT _remove_final_layer_norm=True is not supported")
+    h, bias = hf_cfg.num_attention_heads, bool(hf_cfg.enable_bias)
+    affine = bool(hf_cfg.layer_norm_elementwise_affine)
+    cfg = Config(
+        d_model=m, n_layers=hf_cfg.num_hidden_layers, n_heads=h, d_head=m // h, d_mlp=hf_cfg.ffn_dim,
+        d_vocab=hf_cfg.vocab_size, n_ctx=hf_cfg.max_position_embeddings, attention="causal", positional="learned",
+        norm="layernorm", norm_placement="pre", norm_weight=affine, act=_act(hf_cfg, "OPT", hf_cfg.activation_function),
+        mlp="standard", eps=1e-5, attn_bias=bias, attn_out_bias=bias, mlp_bias=bias, lm_head=True,
+        tie_embeddings=bool(getattr(hf_cfg, "tie_word_embeddings", True)), scale_queries=True, name=name,
+        bos_token_id=getattr(hf_cfg, "bos_token_id", None), eos_token_id=getattr(hf_cfg, "eos_token_id", None),
+        pad_token_id=getattr(hf_cfg, "pad_token_id", None),
+    )  # fmt: skip
+    src = f"OPT checkpoint {name!r}"
+    head = {"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {}
+    sd = _strip_prefix(sd, ("model.decoder.", "decoder.")) | head
+    g = lambda k: _get(sd, k, src)  # noqa: E731
+    positions = _expect(g("embed_positions.weight"), (cfg.n_ctx + 2, m), "embed_positions.weight", src)
+    out = {"W_E": g("embed_tokens.weight"), "W_pos": positions[2:]}
+    if affine:
+        out |= {"ln_final.w": g("final_layer_norm.weight"), "ln_final.b": g("final_layer_norm.bias")}
+    if not cfg.tie_embeddings:
+        out["unembed_weight"] = g("lm_head.weight")
+    names = {}
+    for ours, theirs in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "out_proj")):
+        names[f"attn.{ours}_weight"] = f"self_attn.{theirs}.weight"
+        if bias:
+            names[f"attn.{ours}_bias"] = f"self_attn.{theirs}.bias"
+    for ours, theirs in (("in", "fc1"), ("out", "fc2")):
+        names[f"mlp.{ours}_weight"] = f"{theirs}.weight"
+        if bias:
+            names[f"mlp.{ours}_bias"] = f"{theirs}.bias"
+    if affine:
+        for ours, theirs in (("ln1", "self_attn_layer_norm"), ("ln2", "final_layer_norm")):
+            names[f"{ours}.w"], names[f"{ours}.b"] = f"{theirs}.weight", f"{theirs}.bias"
+    return cfg, out | _layers(cfg, sd, src, names, "layers.")
+
+
+DECODERS = {"gpt_neox": _gpt_neox, "gptj": _gptj, "phi": _phi, "opt": _opt}

@@ -112,6 +112,17 @@ ARCHITECTURES: dict[str, Tiny] = {
             "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
         },
     ),
+    "gemma3_text_linear": _dec(  # Gemma 3 4B and up: the global layers' RoPE scaled linearly, the sliding not
+        "gemma3_text", "Gemma3TextConfig", "Gemma3ForCausalLM",
+        dict(rope_scaling=(("factor", 8.0), ("max_position_embeddings", 64), ("rope_type", "linear")),
+             rope_local_theta=10_000.0, layer_types=("sliding", "full")),
+        num_key_value_heads=1, head_dim=8, query_pre_attn_scalar=8,
+        sliding_window=WINDOW, layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1_000_000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+        },
+    ),
     "phi3": _dec(
         "phi3", "Phi3Config", "Phi3ForCausalLM",
         dict(rotary_dim=4, layer_types=("sliding", "sliding"), sliding_window=WINDOW, norm_placement="pre"),
@@ -216,7 +227,8 @@ ARCHITECTURES: dict[str, Tiny] = {
     "gpt_neox": _dec(  # Pythia: parallel attention and MLP with two norms, a quarter of each head rotated
         "gpt_neox", "GPTNeoXConfig", "GPTNeoXForCausalLM",
         dict(parallel_block=True, shared_norm=False, rotary_dim=2, norm="layernorm", act="gelu", mlp="standard"),
-        num_key_value_heads=None, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+        num_key_value_heads=None,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
     ),
     "gpt_neox_sequential": _dec(
         "gpt_neox", "GPTNeoXConfig", "GPTNeoXForCausalLM", dict(parallel_block=False),
@@ -225,12 +237,21 @@ ARCHITECTURES: dict[str, Tiny] = {
     "gptj": Tiny(  # parallel with one norm, half of each head rotated in (2i, 2i+1) pairs, a bias on the logits
         "gptj", "GPTJConfig", dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=64, rotary_dim=4),
         "GPTJForCausalLM",
-        dict(parallel_block=True, shared_norm=True, rope_interleaved=True, rotary_dim=4, act="gelu_new", lm_head_bias=True),
+        dict(
+            parallel_block=True, shared_norm=True, rope_interleaved=True, rotary_dim=4, act="gelu_new",
+            lm_head_bias=True,
+        ),
     ),
     "phi": _dec(  # phi-1/2: parallel with one norm, half of each head rotated, gelu_new
         "phi", "PhiConfig", "PhiForCausalLM",
         dict(parallel_block=True, shared_norm=True, rotary_dim=4, act="gelu_new", lm_head_bias=True, attn_bias=True),
         num_key_value_heads=4,
+    ),
+    "opt": Tiny(  # learned positions offset by 2, queries scaled before q k^T, ReLU
+        "opt", "OPTConfig",
+        dict(vocab_size=V, hidden_size=32, ffn_dim=48, num_attention_heads=4, num_hidden_layers=2,
+             max_position_embeddings=64, word_embed_proj_dim=32, pad_token_id=1),
+        "OPTForCausalLM", dict(scale_queries=True, positional="learned", act="relu", tie_embeddings=True),
     ),
 }  # fmt: skip
 

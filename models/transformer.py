@@ -351,7 +351,10 @@ class Attention(nn.Module):
             q = q[:, :, rows]
         if cfg.scores_fp32:  # GPT-J upcasts q and k (a no-op in fp32)
             q, k = q.float(), k.float()
-        scores = torch.matmul(q, k.transpose(2, 3)) * cfg.scale  # [batch, head, query_pos, key_pos]
+        if cfg.scale_queries:  # OPT scales the queries, then multiplies the scores by 1.0 (exact)
+            scores = torch.matmul(q * cfg.scale, k.transpose(2, 3))
+        else:
+            scores = torch.matmul(q, k.transpose(2, 3)) * cfg.scale  # [batch, head, query_pos, key_pos]
         if cfg.attn_softcap is not None:  # Gemma 2, before the mask as in HF
             scores = torch.tanh(scores / cfg.attn_softcap) * cfg.attn_softcap
         if cfg.positional == "alibi":
@@ -388,7 +391,10 @@ class Attention(nn.Module):
                 gqa = {"enable_gqa": True}
             else:
                 k, v = self._repeat_kv(k), self._repeat_kv(v)
-        z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=cfg.scale, **gqa)
+        scale = cfg.scale
+        if cfg.scale_queries:  # OPT hands SDPA scaled queries and a scale of 1
+            q, scale = q * cfg.scale, 1.0
+        z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale, **gqa)
         if masks.empty_rows is not None:  # zero on every backend (some return NaN for a row with no key)
             z = z.masked_fill(masks.empty_rows, 0.0)
         return z
