@@ -65,6 +65,7 @@ _OMITTED_AT_DEFAULT = {
     "rope_scaling": None,
     "scores_fp32": False,
     "scale_queries": False,
+    "rope_upcast": False,
 }
 
 
@@ -145,6 +146,8 @@ class Config:
     # RoPE rotates in fp32 and casts back (OLMo-2 keeps cos/sin fp32); False: cos/sin in the model's
     # dtype (Llama). The same bits in fp32.
     rope_fp32: bool = False
+    # q and k upcast to fp32 for the rotation, cos/sin in the model's dtype (Cohere); the same bits in fp32
+    rope_upcast: bool = False
     # tanh soft-capping, cap * tanh(x / cap) (Gemma 2): of the attention scores before the mask, and of
     # the logits. None: none. A soft-capped layer always runs eager attention (SDPA cannot cap).
     attn_softcap: float | None = None

@@ -102,7 +102,8 @@ def _cohere(hf_cfg: PretrainedConfig) -> dict[str, Any]:
         raise UnsupportedModelError("Cohere use_qk_norm=True (a LayerNorm per head on q and k) is not supported")
     extra = dict(
         parallel_block=True, shared_norm=True, residual_first=True, norm_bias=False, norm_fp32=True,
-        norm_explicit=True, rope_interleaved=True, logit_scale=float(hf_cfg.logit_scale), eps=hf_cfg.layer_norm_eps,
+        norm_explicit=True, rope_interleaved=True, rope_upcast=True, logit_scale=float(hf_cfg.logit_scale),
+        eps=hf_cfg.layer_norm_eps,
     )  # fmt: skip
     if hf_cfg.model_type == "cohere2":  # its full layers have no RoPE
         extra["rope_layers"] = tuple(t == "sliding_attention" for t in hf_cfg.layer_types)

@@ -265,6 +265,8 @@ class Attention(nn.Module):
                 rope = rope[self.layer_type]
             cos, sin = rope[0][:, None], rope[1][:, None]
             # .to: back to the model's dtype where cos/sin are fp32 (cfg.rope_fp32); a no-op otherwise
+            if cfg.rope_upcast:  # Cohere rotates q and k in fp32 (a no-op in fp32)
+                q, k = q.float(), k.float()
             q, k = apply_rope(cfg, q, cos, sin).to(v.dtype), apply_rope(cfg, k, cos, sin).to(v.dtype)
         # q and k as the scores see them: rotated under RoPE, the same as hook_q/hook_k otherwise
         q = self.hook_rot_q(q.transpose(1, 2)).transpose(1, 2)
@@ -905,7 +907,8 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
         local = layer is not None and self.cfg.rope_local_theta is not None and self.cfg.window(layer) is not None
         cos, sin = self.rope_tables(positions, local=local)
         dtype = torch.float32 if self.cfg.rope_fp32 else x.dtype
-        return apply_rope(self.cfg, x, cos[:, None].to(dtype), sin[:, None].to(dtype)).to(x.dtype)
+        y = x.float() if self.cfg.rope_upcast else x
+        return apply_rope(self.cfg, y, cos[:, None].to(dtype), sin[:, None].to(dtype)).to(x.dtype)
 
     def attention_layer(
         self,
