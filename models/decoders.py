@@ -1,5 +1,5 @@
 """The LayerNorm decoders whose checkpoints do not use Llama's tensor names: GPT-NeoX (Pythia),
-GPT-J, Phi (phi-1, phi-1.5, phi-2) and OPT. The first three have parallel blocks (attention and MLP read the same
+GPT-J, Phi (phi-1, phi-1.5, phi-2), OPT and Falcon. All but OPT have parallel blocks (attention and MLP read the same
 input), partial RoPE, a standard (not gated) MLP with biases and GPT-2's ``gelu_new`` (Phi) or
 exact GELU (Pythia). One converter each, registered in ``models.convert.CONVERTERS``; like every
 converter they only rename and split tensors.
@@ -212,4 +212,55 @@ def _opt(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Co
     return cfg, out | _layers(cfg, sd, src, names, "layers.")
 
 
-DECODERS = {"gpt_neox": _gpt_neox, "gptj": _gptj, "phi": _phi, "opt": _opt}
+def _falcon(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+    """Falcon 7B (multi-query, parallel block with one norm), 40B/180B (``new_decoder_architecture``:
+    grouped kv heads, parallel with two norms) and the sequential variant; RoPE, no biases."""
+    if hf_cfg.alibi or hf_cfg.bias:
+        raise UnsupportedModelError(
+            "Falcon with alibi=True or bias=True (falcon-rw) is not supported; Falcon 7B/40B/180B (RoPE, no biases) are"
+        )
+    h, m = hf_cfg.num_attention_heads, hf_cfg.hidden_size
+    d = m // h
+    new = bool(hf_cfg.new_decoder_architecture)
+    kv = hf_cfg.num_kv_heads if new else (1 if hf_cfg.multi_query else h)
+    parallel = new or bool(hf_cfg.parallel_attn)
+    two_norms = new and (hf_cfg.num_ln_in_parallel_attn or 2) == 2
+    theta, _, rot, scaling = _rope(hf_cfg, d)
+    cfg = _config(
+        hf_cfg, name, d_model=m, n_layers=hf_cfg.num_hidden_layers, n_heads=h, n_kv_heads=kv if kv != h else None,
+        d_head=d, d_mlp=hf_cfg.ffn_hidden_size, d_vocab=hf_cfg.vocab_size, n_ctx=hf_cfg.max_position_embeddings,
+        act=_act(hf_cfg, "Falcon", hf_cfg.activation), eps=hf_cfg.layer_norm_epsilon, parallel_block=parallel,
+        shared_norm=parallel and not two_norms, attn_out_bias=False, mlp_bias=False, rope_theta=theta,
+        rotary_dim=rot, rope_scaling=scaling, tie_embeddings=bool(getattr(hf_cfg, "tie_word_embeddings", True)),
+    )  # fmt: skip
+    src = f"Falcon checkpoint {name!r}"
+    head = {"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {}
+    sd = _strip_prefix(sd, ("transformer.",)) | head
+    g = lambda k: _get(sd, k, src)  # noqa: E731
+    out = {"W_E": g("word_embeddings.weight"), "ln_final.w": g("ln_f.weight"), "ln_final.b": g("ln_f.bias")}
+    if not cfg.tie_embeddings:
+        out["unembed_weight"] = g("lm_head.weight")
+    norms = (("ln1", "ln_attn"), ("ln2", "ln_mlp")) if two_norms else (("ln1", "input_layernorm"),)
+    if not parallel:
+        norms = (("ln1", "input_layernorm"), ("ln2", "post_attention_layernorm"))
+    names = {"attn.o_weight": "self_attention.dense.weight", "mlp.in_weight": "mlp.dense_h_to_4h.weight",
+             "mlp.out_weight": "mlp.dense_4h_to_h.weight"}  # fmt: skip
+    for ours, theirs in norms:
+        names[f"{ours}.w"], names[f"{ours}.b"] = f"{theirs}.weight", f"{theirs}.bias"
+    out |= _layers(cfg, sd, src, names, "h.")
+    for l in range(cfg.n_layers):  # the fused projection's layout differs by variant
+        key = f"h.{l}.self_attention.query_key_value.weight"
+        w = _expect(g(key), ((h + 2 * kv) * d, m), key, src)
+        if new:  # per kv head: its group's query heads, then its k, then its v
+            w = w.view(kv, h // kv + 2, d, m)
+            q, k, v = w[:, :-2].reshape(h * d, m), w[:, -2].reshape(kv * d, m), w[:, -1].reshape(kv * d, m)
+        elif kv == 1:  # multi-query: every query head, then the one k, then the one v
+            q, k, v = w[: h * d], w[h * d : (h + 1) * d], w[(h + 1) * d :]
+        else:  # per head: q, k, v
+            w = w.view(h, 3, d, m)
+            q, k, v = (w[:, i].reshape(h * d, m) for i in range(3))
+        out |= {f"blocks.{l}.attn.q_weight": q, f"blocks.{l}.attn.k_weight": k, f"blocks.{l}.attn.v_weight": v}
+    return cfg, out
+
+
+DECODERS = {"gpt_neox": _gpt_neox, "gptj": _gptj, "phi": _phi, "opt": _opt, "falcon": _falcon}

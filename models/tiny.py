@@ -253,6 +253,26 @@ ARCHITECTURES: dict[str, Tiny] = {
              max_position_embeddings=64, word_embed_proj_dim=32, pad_token_id=1),
         "OPTForCausalLM", dict(scale_queries=True, positional="learned", act="relu", tie_embeddings=True),
     ),
+    "falcon": Tiny(  # Falcon 7B's layout: multi-query, parallel with one norm. d_head 16, not 8: the one k
+        # (v) head's rows of the fused projection, computed alone, are a GEMM with 8 outputs, which this CPU's
+        # BLAS rounds differently from the same rows inside the fused GEMM (3.8e-6 measured); 16 and up match
+        "falcon", "FalconConfig",
+        dict(vocab_size=V, hidden_size=64, num_attention_heads=4, num_hidden_layers=2, max_position_embeddings=64,
+             ffn_hidden_size=48, pad_token_id=0),
+        "FalconForCausalLM", dict(parallel_block=True, shared_norm=True, kv_heads=1, attn_bias=False),
+    ),
+    "falcon_new": Tiny(  # Falcon 40B/180B: two kv heads, each with its group's queries in one block; two norms
+        "falcon", "FalconConfig",
+        dict(vocab_size=V, hidden_size=32, num_attention_heads=4, num_hidden_layers=2, max_position_embeddings=64,
+             ffn_hidden_size=48, pad_token_id=0, new_decoder_architecture=True, num_kv_heads=2),
+        "FalconForCausalLM", dict(parallel_block=True, shared_norm=False, kv_heads=2),
+    ),
+    "falcon_sequential": Tiny(
+        "falcon", "FalconConfig",
+        dict(vocab_size=V, hidden_size=32, num_attention_heads=4, num_hidden_layers=2, max_position_embeddings=64,
+             ffn_hidden_size=48, pad_token_id=0, multi_query=False, parallel_attn=False),
+        "FalconForCausalLM", dict(parallel_block=False, kv_heads=4),
+    ),
 }  # fmt: skip
 
 

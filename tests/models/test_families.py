@@ -200,7 +200,7 @@ def test_gemma_hook_attn_out_is_after_the_post_attention_norm(tmp_path):
         assert not torch.allclose(heads, cache[p + "hook_attn_out"], atol=1e-3)
 
 
-@pytest.mark.parametrize("model_type", ["falcon", "gemma3"])
+@pytest.mark.parametrize("model_type", ["t5", "gemma3"])
 def test_an_unsupported_architecture_names_itself_and_the_supported_ones(tmp_path, model_type):
     folder, _ = _save(tmp_path, "qwen3")
     config = json.loads((folder / "config.json").read_text())
