@@ -21,7 +21,6 @@ from analyses.cli.common import add_force_argument, comma_list
 ROOT = Path(__file__).resolve().parents[2]  # the source checkout: docs/ and README.md beside analyses/
 DOCS = ROOT / "docs" / "parity.md"
 README = ROOT / "README.md"
-OUTPUTS = ["parity.csv", "parity.md"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,15 +59,9 @@ def _read(path: str, what: str) -> str:
     return p.read_text(encoding="utf-8")
 
 
-def _csv(result) -> str:
-    frame = result.values.copy()
-    for check in result.status.columns:
-        frame[f"{check}_status"] = result.status[check]
-    frame.insert(0, "model_type", [result.model_types[r] for r in result.rows])
-    return frame.to_csv()
-
-
 def run(args) -> int:
+    from tqdm.auto import tqdm
+
     from interp.display import md_table
     from interp.io import atomic_write, output_dir
     from models import parity
@@ -80,7 +73,6 @@ def run(args) -> int:
     readme = _read(args.readme, "--readme") if args.write_docs else None
     if committed is not None:
         parity.parse_markdown(committed)  # a damaged file fails now, not after the run
-    from tqdm.auto import tqdm
 
     def progress(rows):
         return tqdm(rows, desc="parity", unit="architecture", file=sys.stderr, leave=False, disable=None)
@@ -88,13 +80,12 @@ def run(args) -> int:
     writes = (
         contextlib.nullcontext()
         if args.out is None
-        else output_dir(args.out, OUTPUTS, command="interp parity", what="--out", force=args.force)
+        else output_dir(args.out, parity.OUTPUTS, command="interp parity", what="--out", force=args.force)
     )
-    with writes as tmp:
+    with writes as tmp:  # a bad --out fails before the run
         result = parity.run(only=args.only, real=real, progress=progress)
         if tmp is not None:
-            atomic_write(tmp / "parity.csv", _csv(result))
-            atomic_write(tmp / "parity.md", parity.render_markdown(result))
+            parity.write(result, tmp)
     info = result.info
     sys.stdout.write(f"transformers {info['transformers']}, torch {info['torch']}\n")
     sys.stdout.write(md_table(result.table().reset_index()))
@@ -108,9 +99,8 @@ def run(args) -> int:
             sys.stdout.write(f"every cell agrees with {args.docs}\n")
     if args.write_docs:
         text = parity.render_markdown(result)
-        table = parity.readme_table(text)
         new_readme = parity.replace_between_markers(
-            readme, parity.README_START, parity.README_END, table, f"--readme {args.readme}"
+            readme, parity.README_START, parity.README_END, parity.readme_table(text), f"--readme {args.readme}"
         )
         atomic_write(args.docs, text)
         atomic_write(args.readme, new_readme)

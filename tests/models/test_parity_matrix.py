@@ -212,6 +212,39 @@ def test_write_docs_writes_the_document_and_readme_table(tmp_path, monkeypatch, 
     assert "needs one <!-- parity-table:start --> line" in capsys.readouterr().err
 
 
+def test_out_writes_the_csv_and_the_document_as_a_set(tmp_path, monkeypatch, matrix):
+    monkeypatch.setattr(parity, "run", lambda **kwargs: matrix)
+    assert main(["parity", "--out", str(tmp_path / "p")]) == 0
+    assert sorted(p.name for p in (tmp_path / "p").iterdir()) == [".interp-manifest.json", "parity.csv", "parity.md"]
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "p" / "parity.csv", index_col="architecture")
+    assert list(table.index) == matrix.rows
+    assert (table["eager_status"] == matrix.status["eager"]).all()
+    assert table["padding"].tolist() == matrix.values["padding"].tolist()
+
+
+def test_every_tiny_tol_names_a_check():
+    """A bound under a name no check reads would be silently ignored."""
+    names = set(parity.CHECKS) | {"bf16"}
+    for key, tiny in ARCHITECTURES.items():
+        assert set(tiny.tol) <= names, f"{key}: Tiny.tol names {sorted(set(tiny.tol) - names)}; the checks: {names}"
+
+
+def test_a_check_that_raises_is_a_failed_cell_naming_the_error(monkeypatch, folders):
+    def broken(*args):
+        raise RuntimeError("the installed transformers changed generate. Details follow")
+
+    monkeypatch.setattr(parity, "_generate_cell", broken)
+    cells = parity.measure("llama", folders["llama"], checks=("eager", "generate"))
+    assert cells["eager"].status == "bitwise"
+    assert (
+        cells["generate"].failed
+        and cells["generate"].where == "RuntimeError: the installed transformers changed generate."
+    )
+    assert cells["generate"].text() == "FAIL nan (> 0)"
+
+
 # --------------------------------------------------------------------------------------------------
 # Planted bugs
 
