@@ -21,6 +21,7 @@ Norm = Literal["layernorm", "rmsnorm"]
 NormPlacement = Literal["pre", "post", "sandwich", "reordered"]
 QKNorm = Literal["none", "head", "full"]
 LayerType = Literal["full", "sliding"]
+_UNKNOWN = object()  # a tokenizer property the bound tokenizer does not have
 Activation = Literal["gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu"]
 MLPKind = Literal["standard", "gated"]
 
@@ -376,6 +377,77 @@ class Config:
     def n_devices(self) -> int:
         return 1
 
+    # The tokenizer's settings, as TransformerLens names them (the model binds its tokenizer here
+    # whenever it is set: ``cfg._bind_tokenizer``); read when asked, so a later
+    # ``model.tokenizer.prepend_bos = True`` or ``padding_side = "left"`` shows.
+
+    @property
+    def default_prepend_bos(self) -> bool:
+        """Whether ``model.to_tokens(text)`` puts a start token first when ``prepend_bos`` is not
+        given: the tokenizer made with ``prepend_bos=True``, or one that adds its start token itself
+        (BERT's [CLS], Llama 2's ``<s>``, Gemma's ``<bos>``); False for SmolLM2 and GPT-2, whose
+        tokenizers add none (docs/hooks.md, "Tokens"), and for a model without a tokenizer. What
+        ``transformer_lens.evals.induction_loss`` and ``utilities.test_prompt`` default to."""
+        tok = self.__dict__.get("_tokenizer")
+        return bool(getattr(tok, "prepend_bos", None)) or bool(self.tokenizer_prepends_bos)
+
+    @property
+    def tokenizer_prepends_bos(self) -> bool | None:
+        """Whether the Hugging Face tokenizer itself puts a start token first (``Tokenizer.own_start_id``);
+        None without a tokenizer that can say (token ids only)."""
+        start = getattr(self.__dict__.get("_tokenizer"), "own_start_id", _UNKNOWN)
+        return None if start is _UNKNOWN else start is not None
+
+    @property
+    def default_padding_side(self) -> str:
+        """The side ``model.to_tokens`` pads a batch of texts on (``model.tokenizer.padding_side``);
+        "right" without a tokenizer."""
+        side = getattr(self.__dict__.get("_tokenizer"), "padding_side", None)
+        return side if side in ("left", "right") else "right"
+
+    @property
+    def tokenizer_name(self) -> str | None:
+        """The Hugging Face tokenizer's ``name_or_path`` (a folder or hub id); None without one."""
+        hf = getattr(self.__dict__.get("_tokenizer"), "hf", None)
+        return getattr(hf, "name_or_path", None) or None
+
+    # Hook points TransformerLens switches on with flags are always there here (computed when hooked):
+    # ``attn.hook_result``, the per-head ``hook_q_input``/``hook_k_input``/``hook_v_input``,
+    # ``hook_attn_in`` and ``hook_mlp_in`` (models/split_inputs.py).
+
+    @property
+    def use_attn_result(self) -> bool:
+        return True
+
+    @property
+    def use_split_qkv_input(self) -> bool:
+        return True
+
+    @property
+    def use_attn_in(self) -> bool:
+        return True
+
+    @property
+    def use_hook_mlp_in(self) -> bool:
+        return True
+
+    @property
+    def rmsnorm_uses_offset(self) -> bool:
+        """RMSNorm scaled by (1 + w) (Gemma: ``norm_offset=1``), which TransformerLens's
+        ``SVDInterpreter`` reads."""
+        return self.norm == "rmsnorm" and self.norm_offset != 0.0
+
+    @property
+    def rotary_base(self) -> float | None:
+        """RoPE's base (Gemma 3's full-attention layers; its sliding layers: ``rope_local_theta``);
+        None without RoPE."""
+        return self.rope_theta if self.positional == "rope" else None
+
+    @property
+    def per_layer_num_key_value_heads(self) -> None:
+        """None: every layer has ``n_key_value_heads`` (TransformerLens's convention)."""
+        return None
+
     @property
     def device(self) -> torch.device:
         """The device of the model that owns this config (``torch.device("cpu")`` for a config
@@ -397,6 +469,11 @@ class Config:
         construction and after every ``.to()``); not a field, so nothing else changes."""
         object.__setattr__(self, "_device", device)
         object.__setattr__(self, "_dtype", dtype)
+
+    def _bind_tokenizer(self, tokenizer: object) -> None:
+        """Record the owning model's tokenizer (its ``tokenizer`` setter calls this), which the
+        tokenizer properties above read; not a field, so nothing else changes."""
+        object.__setattr__(self, "_tokenizer", tokenizer)
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

@@ -51,13 +51,29 @@ class TransformerLensAPI:
     if TYPE_CHECKING:
         cfg: Config
         blocks: Any
-        tokenizer: Tokenizer | None
         W_E: Tensor
         W_U: Tensor
 
         def _require_tokenizer(self) -> Tokenizer: ...
         def _unembed(self, x: Tensor) -> Tensor: ...
         def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    # -- the tokenizer, bound to the config ------------------------------------------------------
+
+    @property
+    def tokenizer(self) -> Tokenizer | None:
+        """The model's tokenizer (a ``models.tokenizer.Tokenizer``; None: token ids only)."""
+        return self.__dict__.get("_tokenizer")
+
+    @tokenizer.setter
+    def tokenizer(self, tokenizer: Tokenizer | None) -> None:
+        # bound to the config too, whose TransformerLens names (``cfg.default_prepend_bos``,
+        # ``cfg.tokenizer_prepends_bos``, ``cfg.default_padding_side``) read it; a plain attribute,
+        # not a submodule or parameter, whatever the object (tests hand in stand-ins)
+        self.__dict__["_tokenizer"] = tokenizer
+        cfg = self.__dict__.get("cfg")
+        if cfg is not None:
+            cfg._bind_tokenizer(tokenizer)
 
     # -- weights stacked over layers -------------------------------------------------------------
 
@@ -208,15 +224,8 @@ class TransformerLensAPI:
     # -- tokens ----------------------------------------------------------------------------------
 
     def _adds_bos(self) -> int | None:
-        """The id of the start token the tokenizer itself puts first ([CLS] for BERT, ``<s>`` for
-        Llama 2), or None (SmolLM2, GPT-2 add nothing)."""
-        hf = self._require_tokenizer().hf
-        starts = {i for i in (hf.bos_token_id, getattr(hf, "cls_token_id", None)) if i is not None}
-        with_special = hf("a")["input_ids"]
-        plain = hf("a", add_special_tokens=False)["input_ids"]
-        if with_special and with_special[0] in starts and with_special[: len(plain)] != plain:
-            return with_special[0]
-        return None
+        """The id of the start token the tokenizer itself puts first, or None (``Tokenizer.own_start_id``)."""
+        return self._require_tokenizer().own_start_id
 
     def _token_rows(self, texts: Sequence[str], prepend_bos: bool | None, truncate: bool) -> list[list[int]]:
         tok = self._require_tokenizer()

@@ -143,6 +143,19 @@ class Tokenizer:
         return self.hf.bos_token if self.bos is None else self.bos
 
     @property
+    def own_start_id(self) -> int | None:
+        """The id of the start token the Hugging Face tokenizer itself puts first ([CLS] for BERT,
+        ``<s>`` for Llama 2, ``<bos>`` for Gemma), or None (SmolLM2, GPT-2 add nothing): what
+        ``to_tokens`` keeps by default and drops for ``prepend_bos=False``."""
+        hf = self.hf
+        starts = {i for i in (hf.bos_token_id, getattr(hf, "cls_token_id", None)) if i is not None}
+        with_special = hf("a")["input_ids"]
+        plain = hf("a", add_special_tokens=False)["input_ids"]
+        if with_special and with_special[0] in starts and with_special[: len(plain)] != plain:
+            return with_special[0]
+        return None
+
+    @property
     def pad_token_id(self) -> int:
         for tid in (self.hf.pad_token_id, self.hf.eos_token_id, 0):
             if tid is not None:

@@ -47,6 +47,7 @@ SUBCOMMANDS = {
     "explore": ("analyses.cli.explore", "a local web page that runs the model on the text you type"),
     "retrieval": ("analyses.cli.retrieval", "retrieval heads at long context: needle-in-a-haystack, scores, masking"),
     "positional": ("analyses.cli.positional", "the positional-encoding study: synthetic tasks and natural text"),
+    "parity": ("analyses.cli.parity", "the parity matrix: every architecture vs the installed Hugging Face, bitwise"),
 }
 DESCRIPTION = (
     "The interp command line: one subcommand per analysis ("

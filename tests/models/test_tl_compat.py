@@ -313,6 +313,74 @@ def test_cfg_has_the_fields_transformer_lens_reads(smollm2, tiny):
     assert double.cfg == tiny.cfg
 
 
+TEXT = "When Mary and John went to the store"
+
+
+@pytest.mark.parametrize("name", ["smollm2", "minilm"])
+def test_cfg_tokenizer_fields_say_what_to_tokens_does(request, name):
+    """``cfg.default_prepend_bos``: whether ``to_tokens(text)`` is ``to_tokens(text, prepend_bos=True)``;
+    ``cfg.tokenizer_prepends_bos``: whether the tokenizer's own start token is there unless
+    ``prepend_bos=False`` drops it; ``cfg.default_padding_side``: the side ``to_tokens`` pads on. Read
+    from the model's tokenizer when asked (a change to it shows), not fields: the config's dict round
+    trip and equality are unchanged."""
+    model = request.getfixturevalue(name)
+    cfg = model.cfg
+    default, with_bos, without = (model.to_tokens(TEXT, prepend_bos=p) for p in (None, True, False))
+    assert cfg.default_prepend_bos == torch.equal(default, with_bos)
+    assert cfg.tokenizer_prepends_bos == (not torch.equal(default, without))
+    assert cfg.default_padding_side == model.tokenizer.padding_side == "right"
+    assert cfg.tokenizer_name == model.tokenizer.hf.name_or_path
+    assert (cfg.use_attn_result, cfg.use_split_qkv_input, cfg.use_attn_in, cfg.use_hook_mlp_in) == (True,) * 4
+    assert cfg.per_layer_num_key_value_heads is None and not cfg.rmsnorm_uses_offset
+    assert cfg.rotary_base == (cfg.rope_theta if cfg.positional == "rope" else None)
+    for field in ("default_prepend_bos", "tokenizer_prepends_bos", "default_padding_side", "use_split_qkv_input"):
+        assert field not in cfg.to_dict()
+    assert models.Config.from_dict(cfg.to_dict()) == cfg
+    bare = models.Transformer(cfg).cfg  # no tokenizer: token ids only
+    assert (bare.default_prepend_bos, bare.tokenizer_prepends_bos, bare.tokenizer_name) == (False, None, None)
+    assert cfg.tokenizer_prepends_bos is not None  # the bare copy did not unbind the model's own
+    if name == "smollm2":  # no BOS by default (docs/hooks.md, "Tokens"); a tokenizer told otherwise
+        assert (cfg.default_prepend_bos, cfg.tokenizer_prepends_bos) == (False, False)
+        model.tokenizer.prepend_bos, model.tokenizer.padding_side = True, "left"
+        try:
+            assert cfg.default_prepend_bos and cfg.default_padding_side == "left"
+        finally:
+            model.tokenizer.prepend_bos, model.tokenizer.padding_side = None, "right"
+    else:  # [CLS] first, the tokenizer's own
+        assert (cfg.default_prepend_bos, cfg.tokenizer_prepends_bos) == (True, True)
+
+
+def test_transformer_lens_induction_loss_runs_on_our_model(smollm2):
+    """``transformer_lens.evals.induction_loss`` reads ``cfg.default_prepend_bos`` (False on SmolLM2:
+    the random tokens are left as they are) and equals the loss computed by hand on the same tokens:
+    the mean next-token loss over the second copy of each repeated random sequence, past its first
+    token. Sane: an induction head model predicts the copy (a small loss) and not the random first
+    half (about log(vocab))."""
+    from transformer_lens import evals
+
+    batch, n = 2, 20
+    torch.manual_seed(7)
+    theirs = evals.induction_loss(smollm2, batch_size=batch, subseq_len=n, device="cpu")
+    torch.manual_seed(7)
+    first = torch.randint(100, 20000, (batch, n))  # induction_loss's own draw
+    tokens = torch.cat([first, first], dim=1)
+    with torch.no_grad():
+        logits = smollm2(tokens)
+    loss = -logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]  # [batch, 2n - 1]
+    mine = loss[:, n + 1 :].mean()
+    torch.testing.assert_close(theirs, mine)
+    random_half = loss[:, : n - 1].mean()
+    assert mine < 2.5 < 8.0 < random_half, (mine, random_half)
+    # told to prepend the BOS, it writes the tokenizer's BOS id over the first token
+    torch.manual_seed(7)
+    with_bos = evals.induction_loss(smollm2, batch_size=batch, subseq_len=n, prepend_bos=True, device="cpu")
+    tokens[:, 0] = smollm2.tokenizer.bos_token_id
+    with torch.no_grad():
+        logits = smollm2(tokens)
+    loss = -logits.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])[..., 0]
+    torch.testing.assert_close(with_bos, loss[:, n + 1 :].mean())
+
+
 # --------------------------------------------------------------------------------------------------
 # SmolLM2: patching and generation
 
