@@ -225,7 +225,14 @@ def _continue(
     cache = KVCache(model.cfg.n_layers) if use_cache else None
     finished = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
     step_tokens, step_mask = tokens, mask
+    scaling = dict(model.cfg.rope_scaling or ())
+    switch = scaling.get("original_max_position_embeddings") if scaling.get("rope_type") == "longrope" else None
     for _ in range(max_new_tokens):
+        if cache is not None and switch is not None and tokens.shape[1] > switch >= cache.length > 0:
+            # LongRoPE switches to its long factors once the sequence passes the original length: the
+            # cached keys were rotated with the short ones, so rebuild the cache from the whole sequence
+            # (Hugging Face's Phi-3 drops its cache at this point too)
+            cache, step_tokens, step_mask = KVCache(model.cfg.n_layers), tokens, mask
         if cache is not None:
             hidden = model(step_tokens, attention_mask=step_mask, return_type="hidden", past_kv_cache=cache)
         else:

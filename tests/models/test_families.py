@@ -228,7 +228,7 @@ def test_scaled_rope_of_gemma3_sliding_layers_is_refused_in_one_line(tmp_path):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("key", ["gemma3_text", "mistral"])
+@pytest.mark.parametrize("key", ["gemma3_text", "mistral", "phi3_longrope"])
 def test_cached_generation_past_the_window_matches_rerunning_the_whole_sequence(tmp_path, key):
     """With a ``KVCache`` the sliding layers mask the keys that fell out of the window (the cache
     keeps them, Hugging Face's sliding cache drops them): greedy decoding 12 tokens past a prompt
