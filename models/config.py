@@ -352,6 +352,11 @@ class Config:
         return False
 
     @property
+    def parallel_attn_mlp(self) -> bool:
+        """TransformerLens's name for a parallel block (``parallel_block``)."""
+        return self.parallel_block
+
+    @property
     def gated_mlp(self) -> bool:
         return self.mlp == "gated"
 
