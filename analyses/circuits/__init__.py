@@ -18,7 +18,7 @@ The public names are re-exported here; ``PairBatch``, ``as_batch``, ``to_pairs``
 from analyses.circuits import agreement
 from analyses.circuits.agreement import AgreementResult
 from analyses.circuits.attribution import METHODS, node_scores
-from analyses.circuits.edges import EDGE_COLUMNS, EdgeGraph, edge_graph, edge_scores
+from analyses.circuits.edges import EDGE_COLUMNS, EdgeGraph, edge_graph, edge_refusal, edge_scores
 from analyses.circuits.exact import ExactEffects, exact_head_effects, exact_patching, rank_agreement
 from analyses.circuits.faithfulness import (
     MIB_PROPORTIONS,
@@ -47,7 +47,7 @@ from analyses.circuits.nodes import (
 from analyses.circuits.pairs import Metric, PairBatch, Pairs, as_batch, logit_diff, to_pairs
 from analyses.circuits.patching import circuit_metric, clean_and_corrupted, gap_recovered, patch_edges
 from analyses.circuits.report import OUTPUTS, page_circuits, write, write_outputs
-from analyses.circuits.run import CircuitResult, analyse_circuit, run
+from analyses.circuits.run import CircuitResult, analyse_circuit, circuit_refusal, edge_level_ok, run
 from analyses.circuits.runner import CircuitRuns, circuit_metrics, patch_nodes, run_circuits
 from analyses.circuits.tasks import TASK_ROLES, TASKS, CircuitTask, check_task, circuit_task, task_accuracy
 
@@ -76,6 +76,9 @@ __all__ = [
     "EdgeGraph",
     "edge_graph",
     "edge_scores",
+    "edge_refusal",
+    "edge_level_ok",
+    "circuit_refusal",
     "run_circuits",
     "CircuitRuns",
     "circuit_metrics",

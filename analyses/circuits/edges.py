@@ -20,7 +20,11 @@ puts the norm on the residual stream itself, so no reader sees a writer's output
 sandwich norms (Gemma 2/3) and reordered norms (OLMo-2) add ``ln1_post(sum of the heads' outputs)``
 to the residual, a norm of the heads' sum, so one head's output is not a term of any later reader's
 input (the readers' side is additive there, and so are the input and the MLPs' ``hook_mlp_out``,
-after ``ln2_post``, but a graph without per-head writers is not this one).
+after ``ln2_post``, but a graph without per-head writers is not this one). Two block shapes are refused
+the same way (``analyses.architecture``): parallel blocks (GPT-J, NeoX: a layer's MLP reads the block's
+input, not its own layer's heads, and there is no ``hook_resid_mid`` for the edge patching) and
+Granite's residual multiplier (the residual receives m times each head's output, not the hooked
+output itself).
 
 Grouped-query attention, natively: a key/value head ``g`` computes its keys and values once, from
 one input, for all the query heads of its group (SmolLM2: kv head g serves heads 3g..3g+2), so the
@@ -39,6 +43,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from analyses.architecture import refuse, setting
 from analyses.circuits.attribution import (
     cache_values,
     check_method,
@@ -121,25 +126,33 @@ class EdgeGraph:
         return [(self.writers[j], self.readers[i]) for i, j in zip(r.tolist(), w.tolist())]
 
 
-# why a norm placement has no edge graph (``edge_refusal``); "pre" has one
+# the features without an edge graph, and why (``analyses.architecture.refuse``); a plain pre-norm
+# model has one
+_NOT_A_TERM = "so a head's output is not a term of any later reader's input"
 _NO_EDGES = {
-    "post": "is post-norm (BERT): its norms sit on the residual stream itself, so a writer's output is not an "
-    "additive term of any later reader's input",
-    "sandwich": "has sandwich norms (Gemma 2/3): ln1_post rescales the sum of the heads' outputs before it joins "
-    "the residual, so a head's output is not a term of any later reader's input",
-    "reordered": "has reordered norms (OLMo-2: norms on the sublayer outputs only): ln1_post rescales the sum of "
-    "the heads' outputs before it joins the residual, so a head's output is not a term of any later reader's input",
+    "post_norm": "its norms sit on the residual stream itself, so a writer's output is not an additive term of any "
+    "later reader's input",
+    "sandwich_norms": f"ln1_post rescales the sum of the heads' outputs before it joins the residual, {_NOT_A_TERM}",
+    "reordered_norms": f"ln1_post rescales the sum of the heads' outputs before it joins the residual, {_NOT_A_TERM}",
+    "parallel_block": "a layer's MLP does not read its own layer's heads, and there is no resid_mid for the edge "
+    "patching to read (the graph has a head feed its own layer's MLP)",
+    "residual_multiplier": "the residual receives each head's output times it, so a head's hooked output is not the "
+    "term it adds to later readers' inputs",
 }
 
 
 def edge_refusal(cfg: Any) -> str:
-    """'' if the edge graph of a model with config ``cfg`` is defined (pre-norm), else one line saying
-    why not, naming the model and its norm placement."""
-    placement = getattr(cfg, "norm_placement", "pre")
-    if placement == "pre":
-        return ""
-    why = _NO_EDGES.get(placement, f"has norm placement {placement!r}, for which no edge graph is defined")
-    return f"model {getattr(cfg, 'name', '?')!r} {why}"
+    """'' if the edge graph of a model with config ``cfg`` is defined (pre-norm, sequential blocks,
+    sublayer outputs added as they are), else one line saying why not, naming the model and the
+    feature (``analyses.architecture``)."""
+    why = refuse(cfg, _NO_EDGES)
+    if why:
+        return f"model {why}"
+    placement = setting(cfg, "norm_placement")
+    if placement != "pre":
+        name = getattr(cfg, "name", "?")
+        return f"model {name!r} has norm placement {placement!r}, for which no edge graph is defined"
+    return ""
 
 
 def edge_graph(model: Any) -> EdgeGraph:

@@ -28,7 +28,10 @@ from analyses.contract import head_table, make_info
 from interp.pairs import Pairs, logit_diff
 from interp.view import view
 
-__all__ = ["CircuitResult", "run", "analyse_circuit", "role_labels", "edge_level_ok", "pick_labels", "PATTERN_ROLES"]
+__all__ = [
+    "CircuitResult", "run", "analyse_circuit", "role_labels", "circuit_refusal", "edge_level_ok", "pick_labels",
+    "PATTERN_ROLES",
+]  # fmt: skip
 
 # what labels="auto" means: the roles pattern_labels reads off attention patterns
 PATTERN_ROLES = ("induction", "previous_token")
@@ -200,13 +203,24 @@ def _check_run(model: Any, task: str, methods: Sequence[str]) -> Any:
     for m in methods:
         if m not in METHODS:
             raise ValueError(f"unknown attribution method {m!r}; use {', '.join(METHODS)}")
+    why = circuit_refusal(model)
+    if why:
+        raise ValueError(why)
+    return view(model)
+
+
+def circuit_refusal(model: Any) -> str:
+    """'' if the circuit analysis (node level) runs on ``model``, else one line saying why not: a
+    model without an LM head. Node level patches and attributes the model's own hooks (heads'
+    results, MLP outputs), so it takes every block shape and norm placement; the edge level has its
+    own refusals (``edge_level_ok``). ``run`` asks before it loads any pairs."""
     v = view(model)
     if not v.lm_head:
-        raise ValueError(
+        return (
             f"{v.name} has no LM head: the circuits' metric is a logit difference of next-token predictions "
             "(all-MiniLM-L6-v2 ships without its masked-LM head)"
         )
-    return v
+    return ""
 
 
 def _exact(model: Any, discovery: Pairs, exact_pairs: int | None, batch_size: int, progress: bool, scores, result):

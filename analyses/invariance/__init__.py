@@ -9,11 +9,12 @@ of ``run`` and ``write`` (deprecated).
 
 from analyses.invariance.common import ROW_COLUMNS, make_row, random_orthogonal, relerr
 from analyses.invariance.report import OUTPUTS, SECTION_INTRO, figures, invariance_section, write, write_report
-from analyses.invariance.runner import InvarianceResult, run, run_all
+from analyses.invariance.runner import InvarianceResult, refusal, run, run_all
 
 __all__ = [
     "InvarianceResult",
     "run",
+    "refusal",
     "OUTPUTS",
     "write",
     "run_all",

@@ -209,6 +209,15 @@ def model_tokens(model, text: str | None = None, n_tokens: int = 16, seed: int =
     return torch.randint(0, model.cfg.d_vocab, (1, n), generator=generator(seed))
 
 
+def within_windows(model, tokens: Tensor) -> Tensor:
+    """``tokens`` [1, pos] cut to the shortest sliding window of ``model`` where the input is longer:
+    within it every layer sees every earlier token, as the order checks' premises need (a shuffled
+    prefix would otherwise move tokens in and out of a window). Unchanged without windows."""
+    cfg = model.cfg
+    windows = [w for l in range(cfg.n_layers) if (w := cfg.window(l)) is not None]
+    return tokens[:, : min(windows)] if windows and tokens.shape[1] > min(windows) else tokens
+
+
 def special_positions(model, tokens: Tensor) -> list[int]:
     """Positions of special tokens ([CLS], [SEP], <s>) in ``tokens`` [1, pos], kept fixed when
     shuffling text so that the shuffled input is still a plausible input."""

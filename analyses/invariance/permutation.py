@@ -45,6 +45,7 @@ from analyses.invariance.common import (
     random_permutation,
     relerr,
     special_positions,
+    within_windows,
 )
 from interp.names import act_name
 from interp.view import view
@@ -101,11 +102,19 @@ def _hidden(model, tokens: Tensor, remove_positions: bool) -> Tensor:
 
 def layer_permutation(model, tokens: Tensor | None = None, seed: int = 0, model64=None) -> pd.DataFrame:
     """attn(P x) vs P attn(x) on every layer's real input, for: no mask + no positions (holds),
-    causal mask (breaks), RoPE (breaks, RoPE models only)."""
+    causal mask (breaks), RoPE (breaks, RoPE models only). A sliding-window layer reads the first
+    ``window`` positions of its input (without the causal mask it takes no more)."""
     name = view(model).name
     tokens = model_tokens(model) if tokens is None else tokens
     xs = attention_inputs(model, tokens)
-    perm = random_permutation(tokens.shape[1], generator(seed))
+    # a sliding-window layer runs without the causal mask only on an input within its window
+    # (``layer_call``): it is fed the first ``window`` positions of its input, permuted on their own
+    n = tokens.shape[1]
+    lengths = [min(n, model.cfg.window(l) or n) for l in range(len(xs))]
+    gen = generator(seed)
+    perms = {n: random_permutation(n, gen)}  # drawn first: a model without windows permutes as it always has
+    for k in sorted(set(lengths) - {n}):
+        perms[k] = random_permutation(k, gen) if k >= 2 else None
     m64 = double_copy(model) if model64 is None else model64
     settings = [("no mask, no positions", False, False, "holds")]
     settings.append(("causal mask, no positions", True, False, "breaks"))
@@ -116,6 +125,10 @@ def layer_permutation(model, tokens: Tensor | None = None, seed: int = 0, model6
         errs, floors, bases = [], [], []
         with torch.no_grad():
             for l, x in enumerate(xs):
+                perm = perms[lengths[l]]
+                if perm is None:  # a window of one token: nothing to permute
+                    continue
+                x = x[:, : lengths[l]]
                 out = layer_call(model, l, x, causal=causal, rope=rope)
                 out_p = layer_call(model, l, x[:, perm], causal=causal, rope=rope)
                 out64 = layer_call(m64, l, x.double(), causal=causal, rope=rope)
@@ -132,7 +145,8 @@ def layer_permutation(model, tokens: Tensor | None = None, seed: int = 0, model6
                 expected,
                 baseline=min(bases) if expected == "holds" else math.nan,
                 rule=FLOOR_RULE,
-                detail=f"per-layer errors: {', '.join(f'{e:.1e}' for e in errs)}",
+                detail=f"per-layer errors: {', '.join(f'{e:.1e}' for e in errs)}"
+                + ("" if set(lengths) == {n} else f"; tokens per layer (sliding windows): {lengths}"),
             )
         )
     return pd.DataFrame(rows)
@@ -232,10 +246,11 @@ def causal_order_leak(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Causal model, positions removed: permute every token but the last; per layer, how much the
     last token's residual moves (``leak``) and how much it moves when the same tokens are replaced
-    by other tokens (``content``). Returns (per-layer table, rows)."""
+    by other tokens (``content``). The input is cut to the shortest sliding window
+    (``within_windows``). Returns (per-layer table, rows)."""
     name = view(model).name
     cfg = model.cfg
-    tokens = model_tokens(model) if tokens is None else tokens
+    tokens = within_windows(model, model_tokens(model) if tokens is None else tokens)
     n = tokens.shape[1]
     fixed = sorted(set(special_positions(model, tokens)) | {n - 1})
     perm = random_permutation(n, generator(seed), fixed)
@@ -303,15 +318,20 @@ def total_variation(p: Tensor, q: Tensor) -> Tensor:
     return 0.5 * (p - q).abs().sum(-1)
 
 
+def _common_keys(inv: Tensor) -> Tensor:
+    """[query, key] bool: the key is visible to the query under the causal mask in the original order
+    and in the shuffled one (``inv``: each original position's place in the shuffled order)."""
+    idx = torch.arange(len(inv))
+    return (idx[None, :] <= idx[:, None]) & (inv[None, :] <= inv[:, None])
+
+
 def _common_key_tv(undone: Tensor, ref: Tensor, inv: Tensor, causal: bool) -> Tensor:
     """Mean row TV [layer, head]. Causal: each row is restricted to the keys visible in both orders
     and renormalised there (a head whose scores depend on content only gives the same restricted
     distribution whatever else is visible), rows with fewer than two common keys are skipped."""
     if not causal:
         return total_variation(undone, ref).mean(-1)
-    n = ref.shape[-1]
-    idx = torch.arange(n)
-    common = (idx[None, :] <= idx[:, None]) & (inv[None, :] <= inv[:, None])  # [query, key]
+    common = _common_keys(inv)  # [query, key]
     keep = common.sum(-1) >= 2
     if not keep.any():
         raise ValueError("no query row shares two visible keys between the two orders; use a longer input")
@@ -330,10 +350,11 @@ def head_position_sensitivity(
 ) -> pd.DataFrame:
     """Per (layer, head): mean TV distance between the pattern of the original tokens and the
     un-shuffled pattern of shuffled tokens (special tokens stay in place). Columns: layer, head,
-    tv, tv_sd (over permutations), floor (TV between the fp32 and fp64 patterns)."""
+    tv, tv_sd (over permutations), floor (TV between the fp32 and fp64 patterns). The input is cut
+    to the shortest sliding window (``within_windows``)."""
     name = view(model).name
     cfg = model.cfg
-    tokens = model_tokens(model) if tokens is None else tokens
+    tokens = within_windows(model, model_tokens(model) if tokens is None else tokens)
     names = [act_name(l, "attn.hook_pattern") for l in range(cfg.n_layers)]
     gen = generator(seed)
     fixed = special_positions(model, tokens)
@@ -348,6 +369,11 @@ def head_position_sensitivity(
     for _ in range(n_perms):
         perm = random_permutation(tokens.shape[1], gen, fixed)
         inv = inverse_permutation(perm)
+        for _ in range(100):  # causal: a shuffle leaving no row two common keys (a short input's reversal) says nothing
+            if not cfg.is_causal or bool((_common_keys(inv).sum(-1) >= 2).any()):
+                break
+            perm = random_permutation(tokens.shape[1], gen, fixed)
+            inv = inverse_permutation(perm)
         shuffled = patterns(model, tokens[:, perm])
         undone = shuffled[:, :, inv][:, :, :, inv]  # row i, column j of the original order
         tvs.append(_common_key_tv(undone, ref, inv, cfg.is_causal))  # [layer, head]

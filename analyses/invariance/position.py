@@ -30,6 +30,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from analyses.architecture import uses_rope
 from analyses.invariance.common import U32, attention_inputs, make_row, model_tokens, tiny_model
 from interp.names import act_name
 from interp.view import view
@@ -108,7 +109,8 @@ def shift_errors(model, tokens: Tensor | None = None, shifts: Sequence[int] = DE
                 )
                 denom = _denominator(model, q, k, pos0)
                 worst = max(worst, _normalised(new, ref, denom))
-                guard = min(guard, _normalised(_query_shifted(model, l, q, k, pos0, s), ref, denom))
+                if not rope or uses_rope(cfg, l):  # a layer without RoPE (rope_layers) has no distance to change
+                    guard = min(guard, _normalised(_query_shifted(model, l, q, k, pos0, s), ref, denom))
             p_max = n - 1 + s
             tol = (8 * (p_max + n - 1) + 16 + 2 * d) * U32 if rope else (2 * d + 8) * U32
             rows.append(_shift_row(model, s, worst, tol, guard))
@@ -150,7 +152,7 @@ def _query_shifted(model, layer: int, q: Tensor, k: Tensor, pos0: Tensor, s: int
     cfg = model.cfg
     g = torch.arange(cfg.n_heads) // cfg.group_size
     qh, kh = q.transpose(1, 2), k.transpose(1, 2)[:, g]  # [batch, head, pos, d_head]
-    qh, kh = model.rotate(qh, pos0 + s), model.rotate(kh, pos0)
+    qh, kh = model.rotate(qh, pos0 + s, layer=layer), model.rotate(kh, pos0, layer=layer)
     scores = (qh @ kh.transpose(-1, -2)) * cfg.scale
     if cfg.positional == "alibi":
         dist = ((pos0[0] + s)[:, None] - pos0[0][None, :]).abs().to(scores.dtype)

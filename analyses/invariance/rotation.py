@@ -40,6 +40,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from analyses.architecture import setting
 from analyses.invariance.common import (
     SAFETY,
     U32,
@@ -438,6 +439,10 @@ def model_rotation_checks(
     ref32, ref64 = observe(model, tokens), observe(m64, tokens)
     floor = {q: floor_at_least_u(v, model) for q, v in _compare(ref32, ref64).items()}
     base = _compare(observe(model, different_tokens(model, tokens)), ref64)
+    # an fp64 copy runs in fp64 only where nothing casts to fp32 whatever the dtype: GPT-J's scores
+    # are computed from q and k cast to fp32 (``scores_fp32``, as Hugging Face's are), so, as for the
+    # QK-norm, no fp64 run and no u64 tolerance there
+    fp64 = fp64 and not setting(model.cfg, "scores_fp32")
     checks = _whole_model_checks(model, generator(seed), fp64, tokens)
     rows = []
     work32 = copy.deepcopy(model)  # one working copy per dtype, re-derived from the originals per check

@@ -23,6 +23,10 @@ The checks live in four modules, each usable on its own:
 * ``analyses.invariance.position``: relative position (RoPE, ALiBi) vs absolute;
 * ``analyses.invariance.scale``: the 1/sqrt(d) scale.
 
+Refused up front, in one line (``refusal``, on ``analyses.architecture``'s features): clamped q/k/v
+(``clip_qkv``: rotations change what is clamped) and scaled RoPE whose frequencies depend on the
+sequence's length ("dynamic", "longrope": a shift of every position is then no invariance).
+
 The model passed in is never changed: edits happen on ``copy.deepcopy`` copies. ``result.heads``:
 the per-head table (``model, layer, head``, then the TV distances of ``head_position_sensitivity``),
 ``result.info`` the run's parameters, seed and model (``analyses.contract``).
@@ -40,11 +44,12 @@ import analyses.invariance.permutation as perm_mod
 import analyses.invariance.position as pos_mod
 import analyses.invariance.rotation as rot_mod
 import analyses.invariance.scale as scale_mod
+from analyses.architecture import refuse
 from analyses.contract import head_table, make_info
 from analyses.invariance.common import ROW_COLUMNS, double_copy, model_tokens
 from interp.view import view
 
-__all__ = ["InvarianceResult", "run", "run_all"]
+__all__ = ["InvarianceResult", "refusal", "run", "run_all"]
 
 
 @dataclass
@@ -66,10 +71,29 @@ class InvarianceResult:
         return head_table(self.per_head, self.info.get("model", ""))
 
 
+# the features whose invariances do not hold as the checks state them, and why (``analyses.architecture``)
+_REFUSED = {
+    "clip_qkv": "the clamp acts coordinate by coordinate, so rotating W_Q, W_K or W_V changes what is clamped and "
+    "the rotation invariances do not hold",
+    "runtime_rope": "its rotary frequencies depend on the largest position, so shifting every position is not the "
+    "relative-position invariance the checks measure",
+}
+
+
+def refusal(model) -> str | None:
+    """Why the invariance checks cannot run on ``model`` (one line), or None."""
+    why = refuse(model.cfg, _REFUSED)
+    return None if why is None else f"invariance: {why}"
+
+
 def run(model, text: str | None = None, n_tokens: int = 16, seed: int = 0, progress: bool = False) -> InvarianceResult:
-    """Run every check on ``model`` (never modified). ``n_tokens`` bounds the input length."""
+    """Run every check on ``model`` (never modified). ``n_tokens`` bounds the input length. A
+    model the checks do not apply to is refused before any forward pass (``refusal``)."""
     from tqdm.auto import tqdm
 
+    why = refusal(model)
+    if why:
+        raise ValueError(why)
     tokens = model_tokens(model, text, n_tokens=n_tokens, seed=seed)
     m64 = double_copy(model)
     steps = tqdm(total=8, desc=f"invariance {view(model).name}", disable=not progress)

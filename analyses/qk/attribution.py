@@ -27,9 +27,17 @@ What is frozen, per architecture (``models.Config.norm_placement``):
 * reordered (OLMo-2): the same without ln1 (attention reads the stream itself);
 * QK-norm (Qwen3, Gemma 3: per head; OLMo-2: over the whole projection): the norm's scale at i and j.
 
-Refused in one line: post-norm models (BERT, MiniLM: the norms rescale the stream itself, which is then
-not a sum of components), soft-capped scores (Gemma 2: tanh of the bilinear form is no sum), a norm
-right after the embeddings.
+Parallel blocks (GPT-J, NeoX: attention and MLP both read the block's input) change nothing here: the
+stream a layer reads is still the sum of the earlier sublayers' outputs. Granite's residual multiplier
+scales each head's output (and b_O) before the residual add, so the head components are taken times it
+(``hook_mlp_out`` is already after it). Layers without RoPE (``rope_layers``) and fixed scaled RoPE
+rotate as the model's own ``rotate`` does.
+
+Refused in one line (``refusal``, on ``analyses.architecture``'s features): post-norm models (BERT,
+MiniLM: the norms rescale the stream itself, which is then not a sum of components), soft-capped scores
+(Gemma 2: tanh of the bilinear form is no sum), a norm right after the embeddings, clamped q/k
+(``clip_qkv``: a clamp is not linear), scaled RoPE whose frequencies depend on the prompt's length
+("dynamic", "longrope": a position's rotation is not its own).
 
 Grouped-query attention is native: a query head's key side is its kv head's (``head // group_size``),
 shared by the heads of its group.
@@ -51,6 +59,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from analyses.architecture import refuse, setting, uses_rope
 from analyses.circuits.nodes import INPUT, head_name, mlp_name
 
 __all__ = ["QKAttribution", "qk_attribution", "qk_attributions", "components_of", "frozen_scale_check",
@@ -61,24 +70,28 @@ POS = "pos"  # an absolute position embedding (learned, sinusoidal); RoPE models
 _SIDES = ("query", "key")
 
 
+# the features whose scores do not split into component terms, and why (``analyses.architecture.refuse``)
+_REFUSED = {
+    "post_norm": "its norms rescale the residual stream itself, so the stream a layer reads is not a sum of "
+    "components and no score splits into component terms (use a pre-norm model, e.g. smollm2)",
+    "attn_softcap": "a tanh of the bilinear form is not a sum",
+    "embed_norm": "the norm right after them rescales the embedding, so the embedding is not one component",
+    "bidirectional": "QK attribution here reads causal models (query i on an earlier key j)",
+    "clip_qkv": "a clamped query or key is not the sum of its components' queries or keys, so no score splits "
+    "into component terms",
+    "runtime_rope": "a position's rotation depends on the prompt's length, not on the position alone, so a "
+    "component's query or key cannot be rotated on its own",
+}
+
+
 def refusal(model: Any) -> str | None:
-    """Why ``model``'s scores do not split into component terms (one line), or None where they do."""
+    """Why ``model``'s scores do not split into component terms (one line), or None where they do.
+    Parallel blocks, Granite's residual multiplier, layers without RoPE and fixed scaled RoPE split
+    (the stream is still a sum of the sublayers' outputs; RoPE is the model's own ``rotate``)."""
     cfg = getattr(model, "cfg", None)
-    name = getattr(cfg, "name", "this model")
     if cfg is None or not hasattr(model, "blocks"):
         return f"{type(model).__name__} is not a models.Transformer; QK attribution reads the toolkit's own model"
-    if cfg.norm_placement == "post":
-        return (
-            f"{name!r} is post-norm: its norms rescale the residual stream itself, so the stream a layer reads is "
-            "not a sum of components and no score splits into component terms (use a pre-norm model, e.g. smollm2)"
-        )
-    if cfg.attn_softcap is not None:
-        return f"{name!r} soft-caps its scores (tanh, cap {cfg.attn_softcap}): a tanh of the bilinear form is not a sum"
-    if cfg.embed_norm:
-        return f"{name!r} normalises the embeddings before the first layer, so the embedding is not one component"
-    if not cfg.is_causal:
-        return f"{name!r} is bidirectional: QK attribution here reads causal models (query i on an earlier key j)"
-    return None
+    return refuse(cfg, _REFUSED)
 
 
 @dataclass
@@ -199,7 +212,9 @@ def _frozen_norm(norm: Any, x: Tensor, scale: Tensor, constant: bool) -> Tensor:
     d_model] (no bias: a LayerNorm's bias is a constant, added once where ``constant``)."""
     cfg = norm.cfg
     x = x - x.mean(-1, keepdim=True) if norm.kind == "layernorm" else x
-    out = x / scale[:, None] * (norm.w.double() + cfg.norm_offset)
+    out = x / scale[:, None]
+    if norm.w is not None:  # None: a norm without weights (OLMo's non-parametric LayerNorm)
+        out = out * (norm.w.double() + cfg.norm_offset)
     if constant and norm.b is not None:
         out = out.clone()
         out[:, -1] = out[:, -1] + norm.b.double()
@@ -383,10 +398,13 @@ def _stream_components(model: Any, layer: int, cap: _Capture, side: str) -> Tens
     if (POS, side) in v:
         parts.append(get(POS))
     bias = torch.zeros_like(embed)
+    m = float(setting(model.cfg, "residual_multiplier"))  # Granite: attention's output times m before the add
     for l in range(layer):
         block = model.blocks[l]
         heads = get(f"result{l}")  # [batch, head, d_model]
         b_o = None if block.attn.b_O is None else block.attn.b_O.double().expand_as(embed)
+        if m != 1.0:
+            heads, b_o = heads * m, None if b_o is None else b_o * m
         if block.ln1_post is not None:  # the heads' sum (+ b_O) is rescaled before it reaches the stream
             scale = get(f"post_scale{l}")  # [batch, 1]
             stacked = torch.cat([heads, (b_o if b_o is not None else torch.zeros_like(embed))[:, None]], 1)
@@ -422,7 +440,7 @@ def _side_vectors(model: Any, layer: int, head: int, side: str, cap: _Capture, p
         full = cap.values[(f"q{layer}" if is_q else f"k{layer}", side)]  # [batch, heads, d_head]
         norm_w = attn.q_norm_w if is_q else attn.k_norm_w
         vec = _qk_norm_frozen(attn, vec, full, head, norm_w)
-    if cfg.positional == "rope":  # a rotation at the position: each component rotates alone
+    if uses_rope(cfg, layer):  # a rotation at the position: each component rotates alone
         n = vec.shape[1]
         positions = pos.to(vec.device)[:, None]  # [batch, 1]
         rotated = model.rotate(vec.to(torch.float64)[:, :, None], positions, layer=layer)  # [batch, n, 1, d_head]
