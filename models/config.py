@@ -35,6 +35,11 @@ _CHOICES = {
     "mlp": ("standard", "gated"),
 }
 
+# Hugging Face's scaled RoPE types the toolkit runs (Config.rope_scaling; models.positions.scaled_rope);
+# "dynamic" and "longrope" pick their frequencies from the sequence's length, the others are fixed
+SCALED_ROPE_TYPES = ("linear", "dynamic", "yarn", "longrope", "llama3")
+RUNTIME_ROPE_TYPES = ("dynamic", "longrope")
+
 _POSITIVE_INTS = ("d_model", "n_layers", "n_heads", "d_head", "d_mlp", "d_vocab", "n_ctx")
 
 
@@ -239,8 +244,6 @@ class Config:
             if len(layers) != self.n_layers:
                 raise ValueError(f"Config.rope_layers names {len(layers)} layers; the model has {self.n_layers}")
         if self.rope_scaling is not None:
-            from models.positions import SCALED_ROPE_TYPES
-
             items = self.rope_scaling.items() if isinstance(self.rope_scaling, dict) else self.rope_scaling
             frozen = tuple(sorted((str(k), tuple(v) if isinstance(v, list) else v) for k, v in items))
             object.__setattr__(self, "rope_scaling", frozen)

@@ -8,7 +8,7 @@ import math
 import torch
 from torch import Tensor
 
-from models.config import Config
+from models.config import RUNTIME_ROPE_TYPES, SCALED_ROPE_TYPES, Config
 
 __all__ = [
     "alibi_slopes", "apply_rope", "rope_cos_sin", "rope_inv_freq", "rope_planes", "scaled_rope", "sinusoidal",
@@ -22,12 +22,6 @@ def rope_inv_freq(cfg: Config, theta: float | None = None) -> Tensor:
     base = cfg.rope_theta if theta is None else theta
     # Hugging Face's expression, so the angles are bitwise identical.
     return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
-
-
-# Hugging Face's scaled RoPE types the toolkit runs (``Config.rope_scaling``); "dynamic" and
-# "longrope" pick their frequencies from the sequence's length, the others are fixed
-SCALED_ROPE_TYPES = ("linear", "dynamic", "yarn", "longrope", "llama3")
-RUNTIME_ROPE_TYPES = ("dynamic", "longrope")
 
 
 def scaled_rope(cfg: Config, seq_len: int | None = None) -> tuple[Tensor, float]:
