@@ -24,11 +24,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from models.config import RUNTIME_ROPE_TYPES
+
 __all__ = ["Feature", "FEATURES", "RUNTIME_ROPE_TYPES", "present", "refuse", "rope_type", "setting", "uses_rope"]
 
-# scaled-RoPE types whose frequencies depend on the sequence's length (Hugging Face's "dynamic" NTK
-# and LongRoPE): a position's rotation is not a function of that position alone
-RUNTIME_ROPE_TYPES = ("dynamic", "longrope")
+# RUNTIME_ROPE_TYPES: the scaled-RoPE types whose frequencies depend on the sequence's length
+# (Hugging Face's "dynamic" NTK and LongRoPE): a position's rotation is not a function of that position alone
 
 # the defaults of the Config fields read here: what a config without the field (an older Config, or
 # a stand-in object) is taken to have
