@@ -12,7 +12,7 @@ from torch import Tensor
 if TYPE_CHECKING:
     from models.config import Config
 
-__all__ = ["layer_norm", "norm", "rms_norm"]
+__all__ = ["at_least_fp32", "layer_norm", "norm", "rms_norm"]
 
 
 def rms_norm(cfg: Config, x: Tensor, w: Tensor) -> Tensor:
@@ -28,19 +28,25 @@ def rms_norm(cfg: Config, x: Tensor, w: Tensor) -> Tensor:
     return (normed * scale).to(x.dtype)
 
 
+def at_least_fp32(x: Tensor) -> Tensor:
+    """``x`` in fp32, or as it is in fp64: the families' upcasts (a Hugging Face ``.float()``), which
+    must not round an fp64 run (the exact reference some analyses run) down to fp32."""
+    return x if x.dtype == torch.float64 else x.float()
+
+
 def layer_norm(cfg: Config, x: Tensor, w: Tensor | None, b: Tensor | None) -> Tensor:
     """LayerNorm of ``x`` over its last axis as the family's Hugging Face norm computes it: the
     fused ``F.layer_norm`` (weight and bias optional: OLMo's has neither), in fp32 and cast back where
     ``cfg.norm_fp32``, or Cohere's explicit op order (``cfg.norm_explicit``: mean, variance, rsqrt,
     weight, in fp32)."""
     if cfg.norm_explicit:
-        h = x.float()
+        h = at_least_fp32(x)
         mean = h.mean(-1, keepdim=True)
         variance = (h - mean).pow(2).mean(-1, keepdim=True)
         h = (h - mean) * torch.rsqrt(variance + cfg.eps)
-        h = h if w is None else w.float() * h
-        return (h if b is None else h + b.float()).to(x.dtype)
-    h = x.float() if cfg.norm_fp32 else x
+        h = h if w is None else w.to(h.dtype) * h
+        return (h if b is None else h + b.to(h.dtype)).to(x.dtype)
+    h = at_least_fp32(x) if cfg.norm_fp32 else x
     return F.layer_norm(h, (x.shape[-1],), w, b, cfg.eps).to(x.dtype)
 
 

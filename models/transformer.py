@@ -64,8 +64,8 @@ from models.generate import KVCache, _LayerKV
 from models.hook_state import _HOOK_SHAPES, _hooked, _snapshot, _untouched, _watched
 from models.inputs import InputPreparation
 from models.masks import Masks
+from models.norms import at_least_fp32, rms_norm
 from models.norms import norm as norm_fn
-from models.norms import rms_norm
 from models.positions import (
     RUNTIME_ROPE_TYPES,
     alibi_slopes,
@@ -265,8 +265,8 @@ class Attention(nn.Module):
                 rope = rope[self.layer_type]
             cos, sin = rope[0][:, None], rope[1][:, None]
             # .to: back to the model's dtype where cos/sin are fp32 (cfg.rope_fp32); a no-op otherwise
-            if cfg.rope_upcast:  # Cohere rotates q and k in fp32 (a no-op in fp32)
-                q, k = q.float(), k.float()
+            if cfg.rope_upcast:  # Cohere rotates q and k in fp32 (a no-op in fp32 and fp64)
+                q, k = at_least_fp32(q), at_least_fp32(k)
             q, k = apply_rope(cfg, q, cos, sin).to(v.dtype), apply_rope(cfg, k, cos, sin).to(v.dtype)
         # q and k as the scores see them: rotated under RoPE, the same as hook_q/hook_k otherwise
         q = self.hook_rot_q(q.transpose(1, 2)).transpose(1, 2)
@@ -351,8 +351,8 @@ class Attention(nn.Module):
         cfg = self.cfg
         if rows is not None:
             q = q[:, :, rows]
-        if cfg.scores_fp32:  # GPT-J upcasts q and k (a no-op in fp32)
-            q, k = q.float(), k.float()
+        if cfg.scores_fp32:  # GPT-J upcasts q and k (a no-op in fp32 and fp64)
+            q, k = at_least_fp32(q), at_least_fp32(k)
         if cfg.scale_queries:  # OPT scales the queries, then multiplies the scores by 1.0 (exact)
             scores = torch.matmul(q * cfg.scale, k.transpose(2, 3))
         else:
@@ -907,7 +907,7 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
         local = layer is not None and self.cfg.rope_local_theta is not None and self.cfg.window(layer) is not None
         cos, sin = self.rope_tables(positions, local=local)
         dtype = torch.float32 if self.cfg.rope_fp32 else x.dtype
-        y = x.float() if self.cfg.rope_upcast else x
+        y = at_least_fp32(x) if self.cfg.rope_upcast else x
         return apply_rope(self.cfg, y, cos[:, None].to(dtype), sin[:, None].to(dtype)).to(x.dtype)
 
     def attention_layer(
