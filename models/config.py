@@ -72,6 +72,13 @@ _OMITTED_AT_DEFAULT = {
     "scores_fp32": False,
     "scale_queries": False,
     "rope_upcast": False,
+    "n_experts": 0,
+    "top_k": 0,
+    "d_expert": None,
+    "norm_topk": True,
+    "router_fp32": False,
+    "d_shared_expert": 0,
+    "moe_layers": None,
 }
 
 
@@ -194,6 +201,19 @@ class Config:
     # the queries multiplied by the scale before q k^T (OPT), instead of the scores after it: the
     # same scores to rounding, other bits
     scale_queries: bool = False
+    # Mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE): n_experts > 0 makes the MLP of each layer
+    # moe_layers names (None: every layer) a router over n_experts gated experts of width d_expert
+    # (None: d_mlp), top_k of them per token; norm_topk: their weights renormalised to sum to 1;
+    # router_fp32: the weights stay fp32 when they multiply the experts' outputs (Mixtral), else they
+    # are cast to the model's dtype (Qwen); d_shared_expert > 0: a shared gated expert of that width,
+    # scaled by sigmoid(a learned gate), added to every token's output (Qwen2-MoE)
+    n_experts: int = 0
+    top_k: int = 0
+    d_expert: int | None = None
+    norm_topk: bool = True
+    router_fp32: bool = False
+    d_shared_expert: int = 0
+    moe_layers: tuple[bool, ...] | None = None
     pad_token_id: int | None = None
     bos_token_id: int | None = None
     eos_token_id: int | None = None
@@ -265,8 +285,22 @@ class Config:
             value = getattr(self, field)
             if not (isinstance(value, (int, float)) and value != 0 and abs(value) < float("inf")):
                 raise ValueError(f"Config.{field}={value!r} must be a finite non-zero number (1.0: none)")
+        if self.n_experts:
+            if not 0 < self.top_k <= self.n_experts:
+                raise ValueError(f"Config.top_k={self.top_k} must lie in 1..n_experts={self.n_experts}")
+            if self.mlp != "gated":
+                raise ValueError("mixture-of-experts layers are gated (SwiGLU) experts; set mlp='gated'")
+        if self.moe_layers is not None:
+            layers = tuple(bool(x) for x in self.moe_layers)
+            object.__setattr__(self, "moe_layers", layers)
+            if len(layers) != self.n_layers or not self.n_experts:
+                raise ValueError(f"Config.moe_layers must name each of the {self.n_layers} layers, with n_experts > 0")
         if self.clip_qkv is not None and not self.clip_qkv > 0:
             raise ValueError(f"Config.clip_qkv={self.clip_qkv!r} must be positive (or None)")
+
+    def is_moe(self, layer: int) -> bool:
+        """Whether ``layer``'s MLP is a mixture of experts."""
+        return self.n_experts > 0 and (self.moe_layers is None or self.moe_layers[layer])
 
     def uses_rope(self, layer: int) -> bool:
         """Whether ``layer`` rotates its queries and keys."""
@@ -491,6 +525,8 @@ class Config:
                 del data[field]
         if data.get("layer_types") is not None:
             data["layer_types"] = list(data["layer_types"])
+        if data.get("moe_layers") is not None:
+            data["moe_layers"] = list(data["moe_layers"])
         if data.get("rope_layers") is not None:
             data["rope_layers"] = list(data["rope_layers"])
         if data.get("rope_scaling") is not None:

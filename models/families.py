@@ -117,6 +117,22 @@ def _stablelm(hf_cfg: PretrainedConfig) -> dict[str, Any]:
     return dict(parallel_block=parallel, shared_norm=parallel, residual_first=parallel, eps=hf_cfg.layer_norm_eps)
 
 
+def _moe(hf_cfg: PretrainedConfig) -> dict[str, Any]:
+    """Mixtral, Qwen2-MoE, Qwen3-MoE: the router and experts (models/mlp.py ``MoE``)."""
+    kind = hf_cfg.model_type
+    experts = getattr(hf_cfg, "num_local_experts", None) if kind == "mixtral" else hf_cfg.num_experts
+    if getattr(hf_cfg, "router_jitter_noise", 0.0):  # training only in HF; refused so a run never differs
+        raise UnsupportedModelError(f"{kind} router_jitter_noise != 0 is not supported")
+    step, dense = getattr(hf_cfg, "decoder_sparse_step", 1) or 1, set(getattr(hf_cfg, "mlp_only_layers", []) or [])
+    layers = tuple(l not in dense and (l + 1) % step == 0 for l in range(hf_cfg.num_hidden_layers))
+    return dict(
+        n_experts=int(experts), top_k=int(hf_cfg.num_experts_per_tok),
+        d_expert=getattr(hf_cfg, "moe_intermediate_size", None), norm_topk=kind == "mixtral" or hf_cfg.norm_topk_prob,
+        router_fp32=kind == "mixtral", d_shared_expert=int(getattr(hf_cfg, "shared_expert_intermediate_size", 0) or 0),
+        moe_layers=None if all(layers) else layers,
+    )  # fmt: skip
+
+
 FAMILIES: dict[str, Family] = {
     "llama": Family("Llama"),
     "mistral": Family("Mistral"),
@@ -134,6 +150,9 @@ FAMILIES: dict[str, Family] = {
     "cohere": Family("Cohere", norm="layernorm", extra=_cohere),
     "cohere2": Family("Cohere 2", norm="layernorm", extra=_cohere),
     "stablelm": Family("StableLM", norm="layernorm", extra=_stablelm),
+    "mixtral": Family("Mixtral", extra=_moe),
+    "qwen2_moe": Family("Qwen2-MoE", extra=_moe),
+    "qwen3_moe": Family("Qwen3-MoE", qk_norm="head", extra=_moe),
 }
 
 # Hugging Face's activation names -> ours, each the same function op for op (bitwise): "gelu_new" is
@@ -150,7 +169,7 @@ def decoder_layer_types(hf_cfg: PretrainedConfig, n_layers: int) -> tuple[tuple[
     layer slides."""
     window = getattr(hf_cfg, "sliding_window", None)
     types = getattr(hf_cfg, "layer_types", None)
-    if hf_cfg.model_type in ("mistral", "phi3", "stablelm") or types is None:
+    if hf_cfg.model_type in ("mistral", "phi3", "stablelm", "mixtral") or types is None:
         return ((("sliding",) * n_layers), int(window)) if window else (None, None)
     unknown = sorted(set(types) - set(_LAYER_TYPES))
     if unknown:
@@ -302,16 +321,20 @@ def _decoder_weights(cfg: Config, fam: Family, sd: dict[str, Tensor], src: str) 
                 out[f"{q}attn.{ours}_weight"] = g(f"{p}self_attn.{ours}_proj.weight")
                 if cfg.attn_bias:
                     out[f"{q}attn.{ours}_bias"] = g(f"{p}self_attn.{ours}_proj.bias")
-            for ours, theirs in (("gate", "gate_proj"), ("in", "up_proj")):
-                out[f"{q}mlp.{ours}_weight"] = g(f"{p}mlp.{theirs}.weight")
-                if cfg.mlp_bias:
-                    out[f"{q}mlp.{ours}_bias"] = g(f"{p}mlp.{theirs}.bias")
         out[f"{q}attn.o_weight"] = g(f"{p}self_attn.o_proj.weight")
         if cfg.attn_out_bias:
             out[f"{q}attn.o_bias"] = g(f"{p}self_attn.o_proj.bias")
-        out[f"{q}mlp.out_weight"] = g(f"{p}mlp.down_proj.weight")
-        if cfg.mlp_bias:
-            out[f"{q}mlp.out_bias"] = g(f"{p}mlp.down_proj.bias")
+        if cfg.is_moe(l):  # a router and experts (models/mlp.py MoE)
+            out.update(_moe_weights(sd, p, q, src))
+        else:
+            if not fam.fused:  # Phi-3's gate and up halves come from _split_fused
+                for ours, theirs in (("gate", "gate_proj"), ("in", "up_proj")):
+                    out[f"{q}mlp.{ours}_weight"] = g(f"{p}mlp.{theirs}.weight")
+                    if cfg.mlp_bias:
+                        out[f"{q}mlp.{ours}_bias"] = g(f"{p}mlp.{theirs}.bias")
+            out[f"{q}mlp.out_weight"] = g(f"{p}mlp.down_proj.weight")
+            if cfg.mlp_bias:
+                out[f"{q}mlp.out_bias"] = g(f"{p}mlp.down_proj.bias")
         if cfg.qk_norm != "none":
             out[f"{q}attn.q_norm_w"] = g(f"{p}self_attn.q_norm.weight")
             out[f"{q}attn.k_norm_w"] = g(f"{p}self_attn.k_norm.weight")
@@ -319,6 +342,20 @@ def _decoder_weights(cfg: Config, fam: Family, sd: dict[str, Tensor], src: str) 
             out[f"{q}{ours}.w"] = g(f"{p}{theirs}.weight")
             if with_bias:
                 out[f"{q}{ours}.b"] = g(f"{p}{theirs}.bias")
+    return out
+
+
+def _moe_weights(sd: dict[str, Tensor], p: str, q: str, src: str) -> dict[str, Tensor]:
+    """A mixture-of-experts layer's router, experts and shared expert, as Hugging Face stores them."""
+    out = {
+        f"{q}mlp.router_weight": _get(sd, f"{p}mlp.gate.weight", src),
+        f"{q}mlp.gate_up_weight": _get(sd, f"{p}mlp.experts.gate_up_proj", src),
+        f"{q}mlp.down_weight": _get(sd, f"{p}mlp.experts.down_proj", src),
+    }
+    if f"{p}mlp.shared_expert_gate.weight" in sd:  # Qwen2-MoE
+        out[f"{q}mlp.shared_gate_weight"] = sd[f"{p}mlp.shared_expert_gate.weight"]
+        for ours, theirs in (("gate", "gate_proj"), ("in", "up_proj"), ("out", "down_proj")):
+            out[f"{q}mlp.shared.{ours}_weight"] = _get(sd, f"{p}mlp.shared_expert.{theirs}.weight", src)
     return out
 
 

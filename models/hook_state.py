@@ -44,6 +44,11 @@ _HOOK_SHAPES = {
     "hook_pre": "[batch, pos, d_mlp]",
     "hook_pre_linear": "[batch, pos, d_mlp]",
     "hook_post": "[batch, pos, d_mlp]",
+    "hook_router_logits": "[batch, pos, expert]",
+    "hook_expert_weights": "[batch, pos, expert]",
+    "hook_expert_indices": "[batch, pos, top_k]",
+    "hook_routing_weights": "[batch, pos, top_k]",
+    "hook_expert_out": "[batch, pos, top_k, d_model]",
     "hook_mlp_out": "[batch, pos, d_model]",
     "hook_resid_post": "[batch, pos, d_model]",
 }

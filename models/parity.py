@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from models.tiny import ARCHITECTURES, V, available, save_tiny, tiny_inputs
+from models.tiny import ARCHITECTURES, V, available, eager_experts, save_tiny, tiny_inputs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -400,7 +400,7 @@ def _hf_from_folder(key: str, folder: Path, dtype: torch.dtype) -> PreTrainedMod
     import transformers
 
     cls = getattr(transformers, ARCHITECTURES[key].model)
-    return cls.from_pretrained(str(folder), dtype=dtype, attn_implementation="eager").eval()
+    return eager_experts(cls.from_pretrained(str(folder), dtype=dtype, attn_implementation="eager").eval())
 
 
 def measure(key: str, folder: str | Path | None = None, checks: Sequence[str] = CHECKS) -> dict[str, Cell]:

@@ -23,7 +23,7 @@ import torch
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel
 
-__all__ = ["ARCHITECTURES", "Tiny", "V", "N", "WINDOW", "available", "save_tiny", "tiny_inputs"]
+__all__ = ["ARCHITECTURES", "Tiny", "V", "N", "WINDOW", "available", "eager_experts", "save_tiny", "tiny_inputs"]
 
 V = 97  # vocabulary
 N = 13  # tokens per row: longer than the window
@@ -59,6 +59,13 @@ class Tiny:
         return getattr(transformers, self.config)(**self.kwargs), getattr(transformers, self.model)
 
 
+# why a mixture of experts is not bitwise on the eager path with left padding
+_MOE_PADDING = (
+    "a left-padded token's query sees no key: ours gives it a zero pattern, HF's eager a uniform row over "
+    "its masked keys; the two different hidden states route to experts, and an expert's GEMM over other "
+    "rows gives the real tokens other last bits (measured 4.8e-7 on the logits); unpadded, right-padded "
+    "and fused: bitwise"
+)
 _BATCH_ROPE = (
     "the frequencies follow the batch's largest position, in Hugging Face as here: a short row padded beside a "
     "long one is rotated as the long one"
@@ -67,12 +74,13 @@ _BATCH_ROPE = (
 
 def _dec(
     model_type: str, config: str, model: str, expect: dict | None = None, since: str = "",
-    unclaimed: dict | None = None, **kw: Any,
+    unclaimed: dict | None = None, tol: dict | None = None, note: str = "", **kw: Any,
 ) -> Tiny:  # fmt: skip
     kwargs = dict(_COMMON, num_hidden_layers=2, num_key_value_heads=2, pad_token_id=0) | kw
     if kwargs["num_key_value_heads"] is None:  # a family without grouped-query attention
         del kwargs["num_key_value_heads"]
-    return Tiny(model_type, config, kwargs, model, expect or {}, since, unclaimed=unclaimed or {})
+    extra = dict(tol=tol or {}, note=note, unclaimed=unclaimed or {})
+    return Tiny(model_type, config, kwargs, model, expect or {}, since, **extra)
 
 
 ARCHITECTURES: dict[str, Tiny] = {
@@ -266,6 +274,23 @@ ARCHITECTURES: dict[str, Tiny] = {
              max_position_embeddings=64, word_embed_proj_dim=32, pad_token_id=1),
         "OPTForCausalLM", dict(scale_queries=True, positional="learned", act="relu", tie_embeddings=True),
     ),
+    "mixtral": _dec(  # top-2 of 4 experts, weights renormalised and kept fp32
+        "mixtral", "MixtralConfig", "MixtralForCausalLM",
+        dict(n_experts=4, top_k=2, norm_topk=True, router_fp32=True, d_expert=None, moe_layers=None),
+        num_local_experts=4, num_experts_per_tok=2, tol={"eager": 1e-6}, note=_MOE_PADDING,
+    ),
+    "qwen2_moe": _dec(  # top-3 of 6 experts, not renormalised, a shared expert; layer 0 dense (mlp_only_layers)
+        "qwen2_moe", "Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+        dict(n_experts=6, top_k=3, norm_topk=False, d_expert=16, d_shared_expert=24, moe_layers=(False, True)),
+        num_experts=6, num_experts_per_tok=3, moe_intermediate_size=16, shared_expert_intermediate_size=24,
+        mlp_only_layers=[0], norm_topk_prob=False, attention_bias=True, tol={"eager": 1e-6}, note=_MOE_PADDING,
+    ),
+    "qwen3_moe": _dec(  # top-2 of 4, renormalised, QK-norm
+        "qwen3_moe", "Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+        dict(n_experts=4, top_k=2, norm_topk=True, d_expert=16, qk_norm="head", router_fp32=False),
+        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, norm_topk_prob=True,
+        tol={"eager": 1e-6}, note=_MOE_PADDING,
+    ),
     "falcon": Tiny(  # Falcon 7B's layout: multi-query, parallel with one norm. d_head 16, not 8: the one k
         # (v) head's rows of the fused projection, computed alone, are a GEMM with 8 outputs, which this CPU's
         # BLAS rounds differently from the same rows inside the fused GEMM (3.8e-6 measured); 16 and up match
@@ -307,6 +332,7 @@ def save_tiny(key: str, folder: str | Path, seed: int = 0) -> tuple[Path, PreTra
     cfg, cls = ARCHITECTURES[key].build()
     torch.manual_seed(seed)
     hf = cls(cfg).eval()
+    eager_experts(hf)
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for p in hf.parameters():  # norm weights, biases and all: nothing left at its init value
@@ -314,6 +340,16 @@ def save_tiny(key: str, folder: str | Path, seed: int = 0) -> tuple[Path, PreTra
     folder = Path(folder)
     hf.save_pretrained(str(folder))
     return folder, hf
+
+
+def eager_experts(hf: PreTrainedModel) -> PreTrainedModel:
+    """A mixture-of-experts model set to Hugging Face's "eager" experts (each expert on the tokens
+    that chose it, in expert order: the reference the toolkit's ``MoE`` matches bit for bit); its
+    default "grouped_mm" kernels give other last bits (measured: up to 1.2e-6 on the tiny models'
+    fp32 logits). Other models are returned as they are."""
+    if getattr(hf.config, "num_experts_per_tok", None) and hasattr(hf, "set_experts_implementation"):
+        hf.set_experts_implementation("eager")
+    return hf
 
 
 def tiny_inputs(padding: str, batch: int = 3, n: int = N, seed: int = 2) -> tuple[torch.Tensor, torch.Tensor]:

@@ -64,6 +64,7 @@ from models.generate import KVCache, _LayerKV
 from models.hook_state import _HOOK_SHAPES, _hooked, _snapshot, _untouched, _watched
 from models.inputs import InputPreparation
 from models.masks import Masks
+from models.mlp import MLP, MoE
 from models.norms import at_least_fp32, rms_norm
 from models.norms import norm as norm_fn
 from models.positions import (
@@ -403,93 +404,6 @@ class Attention(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------------
-# MLP
-
-
-def _gelu_new(x: Tensor) -> Tensor:
-    """GPT-2's GELU, Hugging Face's ``NewGELUActivation`` formula op for op (its bits; PyTorch's
-    ``gelu(approximate="tanh")``, ``gelu_pytorch_tanh``, is the same function with other last bits)."""
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
-
-
-_ACTS = {
-    "gelu": F.gelu,
-    "gelu_new": _gelu_new,
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "relu": F.relu,
-    "silu": F.silu,
-}
-
-
-def _strided_gate(gate: Tensor) -> Tensor:
-    """``gate`` [..., d_mlp] as the first half of a [..., 2 d_mlp] tensor, the layout Phi-3's fused
-    ``gate_up_proj(x).chunk(2)`` hands its activation: PyTorch's SiLU gives other last bits on a
-    strided input than on a contiguous one, so the split weights keep Hugging Face's bits this way."""
-    both = gate.new_empty(*gate.shape[:-1], 2 * gate.shape[-1])
-    both[..., : gate.shape[-1]] = gate
-    return both[..., : gate.shape[-1]]
-
-
-class MLP(nn.Module):
-    """Standard: W_out(act(W_in x)). Gated (SwiGLU): W_out(act(W_gate x) * (W_in x)).
-
-    Stored as Hugging Face stores them (``in_weight`` [d_mlp, d_model], ...); ``W_in``, ``W_gate``
-    [d_model, d_mlp] and ``W_out`` [d_mlp, d_model] are views in TransformerLens orientation.
-    """
-
-    def __init__(self, cfg: Config) -> None:
-        super().__init__()
-        self.cfg = cfg
-        self.act = _ACTS[cfg.act]
-        gated = cfg.mlp == "gated"
-        self.in_weight = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model))
-        self.gate_weight = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model)) if gated else None
-        self.out_weight = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp))
-        self.in_bias = nn.Parameter(torch.zeros(cfg.d_mlp)) if cfg.mlp_bias else None
-        self.gate_bias = nn.Parameter(torch.zeros(cfg.d_mlp)) if cfg.mlp_bias and gated else None
-        self.out_bias = nn.Parameter(torch.zeros(cfg.d_model)) if cfg.mlp_bias else None
-        self.hook_pre = HookPoint()  # [batch, pos, d_mlp] pre-activation (the gate's, if gated)
-        if gated:
-            self.hook_pre_linear = HookPoint()  # [batch, pos, d_mlp] gated only: W_in x
-        self.hook_post = HookPoint()  # [batch, pos, d_mlp] what W_out reads
-
-    def _view_W_in(self):
-        return self.in_weight.T
-
-    def _view_W_gate(self):
-        return None if self.gate_weight is None else self.gate_weight.T
-
-    def _view_W_out(self):
-        return self.out_weight.T
-
-    def _view_b_in(self):
-        return self.in_bias
-
-    def _view_b_gate(self):
-        return self.gate_bias
-
-    def _view_b_out(self):
-        return self.out_bias
-
-    W_in = _view_param("W_in", "[d_model, d_mlp]")
-    W_gate = _view_param("W_gate", "[d_model, d_mlp] or None")
-    W_out = _view_param("W_out", "[d_mlp, d_model]")
-    b_in = _view_param("b_in", "[d_mlp] or None")
-    b_gate = _view_param("b_gate", "[d_mlp] or None")
-    b_out = _view_param("b_out", "[d_model] or None")
-
-    def forward(self, x: Tensor) -> Tensor:
-        if self.gate_weight is None:
-            pre = self.hook_pre(F.linear(x, self.in_weight, self.in_bias))
-            post = self.hook_post(self.act(pre))
-        else:  # Hugging Face Llama: down(act(gate(x)) * up(x))
-            pre = self.hook_pre(F.linear(x, self.gate_weight, self.gate_bias))
-            linear = self.hook_pre_linear(F.linear(x, self.in_weight, self.in_bias))
-            post = self.hook_post(self.act(_strided_gate(pre) if self.cfg.gate_up_fused else pre) * linear)
-        return F.linear(post, self.out_weight, self.out_bias)
-
-
-# --------------------------------------------------------------------------------------------------
 # Block
 
 
@@ -528,7 +442,7 @@ class Block(nn.Module):
             self.hook_resid_mid = HookPoint()  # [batch, pos, d_model]
         self.hook_mlp_in = HookPoint()  # [batch, pos, d_model] the MLP's copy, before ln2 (pre-norm)
         self.ln2 = Norm(cfg) if placement != "reordered" and not cfg.shared_norm else None
-        self.mlp = MLP(cfg)
+        self.mlp = MoE(cfg) if cfg.is_moe(layer) else MLP(cfg)  # models/mlp.py
         self.ln2_post = Norm(cfg) if placement in ("sandwich", "reordered") else None
         self.hook_mlp_out = HookPoint()  # [batch, pos, d_model]
         self.hook_resid_post = HookPoint()  # [batch, pos, d_model]

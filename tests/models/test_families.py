@@ -238,6 +238,7 @@ def test_every_hook_has_the_shape_the_table_gives_it(family):
     tokens, mask = _inputs("right")
     sizes = dict(batch=3, pos=N, query_pos=N, key_pos=N, head=cfg.n_heads, kv_head=cfg.kv_heads)
     sizes |= dict(d_model=cfg.d_model, d_head=cfg.d_head, d_mlp=cfg.d_mlp, vocab=cfg.d_vocab)
+    sizes |= dict(expert=cfg.n_experts, top_k=cfg.top_k)
     with torch.no_grad():
         _, cache = model.run_with_cache(tokens, attention_mask=mask)
     table = dict(model.hook_table())
@@ -245,7 +246,8 @@ def test_every_hook_has_the_shape_the_table_gives_it(family):
     bad = []
     for name, value in cache.items():
         axes = table[name].strip("[]").split(", ")
-        expected = tuple(1 if a == "1" else sizes[a] for a in axes)
+        width = {"d_mlp": cfg.d_shared_expert} if ".mlp.shared." in name else {}  # Qwen2-MoE's shared expert
+        expected = tuple(1 if a == "1" else (sizes | width)[a] for a in axes)
         if tuple(value.shape) != expected:
             bad.append(f"{name}: {tuple(value.shape)} vs {table[name]}")
     assert not bad, bad

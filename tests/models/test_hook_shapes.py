@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from models import transformer
+from models import mlp, transformer
 from models.hook_state import _HOOK_SHAPES
 from tests.factories import TINY, tiny_model
 
@@ -38,7 +38,8 @@ def _doc_rows(markdown: str) -> list[tuple[list[str], list[str], str]]:
 
 
 def test_every_shape_comment_in_the_model_agrees_with_the_table():
-    found = _comment_shapes(Path(transformer.__file__).read_text())
+    # the hook points live in models/transformer.py and (the MLP and the mixture of experts) models/mlp.py
+    found = _comment_shapes(Path(transformer.__file__).read_text() + Path(mlp.__file__).read_text())
     assert len(found) >= 20, "the shape comments were not found: has their form changed?"
     bad = [f"{name}: comment {shape}, _HOOK_SHAPES {_HOOK_SHAPES.get(name)}" for name, shape in found]
     bad = [b for (name, shape), b in zip(found, bad) if _HOOK_SHAPES.get(name) != shape]
