@@ -81,6 +81,24 @@ ARCHITECTURES: dict[str, Tiny] = {
         dict(_COMMON, num_hidden_layers=2, type_vocab_size=2, hidden_act="gelu"), "BertModel",
         dict(norm_placement="post", positional="learned", n_token_types=2), encoder=True,
     ),
+    "roberta": Tiny(  # positions from padding_idx + 1 (pad 3, not RoBERTa's 1: an offset of 4), one token type
+        "roberta", "RobertaConfig",
+        dict(_COMMON, num_hidden_layers=2, type_vocab_size=1, pad_token_id=3, bos_token_id=0, eos_token_id=2),
+        "RobertaModel", dict(norm_placement="post", positional="learned", n_token_types=1, n_ctx=60, pad_token_id=3),
+        encoder=True,
+    ),
+    "electra": Tiny(  # the discriminator; embedding_size == hidden_size (a projection is refused)
+        "electra", "ElectraConfig",
+        dict(_COMMON, num_hidden_layers=2, embedding_size=32, type_vocab_size=3, hidden_act="gelu_new"),
+        "ElectraModel", dict(norm_placement="post", n_token_types=3, act="gelu_new"), encoder=True,
+    ),
+    "distilbert": Tiny(  # no token types, eps 1e-12, the sinusoidal table HF writes (then perturbed)
+        "distilbert", "DistilBertConfig",
+        dict(vocab_size=V, dim=32, hidden_dim=48, n_heads=4, n_layers=2, max_position_embeddings=64,
+             sinusoidal_pos_embds=True, activation="relu", pad_token_id=0),
+        "DistilBertModel", dict(norm_placement="post", n_token_types=0, eps=1e-12, act="relu", embed_norm=True),
+        encoder=True,
+    ),
     "gpt2": Tiny(
         "gpt2", "GPT2Config", dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=64), "GPT2LMHeadModel",
         dict(act="gelu_new", positional="learned", norm="layernorm", tie_embeddings=True),
