@@ -263,8 +263,14 @@ def _unsupported(model_type: object, where: str) -> str:
     )
 
 
-# model_type -> converter: BERT and GPT-2 here, every decoder family through models/families.py
-CONVERTERS: dict[str, Callable] = {"bert": _bert, "roberta": _roberta, "electra": _electra, "gpt2": _gpt2} | dict.fromkeys(FAMILIES, _decoder) | DECODERS | ENCODERS
+# model_type -> converter: BERT, RoBERTa, ELECTRA and GPT-2 here, the decoder families through
+# models/families.py and models/decoders.py, DistilBERT and ModernBERT through models/encoders.py
+CONVERTERS: dict[str, Callable] = (
+    {"bert": _bert, "roberta": _roberta, "electra": _electra, "gpt2": _gpt2}
+    | dict.fromkeys(FAMILIES, _decoder)
+    | DECODERS
+    | ENCODERS
+)
 
 
 def from_hf(
