@@ -49,6 +49,8 @@ _DEFAULTS: dict[str, Any] = {
     "scores_fp32": False,
     "positional": "learned",
     "lm_head": True,
+    "sliding_window": None,
+    "layer_types": None,
 }
 
 
@@ -141,6 +143,14 @@ FEATURES: dict[str, Feature] = {
         ),
     ),
     "no_lm_head": Feature(lambda cfg: not setting(cfg, "lm_head"), lambda cfg: "has no LM head"),
+    "bidirectional_window": Feature(
+        lambda cfg: (
+            setting(cfg, "attention") != "causal"
+            and setting(cfg, "sliding_window") is not None
+            and "sliding" in (setting(cfg, "layer_types") or ("sliding",))
+        ),
+        lambda cfg: f"has bidirectional sliding windows ({setting(cfg, 'sliding_window')} tokens each side)",
+    ),
 }
 
 

@@ -79,6 +79,7 @@ _OMITTED_AT_DEFAULT = {
     "router_fp32": False,
     "d_shared_expert": 0,
     "moe_layers": None,
+    "first_attn_norm": True,
 }
 
 
@@ -151,7 +152,9 @@ class Config:
     embed_scale: float = 1.0
     # Sliding-window attention: a query of a "sliding" layer sees the keys less than sliding_window
     # tokens back (itself and the sliding_window - 1 before it), as Hugging Face's sliding layers do;
-    # a "full" layer sees every earlier key. layer_types: one per layer; None: every layer "sliding"
+    # a "full" layer sees every earlier key. Bidirectional (ModernBERT): the keys within
+    # sliding_window tokens on either side, |query - key| <= sliding_window (HF's config.sliding_window,
+    # local_attention // 2). layer_types: one per layer; None: every layer "sliding"
     # when sliding_window is set (Mistral), else every layer "full". Left out of to_dict when None.
     sliding_window: int | None = None
     layer_types: tuple[LayerType, ...] | None = None
@@ -218,6 +221,9 @@ class Config:
     bos_token_id: int | None = None
     eos_token_id: int | None = None
     name: str = "custom"
+    # False: block 0's attention reads resid_pre without ln1 (ModernBERT: the embedding norm stands in
+    # for it; blocks.0.ln1 is then None)
+    first_attn_norm: bool = True
 
     def __post_init__(self) -> None:
         for field, allowed in _CHOICES.items():
@@ -316,8 +322,6 @@ class Config:
                 )
             if "sliding" in types and self.sliding_window is None:
                 raise ValueError("Config.layer_types has 'sliding' layers but sliding_window is None; set the window")
-        if self.has_sliding_layers and not self.is_causal:
-            raise ValueError("sliding-window layers are implemented for causal models only (attention='causal')")
 
     @property
     def has_sliding_layers(self) -> bool:

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from models.config import Config
 from models.decoders import DECODERS
+from models.encoders import ENCODERS
 from models.families import FAMILIES, CheckpointError, UnsupportedModelError, _decoder, _expect, _get, _strip_prefix
 from models.tokenizer import Tokenizer
 from models.transformer import Transformer
@@ -82,16 +83,25 @@ def _unfilled(cfg: Config, tokenizer: Tokenizer | None) -> Transformer:
 # Hugging Face architectures
 
 
-def _bert(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+def _bert(
+    hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str, family: str = "BERT", prefix: str = "bert."
+) -> tuple[Config, dict[str, Tensor]]:
+    """BERT, and the encoders that share its layout: RoBERTa (``_roberta``: learned positions stored
+    from row padding_idx + 1) and ELECTRA's discriminator (``_electra``)."""
     if getattr(hf_cfg, "is_decoder", False):  # BertModel then masks causally
-        raise UnsupportedModelError("BERT is_decoder=True (a causal BERT) is not supported; only the encoder")
+        raise UnsupportedModelError(f"{family} is_decoder=True (a causal {family}) is not supported; only the encoder")
     if getattr(hf_cfg, "position_embedding_type", "absolute") != "absolute":
-        raise UnsupportedModelError(f"BERT position_embedding_type={hf_cfg.position_embedding_type!r}: only 'absolute'")
+        raise UnsupportedModelError(
+            f"{family} position_embedding_type={hf_cfg.position_embedding_type!r}: only 'absolute'"
+        )
     act = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_pytorch_tanh"}.get(
         hf_cfg.hidden_act
     )
     if act is None:
-        raise UnsupportedModelError(f"BERT hidden_act={hf_cfg.hidden_act!r} is not supported")
+        raise UnsupportedModelError(f"{family} hidden_act={hf_cfg.hidden_act!r} is not supported")
+    # RoBERTa numbers positions from padding_idx + 1 (fairseq's make_positions): rows 0..padding_idx
+    # of its table serve padding only, so the model's position p reads row p + padding_idx + 1
+    offset = hf_cfg.pad_token_id + 1 if family == "RoBERTa" else 0
     h = hf_cfg.num_attention_heads
     cfg = Config(
         d_model=hf_cfg.hidden_size,
@@ -100,7 +110,7 @@ def _bert(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[C
         d_head=hf_cfg.hidden_size // h,
         d_mlp=hf_cfg.intermediate_size,
         d_vocab=hf_cfg.vocab_size,
-        n_ctx=hf_cfg.max_position_embeddings,
+        n_ctx=hf_cfg.max_position_embeddings - offset,
         attention="bidirectional",
         positional="learned",
         norm="layernorm",
@@ -118,12 +128,12 @@ def _bert(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[C
         pad_token_id=hf_cfg.pad_token_id,
         name=name,
     )
-    sd = _strip_prefix(sd, ("bert.",))
-    src = f"BERT checkpoint {name!r}"
+    sd = _strip_prefix(sd, (prefix,))
+    src = f"{family} checkpoint {name!r}"
     g = lambda k: _get(sd, k, src)  # noqa: E731
     out = {
         "W_E": g("embeddings.word_embeddings.weight"),
-        "W_pos": g("embeddings.position_embeddings.weight"),
+        "W_pos": g("embeddings.position_embeddings.weight")[offset:],
         "W_token_type": g("embeddings.token_type_embeddings.weight"),
         "ln_embed.w": g("embeddings.LayerNorm.weight"),
         "ln_embed.b": g("embeddings.LayerNorm.bias"),
@@ -144,6 +154,23 @@ def _bert(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[C
         out[f"{q}ln2.w"] = g(f"{p}output.LayerNorm.weight")
         out[f"{q}ln2.b"] = g(f"{p}output.LayerNorm.bias")
     return cfg, out
+
+
+def _roberta(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+    """RoBERTa: BERT's layout, positions from padding_idx + 1 (``n_ctx`` is the table less those rows)."""
+    if hf_cfg.pad_token_id is None or not 0 <= hf_cfg.pad_token_id < hf_cfg.max_position_embeddings - 1:
+        raise UnsupportedModelError(f"RoBERTa pad_token_id={hf_cfg.pad_token_id!r}: its positions start after it")
+    return _bert(hf_cfg, sd, name, "RoBERTa", "roberta.")
+
+
+def _electra(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
+    """ELECTRA's discriminator (``ElectraModel``): BERT's layout under ``electra.``."""
+    if hf_cfg.embedding_size != hf_cfg.hidden_size:
+        raise UnsupportedModelError(
+            f"ELECTRA embedding_size={hf_cfg.embedding_size} != hidden_size={hf_cfg.hidden_size} (a projection "
+            "after the embeddings: ELECTRA-small) is not supported; only embedding_size == hidden_size"
+        )
+    return _bert(hf_cfg, sd, name, "ELECTRA", "electra.")
 
 
 def _gpt2(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
@@ -236,8 +263,14 @@ def _unsupported(model_type: object, where: str) -> str:
     )
 
 
-# model_type -> converter: BERT and GPT-2 here, every decoder family through models/families.py
-CONVERTERS: dict[str, Callable] = {"bert": _bert, "gpt2": _gpt2} | dict.fromkeys(FAMILIES, _decoder) | DECODERS
+# model_type -> converter: BERT, RoBERTa, ELECTRA and GPT-2 here, the decoder families through
+# models/families.py and models/decoders.py, DistilBERT and ModernBERT through models/encoders.py
+CONVERTERS: dict[str, Callable] = (
+    {"bert": _bert, "roberta": _roberta, "electra": _electra, "gpt2": _gpt2}
+    | dict.fromkeys(FAMILIES, _decoder)
+    | DECODERS
+    | ENCODERS
+)
 
 
 def from_hf(

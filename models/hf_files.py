@@ -33,6 +33,14 @@ __all__ = ["cache_dir", "cached_folder", "check_model_folder", "gguf_hf_dir"]
 # (BertForPreTraining's ``cls.*``, a classifier): neither reaches the converted model.
 _UNREAD = ("pooler.",)
 _OTHER_TASK_HEADS = ("cls.", "classifier.", "qa_outputs.", "score.")
+# the encoders' masked-LM and pre-training heads (RoBERTa's lm_head, ELECTRA's discriminator head,
+# DistilBERT's vocab_*, ModernBERT's head and decoder): an encoder loads as its bare AutoModel
+_ENCODER_HEADS = (
+    "lm_head.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.",
+    "vocab_transform.", "vocab_layer_norm.", "vocab_projector.", "head.", "decoder.",
+)  # fmt: skip
+# model_types loaded as Hugging Face's bare encoder (AutoModel), not AutoModelForCausalLM
+ENCODER_TYPES = ("bert", "roberta", "distilbert", "electra", "modernbert")
 
 
 def _check_loading_info(info: dict, where: str) -> None:
@@ -52,7 +60,9 @@ def _check_loading_info(info: dict, where: str) -> None:
     if mismatched:
         key, found, expected = mismatched[0]
         raise _shape_error(where, key, found, expected, more([m[0] for m in mismatched]))
-    unexpected = sorted(k for k in info.get("unexpected_keys", ()) if not k.startswith(_OTHER_TASK_HEADS))
+    unexpected = sorted(
+        k for k in info.get("unexpected_keys", ()) if not k.startswith(_OTHER_TASK_HEADS + _ENCODER_HEADS)
+    )
     if unexpected:
         raise CheckpointError(
             f"{where}: the weights hold tensor {unexpected[0]!r}{more(unexpected)}, which a model built from "
@@ -257,7 +267,7 @@ def _hf_load(path_or_name: str, gguf_file: str | None = None) -> tuple[PreTraine
 
     kw = {"gguf_file": gguf_file} if gguf_file else {}
     hf_cfg = _hf_config(path_or_name, kw)
-    auto = transformers.AutoModel if hf_cfg.model_type == "bert" else transformers.AutoModelForCausalLM
+    auto = transformers.AutoModel if hf_cfg.model_type in ENCODER_TYPES else transformers.AutoModelForCausalLM
     where = f"Hugging Face model {path_or_name}" + (f" ({gguf_file})" if gguf_file else "")
     try:
         if not kw and Path(path_or_name).is_dir():

@@ -43,8 +43,14 @@ class Masks:
     ) -> Masks:
         """The masks of ``n`` new queries after ``past`` earlier tokens: causal (or not), within
         ``window`` tokens (by index, as Hugging Face's ``sliding_window_overlay``: a query at index i
-        sees keys j with i - window < j <= i), and the key mask [batch, key_pos] (None: all real)."""
+        sees keys j with i - window < j <= i; bidirectional: |i - j| <= window), and the key mask
+        [batch, key_pos] (None: all real)."""
         allowed = empty_rows = None
+        if not causal and window is not None and past + n >= window:
+            # a bidirectional window (ModernBERT's local layers): |query - key| <= window, as HF's
+            # sliding_window_bidirectional_overlay; built from ``window`` keys on, where HF's SDPA mask is
+            query = torch.arange(past, past + n, device=device)[:, None]
+            allowed = ((query - torch.arange(past + n, device=device)[None]).abs() <= window)[None, None]
         if causal:
             allowed = torch.ones(n, past + n, dtype=torch.bool, device=device).tril(past)
             if window is not None:

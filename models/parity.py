@@ -202,6 +202,12 @@ def _positions(mask: Tensor) -> Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
+def _position_offset(hf: PreTrainedModel) -> int:
+    """The row of HF's position table the first token reads: RoBERTa's padding_idx + 1 (HF numbers
+    its positions from there, and reads ``position_ids`` as rows), 0 elsewhere."""
+    return hf.config.pad_token_id + 1 if hf.config.model_type == "roberta" else 0
+
+
 def _hf_forward(
     hf: PreTrainedModel, tokens: Tensor, mask: Tensor, implementation: str, types: Tensor | None = None
 ) -> Any:  # noqa: ANN401 - a transformers ModelOutput
@@ -209,7 +215,7 @@ def _hf_forward(
     ValueError where HF has no such attention implementation."""
     hf.set_attn_implementation(implementation)
     try:
-        kwargs = dict(input_ids=tokens, attention_mask=mask, position_ids=_positions(mask))
+        kwargs = dict(input_ids=tokens, attention_mask=mask, position_ids=_positions(mask) + _position_offset(hf))
         if types is not None:
             kwargs["token_type_ids"] = types
         with torch.no_grad():

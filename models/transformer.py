@@ -434,7 +434,8 @@ class Block(nn.Module):
         self.hook_q_input = HookPoint()  # [batch, pos, head, d_model] each query head's copy
         self.hook_k_input = HookPoint()  # [batch, pos, kv_head, d_model] each key head's copy
         self.hook_v_input = HookPoint()  # [batch, pos, kv_head, d_model] each value head's copy
-        self.ln1 = Norm(cfg) if placement != "reordered" else None
+        first = layer > 0 or cfg.first_attn_norm  # ModernBERT's block 0 has no ln1
+        self.ln1 = Norm(cfg) if placement != "reordered" and first else None
         self.attn = Attention(cfg, layer)
         self.ln1_post = Norm(cfg) if placement in ("sandwich", "reordered") else None
         self.hook_attn_out = HookPoint()  # [batch, pos, d_model]
@@ -847,7 +848,7 @@ class Transformer(InputPreparation, HookedModule, TransformerLensAPI):
         if positions is None:
             positions = torch.arange(n, device=x.device).expand(b, n)
         causal = cfg.is_causal if causal is None else causal
-        window = cfg.window(layer) if causal else None  # a sliding layer keeps its window
+        window = cfg.window(layer) if causal or not cfg.is_causal else None  # a sliding layer keeps its window
         masks = Masks.build(n, 0, None, causal, window, x.device)
         rot = None
         if rope and cfg.positional == "rope":

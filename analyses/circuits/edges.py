@@ -138,6 +138,8 @@ _NO_EDGES = {
     "patching to read (the graph has a head feed its own layer's MLP)",
     "residual_multiplier": "the residual receives each head's output times it, so a head's hooked output is not the "
     "term it adds to later readers' inputs",
+    "no_lm_head": "the edge scores are the gradient of a metric of the logits (a logit difference), and an encoder "
+    "returns hidden states",
 }
 
 

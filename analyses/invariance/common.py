@@ -245,10 +245,11 @@ def different_tokens(model, tokens: Tensor, seed: int = 1, keep: Sequence[int] =
 def attn_input_hook(cfg, layer: int) -> str:
     """The hook whose value is the attention layer's input: the residual itself (``hook_resid_pre``)
     where no norm sits before attention (post-norm, whose norms follow the residual sum; reordered,
-    OLMo-2, which has no ln1 and normalises the sublayer outputs instead), else ln1's output (pre-norm,
+    OLMo-2, which has no ln1 and normalises the sublayer outputs instead; ModernBERT's block 0, whose
+    embedding norm stands in for ln1), else ln1's output (pre-norm,
     and Gemma's sandwich norms, ln1 before and ln1_post after attention)."""
-    if cfg.norm_placement in ("post", "reordered"):
-        return act_name(layer, "hook_resid_pre")
+    if cfg.norm_placement in ("post", "reordered") or (layer == 0 and not cfg.first_attn_norm):
+        return act_name(layer, "hook_resid_pre")  # ModernBERT's block 0 has no ln1 either
     return act_name(layer, "ln1.hook_normalized")
 
 
@@ -266,7 +267,7 @@ def layer_call(model, layer: int, x: Tensor, *, causal: bool, rope: bool, positi
         raise ValueError(f"model {view(model).name!r} has {model.cfg.positional} positions, not RoPE")
     attn = model.blocks[layer].attn
     window = getattr(attn, "window", None)
-    if causal or window is None:
+    if causal or window is None or not model.cfg.is_causal:  # an encoder's window is bidirectional: kept
         return model.attention_layer(layer, x, positions=positions, causal=causal, rope=rope)
     # A sliding-window layer (Gemma 3) called without the causal mask: the model builds no window
     # mask for a non-causal call, and an input no longer than the window has no key out of reach,

@@ -77,6 +77,8 @@ _REFUSED = {
     "the rotation invariances do not hold",
     "runtime_rope": "its rotary frequencies depend on the largest position, so shifting every position is not the "
     "relative-position invariance the checks measure",
+    "bidirectional_window": "its local layers mask keys by index on both sides, so permuting the positions moves "
+    "keys in and out of each query's window and the permutation checks have nothing they can hold fixed",
 }
 
 

@@ -273,7 +273,6 @@ def test_config_refuses_layer_types_that_do_not_fit_in_one_line():
         (dict(layer_types=["full"]), "must name each of the 2 layers"),
         (dict(layer_types=["full", "local"]), "must name each of the 2 layers 'full' or 'sliding'"),
         (dict(layer_types=["full", "sliding"]), "sliding_window is None"),
-        (dict(sliding_window=4, attention="bidirectional"), "causal models only"),
         (dict(sliding_window=0), "must be positive"),
         (dict(attn_softcap=0.0), "attn_softcap=0.0 must be a positive finite number"),
         (dict(norm_offset=1.0), "needs norm='rmsnorm'"),
@@ -287,6 +286,8 @@ def test_config_refuses_layer_types_that_do_not_fit_in_one_line():
     assert cfg.layer_types == ("sliding", "full") and cfg.window(0) == 4 and cfg.window(1) is None
     assert models.Config(**base, sliding_window=4).layer_type(1) == "sliding"  # Mistral: every layer
     assert "layer_types" not in models.Config(**base).to_dict()  # checkpoints without them read as before
+    # a bidirectional window (ModernBERT): |query - key| <= sliding_window
+    assert models.Config(**base, sliding_window=4, attention="bidirectional").window(0) == 4
 
 
 @pytest.mark.parametrize("past, n, window", [(0, 6, 3), (0, 3, 3), (4, 1, 3), (4, 2, 2), (0, 5, 1)])
