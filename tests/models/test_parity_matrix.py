@@ -274,7 +274,8 @@ def test_an_off_by_one_in_padded_positions_fails_the_padded_cells(monkeypatch, f
             assert cell.status == "bitwise", (key, cell)
             continue
         assert cell.failed and cell.value > 0 and ("left" in cell.where or "right" in cell.where), (key, cell)
-        assert f"{key} eager: max |diff| {parity._num(cell.value)} > bound 0 (" in failures
+        limit = parity._num(parity.bound(key, "eager"))
+        assert f"{key} eager: max |diff| {parity._num(cell.value)} > bound {limit} (" in failures
         # learned positions move by a whole embedding; RoPE angles all shift alike, rounding only
         learned = positional[key] == "learned"
         assert result.cells[(key, "padding")].failed == learned, (key, result.cells[(key, "padding")])
@@ -297,7 +298,8 @@ def test_a_rope_off_by_one_fails_every_rope_architecture_and_no_other(monkeypatc
         if key in rope:
             assert eager.failed and eager.value > 1e-3, (key, eager)
             assert fused.failed or fused.status == "no HF reference", (key, fused)
-            assert any(f.startswith(f"{key} eager: max |diff| {parity._num(eager.value)} > bound 0") for f in failures)
+            limit = parity._num(parity.bound(key, "eager"))
+            assert any(f.startswith(f"{key} eager: max |diff| {parity._num(eager.value)} > bound {limit}") for f in failures)
         else:
             assert eager.status == fused.status == "bitwise", (key, eager, fused)
 

@@ -252,7 +252,7 @@ def test_an_unsupported_architecture_is_one_short_line_naming_it_and_the_support
         models.load(str(folder))
     message = _one_line(info.value)
     # one line naming every one of the 22+ supported types, and the folder
-    assert len(message) < 400 and "llama" in message and "bert" in message and "gpt_neox" in message
+    assert len(message) < 500 and "llama" in message and "bert" in message and "gpt_neox" in message
 
 
 def test_scaled_rope_is_a_value_error_naming_the_architecture(tmp_path):
