@@ -299,7 +299,8 @@ def test_a_rope_off_by_one_fails_every_rope_architecture_and_no_other(monkeypatc
             assert eager.failed and eager.value > 1e-3, (key, eager)
             assert fused.failed or fused.status == "no HF reference", (key, fused)
             limit = parity._num(parity.bound(key, "eager"))
-            assert any(f.startswith(f"{key} eager: max |diff| {parity._num(eager.value)} > bound {limit}") for f in failures)
+            line = f"{key} eager: max |diff| {parity._num(eager.value)} > bound {limit}"
+            assert any(f.startswith(line) for f in failures)
         else:
             assert eager.status == fused.status == "bitwise", (key, eager, fused)
 
