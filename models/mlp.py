@@ -143,6 +143,25 @@ class MoE(nn.Module):
         self.hook_routing_weights = HookPoint()  # [batch, pos, top_k]
         self.hook_expert_out = HookPoint()  # [batch, pos, top_k, d_model]
 
+    # per-expert views in TransformerLens orientation (edits through them edit the experts)
+    def _view_W_gate(self):
+        return self.gate_up_weight[:, : self.gate_up_weight.shape[1] // 2].transpose(1, 2)
+
+    def _view_W_in(self):
+        return self.gate_up_weight[:, self.gate_up_weight.shape[1] // 2 :].transpose(1, 2)
+
+    def _view_W_out(self):
+        return self.down_weight.transpose(1, 2)
+
+    def _view_W_router(self):
+        return self.router_weight.T
+
+    W_gate = _view_param("W_gate", "[expert, d_model, d_expert]")
+    W_in = _view_param("W_in", "[expert, d_model, d_expert]")
+    W_out = _view_param("W_out", "[expert, d_expert, d_model]")
+    W_router = _view_param("W_router", "[d_model, expert]")
+    b_in = b_gate = b_out = None  # the experts have no biases
+
     def route(self, flat: Tensor, shape: tuple[int, int]) -> tuple[Tensor, Tensor]:
         """(chosen experts [tokens, top_k], their weights [tokens, top_k]) of the tokens ``flat``
         [tokens, d_model], through the router hooks (``shape``: batch, pos)."""

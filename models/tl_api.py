@@ -82,7 +82,14 @@ class TransformerLensAPI:
     # a weight through the per-block views (``model.blocks[l].attn.W_Q``), which are the model.
 
     def _stack(self, part: str, name: str) -> Tensor:
-        return torch.stack([getattr(getattr(block, part), name) for block in self.blocks])
+        parts = [getattr(getattr(block, part), name) for block in self.blocks]
+        shapes = {tuple(p.shape) for p in parts}
+        if len(shapes) > 1:  # e.g. dense and mixture-of-experts layers (Qwen2-MoE's mlp_only_layers)
+            raise ValueError(
+                f"model.{name} stacks the layers' {part}.{name}, but their shapes differ ({sorted(shapes)}: dense "
+                f"and mixture-of-experts layers); read model.blocks[l].{part}.{name} per layer"
+            )
+        return torch.stack(parts)
 
     def _stack_bias(self, part: str, name: str, *shape: int) -> Tensor:
         """A bias stacked over layers; zeros where the architecture has none (a copy cannot be

@@ -148,3 +148,26 @@ def test_config_refuses_a_top_k_that_does_not_fit():
         with pytest.raises(ValueError, match=message) as info:
             models.Config(**base, **fields)
         assert "\n" not in str(info.value)
+
+
+def test_expert_weight_views_compute_each_expert_and_stack_only_alike_layers(moe):
+    """``mlp.W_gate``, ``W_in`` [expert, d_model, d_expert] and ``W_out`` [expert, d_expert, d_model]
+    are views of the experts (an edit through them edits the layer); ``model.W_in`` stacks them over
+    layers, and says why it cannot where dense and MoE layers mix (Qwen2-MoE)."""
+    key, _, model, _ = moe
+    mlp = model.blocks[_moe_layers(model)[-1]].mlp
+    x = torch.randn(5, model.cfg.d_model, generator=torch.Generator().manual_seed(0))
+    for e in range(model.cfg.n_experts):
+        by_hand = (torch.nn.functional.silu(x @ mlp.W_gate[e]) * (x @ mlp.W_in[e])) @ mlp.W_out[e]
+        torch.testing.assert_close(by_hand, mlp.expert(e, x), rtol=1e-5, atol=1e-6)
+    if all(model.cfg.is_moe(l) for l in range(model.cfg.n_layers)):
+        assert model.W_in.shape == (model.cfg.n_layers, *mlp.W_in.shape)
+    else:
+        with pytest.raises(ValueError, match="shapes differ.*dense and mixture-of-experts layers") as info:
+            _ = model.W_in
+        assert "\n" not in str(info.value)
+    with torch.no_grad():
+        before = mlp.expert(0, x)
+        mlp.W_out[0] *= 2
+        torch.testing.assert_close(mlp.expert(0, x), 2 * before)
+        mlp.W_out[0] /= 2
