@@ -50,11 +50,15 @@ def test_a_bidirectional_window_attends_exactly_zero_outside(encoder):
 
 
 def test_modernbert_block_0_reads_the_normed_embeddings_without_ln1(encoder):
+    """ModernBERT's block 0 reads the embedding norm's output (no ln1 of its own); the post-norm
+    encoders keep every block's ln1 (their norm after attention)."""
     key, model, _ = encoder
-    if not key.startswith("modernbert"):
-        pytest.skip("ModernBERT only")
-    assert model.blocks[0].ln1 is None and all(b.ln1 is not None for b in model.blocks[1:])
-    assert model.ln_embed is not None and model.ln_final is not None
+    assert model.cfg.first_attn_norm == (not key.startswith("modernbert")), key
+    if key.startswith("modernbert"):
+        assert model.blocks[0].ln1 is None and all(b.ln1 is not None for b in model.blocks[1:])
+        assert model.ln_embed is not None and model.ln_final is not None
+    else:
+        assert all(b.ln1 is not None for b in model.blocks)
 
 
 def test_a_checkpoint_round_trips(encoder, tmp_path):
