@@ -18,6 +18,7 @@ from __future__ import annotations
 from analyses.longctx.deprecated import renamed_getattr
 from analyses.longctx.sinks_measure import (
     INPUTS,
+    LEARNED_SINK,
     LENGTHS,
     MASS_MARGIN,
     N_WINDOWS,
@@ -27,6 +28,7 @@ from analyses.longctx.sinks_measure import (
     PatternReducer,
     SinksResult,
     combine,
+    has_learned_sinks,
     head_table,
     layer_table,
     length_summary,
@@ -43,6 +45,8 @@ __all__ = [
     "LENGTHS",
     "N_WINDOWS",
     "ROLES",
+    "LEARNED_SINK",
+    "has_learned_sinks",
     "ROLE_INPUT",
     "INPUTS",
     "MASS_MARGIN",

@@ -351,3 +351,42 @@ def test_the_contract_face_run_write_heads_info(tmp_path):
         assert S.SinkRun is S.SinksResult
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         S.nothing  # noqa: B018
+
+
+def test_a_gpt_oss_models_learned_sinks_appear_in_the_sink_analysis(tmp_path):
+    """The tiny gpt-oss (``models/tiny.py``: learned sink logits, experts, sliding and full layers)
+    with the planted model's vocabulary and [CLS]-first tokenizer: ``learned_sink`` is scored for every
+    head, equals 1 - the pattern's row sum over the rows the sink share reads (by hand from the cache),
+    separates a head whose sink logit is 8 from one at -30, and reaches the report."""
+    from analyses.longctx.text import long_windows
+    from models.tiny import save_tiny
+
+    _, tok = _sink_model()
+    folder, _ = save_tiny("gpt_oss", tmp_path / "gpt_oss")
+    cfg = models.load(str(folder)).cfg.replace(d_vocab=len(tok.hf), n_ctx=N_CTX, name="tiny-gpt-oss")
+    m = models.Transformer(cfg, tokenizer=tok, seed=0).eval()
+    with torch.no_grad():
+        for b in m.blocks:
+            b.attn.sinks.copy_(torch.tensor([8.0, -30.0, -30.0, -30.0]))
+    assert S.has_learned_sinks(m) and not S.has_learned_sinks(_sink_model()[0])
+    run = S.run(m, lengths=(8, 16), n_windows=(2, 2), progress=False, tokenizer=tok)
+    w = run.windows
+    learned = S.main_rows(w)[lambda d: d.role == S.LEARNED_SINK]  # on its own input, text
+    assert len(learned) == (2 + 2) * cfg.n_layers * cfg.n_heads and set(learned.input) == {"text"}
+    assert (learned.baseline == 0).all()
+    # by hand: window 0 of length 8, its text ids (the sink first), each layer's pattern from the cache
+    ids = torch.tensor([[tok.hf.bos_token_id, *long_windows(tok.hf, 7, 2, 0)[0]]])
+    _, cache = m.run_with_cache(ids)
+    for l in range(cfg.n_layers):
+        share = 1 - cache[f"blocks.{l}.attn.hook_pattern"][0].sum(-1)  # [head, query]
+        expect = share[:, 1:].mean(-1)  # every row but the sink's own, as the sink share
+        got = learned[(learned.length == 8) & (learned.window == 0) & (learned.layer == l)].sort_values("head")
+        np.testing.assert_allclose(got.score, expect.numpy(), rtol=1e-5, atol=1e-6)
+    heads = S.head_table(run)
+    lab = heads[(heads.role == S.LEARNED_SINK) & heads.label]
+    assert set(lab["head"]) == {0} and set(lab["layer"]) == set(range(cfg.n_layers))
+    off = heads[(heads.role == S.LEARNED_SINK) & (heads["head"] == 1)]
+    assert (off.score < 1e-6).all()
+    S.write(run, tmp_path / "out")
+    text = (tmp_path / "out" / "sinks.md").read_text()
+    assert "**learned_sink**" in text and "| learned_sink |" in text
