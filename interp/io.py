@@ -385,7 +385,9 @@ def _journal_plan(path: Path, old: Path, journal: dict, manifest: Any) -> tuple[
     if _lexists(tmp) and not stat.S_ISDIR(os.lstat(tmp).st_mode):
         raise damaged(f"{tmp} is not a folder")
     staged = _read_json(tmp / MANIFEST, "manifest") if tmp.is_dir() else None
-    known = _manifest_names(manifest) | _manifest_names(_read_json(old / MANIFEST, "manifest"))
+    # not the backup's own manifest: it lies in the folder the journal came with, so a planted backup
+    # could name any file in it (a commit moves new names in from the staging folder, whose manifest lists them)
+    known = _manifest_names(manifest)
     if _manifest_names(staged, commit):  # the set the commit was moving in: its manifest, and what it lists
         known |= _manifest_names(staged, commit) | {MANIFEST}
     moved_back = set()
