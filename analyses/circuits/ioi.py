@@ -47,6 +47,7 @@ from interp.io import atomic_write, write_set
 from interp.names import act_name
 from interp.pairs import Pairs, logit_diff
 from interp.stats import bootstrap_ci
+from interp.view import view
 
 __all__ = ["WANG_CLASSES", "PROBE_CLASSES", "attention_to", "copy_scores", "path_patch_queries", "classify",
            "OUTPUTS", "main"]  # fmt: skip
@@ -184,9 +185,13 @@ def classify(
 ) -> pd.DataFrame:
     """Wang et al.'s class of each of the circuit's heads (the ``top`` heads by |score|; ``scores``:
     node name -> attribution score): see the module docstring. ``labels``: a probe's heads table
-    (``layer``, ``head``, ``role``, ``label``) for the pattern classes. One row per head, in rank order."""
+    (``layer``, ``head``, ``role``, ``label``) for the pattern classes; one written for another model
+    (its ``model`` column) is refused (``check_labels_model``). One row per head, in rank order."""
     from analyses.circuits.nodes import parse_node
+    from analyses.validation import check_labels_model
 
+    if labels is not None:
+        check_labels_model(labels, [view(model).name])
     ranked = scores[[n for n in scores.index if parse_node(n)[0] == "head"]]
     ranked = ranked.reindex(ranked.abs().sort_values(ascending=False).index)[:top]
     heads = [parse_node(n)[1:] for n in ranked.index]
@@ -269,6 +274,10 @@ def main(argv: list[str] | None = None) -> int:
 
         started = time.perf_counter()
         model = models.load(args.model).eval()
+        if labels is not None:  # another model's table: refused now, not after the attribution
+            from analyses.validation import check_labels_model
+
+            check_labels_model(labels, [view(model).name])
         ct = circuit_task(model, "ioi", n=args.n, seed=args.seed)
         scores = node_scores(model, ct.pairs, method="eap-ig", steps=args.steps, progress=True)
         table = classify(model, ct.pairs, scores.set_index("node")["score"], labels, top=args.top, seed=args.seed)
