@@ -48,6 +48,7 @@ __all__ = [
     "output_lock",
     "staged_dir",
     "output_dir",
+    "undo_created",
     "write_set",
     "committed_sets",
     "check_recorded",
@@ -632,8 +633,7 @@ def output_dir(
             raise ValueError(f"{command} writes {missing}, not among the files of the output set open in {path}")
         yield real
         return
-    created = _missing_top(Path(os.path.abspath(path)))
-    try:
+    with undo_created(path):
         path = check_out(path, what, must_exist)
         with output_lock(path, command), staged_dir(path, owned, command, force=force, owner=owner) as tmp:
             _STAGING[tmp] = tuple(owned)
@@ -641,6 +641,18 @@ def output_dir(
                 yield tmp
             finally:
                 _STAGING.pop(tmp, None)
+
+
+@contextlib.contextmanager
+def undo_created(path: str | os.PathLike) -> Iterator[None]:
+    """For a command that creates its ``--out`` (``check_out``) and may fail before it writes there:
+    the folder ``path`` and the parents that did not exist when the block began are removed again
+    when the block fails and leaves them empty (a folder that existed before, or holds anything,
+    stays). ``output_dir`` does this; ``interp tour`` and ``interp train``, which lock and stage
+    their folder themselves, call it."""
+    created = _missing_top(Path(os.path.abspath(path)))
+    try:
+        yield
     except BaseException:
         if created is not None:
             _remove_empty(Path(os.path.abspath(path)), created)

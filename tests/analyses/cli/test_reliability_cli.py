@@ -510,3 +510,25 @@ def test_summary_refused_by_a_model_folder_writes_nothing(tmp_path, capsys, word
     assert "report.html (written by interp circuit)" in _one_line_error(capsys, "summary")
     assert {n: ((out / n).stat().st_ino, (out / n).read_bytes()) for n in names} == before
     assert not [p for p in out.rglob(".interp-*") if p.is_dir()]
+
+
+# ---- issue 41: a failed run leaves no new empty --out (the commands that lock their folder themselves)
+
+
+def test_a_failed_train_or_tour_removes_the_empty_out_it_created(tmp_path, capsys, word_planted):
+    """`interp train` (a config with a syntax error) and `interp tour` (a head the model lacks) fail
+    after --out was created and locked: the folders they created are removed again; a folder that
+    existed before stays, with what it holds."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text("x = [\n")
+    new = tmp_path / "new" / "run"
+    assert main(["train", "--config", str(bad), "--out", str(new), "--no-progress"]) == 2
+    assert "bad.toml" in _one_line_error(capsys, "train")
+    assert main(["tour", "--model", "planted", "--layer", "99", "--out", str(new)]) == 2
+    assert "--layer 99" in _one_line_error(capsys, "tour")
+    assert sorted(os.listdir(tmp_path)) == ["bad.toml"]  # neither new/ nor new/run, nor a lock file
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    assert main(["tour", "--model", "planted", "--layer", "99", "--out", str(kept)]) == 2
+    capsys.readouterr()
+    assert kept.is_dir() and os.listdir(kept) == []
