@@ -338,6 +338,15 @@ def solved_lengths(accuracy: pd.DataFrame, threshold: float = 0.5) -> list[int]:
     return [int(r.length) for r in overall.itertuples() if r.exact >= threshold]
 
 
+# the columns of trials.csv (``_trial_row``), of mask_trials.csv (those and the masking run's own) and
+# of masking.csv (``masking_table``): what an empty table (no masking run) still writes as its header
+TRIAL_COLUMNS = ["length", "depth", "window", "insert_at", "prompt_tokens", "code", "generated", "exact", "token_share"]
+MASK_TRIAL_COLUMNS = [*TRIAL_COLUMNS, "trial", "condition", "draw"]
+MASKING_COLUMNS = ["length", "condition", "draw", "k", "n"] + [
+    f"{metric}{part}" for metric in ("exact", "token_share") for part in ("", "_drop", "_drop_low", "_drop_high")
+]
+
+
 def _trial_row(d: Decoded, tokenizer, **extra) -> dict:
     hf = getattr(tokenizer, "hf", tokenizer)
     t = d.trial
@@ -441,7 +450,7 @@ def run(
     for length in lengths:  # each length's own score, beside the pooled one
         s = scores[length].scores
         heads[f"retrieval_{length}"] = [s[r.layer, r.head] for r in heads.itertuples()]
-    masking, mask_trials = pd.DataFrame(), pd.DataFrame()
+    masking, mask_trials = pd.DataFrame(columns=MASKING_COLUMNS), pd.DataFrame(columns=MASK_TRIAL_COLUMNS)
     to_mask = [length for length in mask_lengths if length in solved]
     info["masked_lengths"] = to_mask
     info["ranking"] = "given" if ranking is not None else "this run"
