@@ -296,9 +296,12 @@ def run(
     if adapter.n_ctx is not None and max(lengths) > adapter.n_ctx:
         raise ValueError(f"length {max(lengths)} exceeds {adapter.name}'s context of {adapter.n_ctx} tokens")
     tok = adapter.tokenizer
-    sink_id = tok.bos_token_id if getattr(tok, "prepend_bos", False) else None
+    sink_id = _sink_id(tok)
     if sink_id is None:
-        raise ValueError(f"{adapter.name}'s tokenizer puts no sink token first (heads.sink_tokenizer found none)")
+        raise ValueError(
+            f"{adapter.name}'s tokenizer puts no special token first and knows none to prepend "
+            "(heads.sink_tokenizer: <|endoftext|> or its BOS); the sink analysis needs one at position 0"
+        )
     L, H = adapter.n_layers, adapter.n_heads
     roles = (*ROLES, LEARNED_SINK) if has_learned_sinks(model) else ROLES
     frames, profiles, cost = [], [], []
@@ -349,6 +352,18 @@ def run(
                     checkpoint(so_far())
     bar.close()
     return so_far()
+
+
+def _sink_id(tok) -> int | None:
+    """The id of the special token at position 0 of every sequence under ``tok`` (the adapter's
+    tokenizer): the token it prepends (SmolLM2's ``<|endoftext|>``), or the special token its own
+    post-processor puts first (Gemma's ``<bos>``, BERT's ``[CLS]``); None without one."""
+    if getattr(tok, "prepend_bos", False) and tok.bos_token_id is not None:
+        return int(tok.bos_token_id)
+    hf = tok.hf
+    ids = list(hf("x")["input_ids"])
+    special = set(hf.all_special_ids) - {hf.unk_token_id}
+    return int(ids[0]) if ids and ids[0] in special else None
 
 
 def _blocks(model, query_block: int | None):

@@ -3,6 +3,8 @@ model, block-fed reducers against whole patterns and a loop reference, and the t
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -390,3 +392,22 @@ def test_a_gpt_oss_models_learned_sinks_appear_in_the_sink_analysis(tmp_path):
     S.write(run, tmp_path / "out")
     text = (tmp_path / "out" / "sinks.md").read_text()
     assert "**learned_sink**" in text and "| learned_sink |" in text
+
+
+def test_a_tokenizer_that_puts_its_own_bos_first_is_run_as_one_that_is_given_it():
+    """Gemma's tokenizer adds ``<bos>`` itself (nothing is prepended, ``prepend_bos`` is False): its
+    sink is that token, and the run equals the run whose tokenizer is told to prepend the same token
+    (it was refused: "puts no sink token first")."""
+    from tokenizers.processors import TemplateProcessing
+    from transformers import PreTrainedTokenizerFast
+
+    m, prepending = _sink_model()
+    backend = copy.deepcopy(prepending.hf._tokenizer)
+    backend.post_processor = TemplateProcessing(single="[CLS] $A", special_tokens=[("[CLS]", ID["[CLS]"])])
+    own = models.Tokenizer(
+        PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", bos_token="[CLS]")
+    )
+    assert own.hf("the cat")["input_ids"][0] == ID["[CLS]"] and not own.prepend_bos
+    a = S.run(m, (8, 16), (2, 2), progress=False, tokenizer=prepending)
+    b = S.run(m, (8, 16), (2, 2), progress=False, tokenizer=own)
+    pd.testing.assert_frame_equal(a.windows, b.windows)
