@@ -64,6 +64,7 @@ __all__ = [
     "has_learned_sinks",
     "INPUTS",
     "MASS_MARGIN",
+    "GU_EPSILON",
     "POSITION_BINS",
     "PatternReducer",
     "sequence_plan",
@@ -91,6 +92,9 @@ INPUTS = ("text", "repeated")
 # the probe's minimum attention mass above a uniform head for a mass-role label: read from its
 # signature, so there is one number
 MASS_MARGIN = float(inspect.signature(probe_items).parameters["mass_margin"].default)
+# Gu et al. (2024, "When attention sink emerges"): a head has a sink where its mean attention on the
+# first token exceeds this threshold; ``length_summary``'s gu_ratio is the share of such heads
+GU_EPSILON = 0.3
 # query-position bins for the sink profile: [1, 2), [2, 4), ..., [2048, 4096)
 POSITION_BINS = tuple(2**i for i in range(13))
 _SINK = SET_ROLES.index("attention_sink")
@@ -520,6 +524,9 @@ def length_summary(run: SinksResult, n_boot: int = 1000, seed: int = 0) -> pd.Da
                 n_label_low=float(np.quantile(counts, 0.025)),
                 n_label_high=float(np.quantile(counts, 0.975)),
                 n_heads=effw.shape[1],
+                # Gu et al. (2024)'s metric beside the project's: the share of heads whose mean attention on
+                # the first token exceeds GU_EPSILON (the sink rows only)
+                gu_ratio=float((per.mean(0) > GU_EPSILON).mean()) if role == "attention_sink" else np.nan,
                 cpu_s_per_window=float(c["cpu_s"].sum() / c["n_windows"].sum()),
                 wall_s_per_window=float(c["wall_s"].sum() / c["n_windows"].sum()),
             )

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from analyses.longctx.sinks_measure import (
+    GU_EPSILON,
     LEARNED_SINK,
     MASS_MARGIN,
     ROLES,
@@ -114,7 +115,8 @@ def report(run: SinksResult, heads: pd.DataFrame, summary: pd.DataFrame, persist
         f"score over windows exceeds a uniform head's by {MASS_MARGIN:g} (the probe's `mass_margin`). "
         "Sink share and previous-token score on real text (BoolQ passages), induction on the same text "
         "with its second half repeating its first. Intervals: 95% t over windows (mean score), "
-        "percentile bootstrap over windows (head counts).\n\n"
+        "percentile bootstrap over windows (head counts). `gu_ratio`: Gu et al.'s (2024) sink metric beside "
+        f"the project's, the share of heads whose mean attention on position 0 exceeds {GU_EPSILON:g}.\n\n"
         + (
             f"**{LEARNED_SINK}**: this model has a learned sink logit per head (gpt-oss), one more column of "
             "every softmax row with no value; its share is 1 minus the pattern's row sum, averaged over the "
@@ -136,6 +138,7 @@ def report(run: SinksResult, heads: pd.DataFrame, summary: pd.DataFrame, persist
                 "n_label",
                 "n_label_low",
                 "n_label_high",
+                "gu_ratio",
             ],
         )
         + "\n## Do roles persist?\n\n"

@@ -227,7 +227,7 @@ def test_run_refuses_bad_arguments():
         S.run(m, (8, 32), (2, 2), progress=False, tokenizer=tok)
     with pytest.raises(ValueError, match="at least 2 windows"):
         S.run(m, (8,), (1,), progress=False, tokenizer=tok)
-    with pytest.raises(ValueError, match="no sink token"):
+    with pytest.raises(ValueError, match="puts no special token first"):
         S.run(planted_model(attention="causal"), (8,), (2,), progress=False)
 
 
@@ -285,6 +285,10 @@ def test_length_tables_bookkeeping():
     assert summary.loc[("induction", 64), "cpu_s_per_window"] == pytest.approx(2.0)  # 4 s for 2 windows
     # the count's interval resamples windows: window 1 alone labels 2 sink heads at 64, so does window 0
     assert summary.loc[("attention_sink", 64), ["n_label_low", "n_label_high"]].tolist() == [2, 2]
+    # Gu et al.'s ratio: heads whose mean share exceeds 0.3 (0.8 and 0.5 at 64; 0.9 and 0.5 at 512), sink rows only
+    assert summary.loc[("attention_sink", 64), "gu_ratio"] == pytest.approx(2 / 3)
+    assert summary.loc[("attention_sink", 512), "gu_ratio"] == pytest.approx(2 / 3)
+    assert summary.loc[("previous_token", 64), ["gu_ratio"]].isna().all()
     per = S.persistence(S.head_table(run)).set_index(["role", "length_a", "length_b"])
     assert per.loc[("previous_token", 64, 512), "spearman"] == pytest.approx(-1.0)
     assert per.loc[("attention_sink", 64, 512), "n_both"] == 1  # head 0 keeps it, head 2 loses it
