@@ -34,12 +34,13 @@ class _LayerKV:
     ``DynamicCache`` does, copies O(n^2)); ``k`` and ``v`` are views of the filled part. The first
     update (the prompt) is stored at its exact size, so a cache that is never extended costs no more."""
 
-    __slots__ = ("_k", "_v", "n")
+    __slots__ = ("_k", "_v", "n", "owned")
 
     def __init__(self) -> None:
         self._k: Tensor | None = None
         self._v: Tensor | None = None
         self.n = 0  # positions filled
+        self.owned = True  # False: the buffers are another cache's (``share``): copied before the first write
 
     @property
     def k(self) -> Tensor | None:
@@ -51,7 +52,14 @@ class _LayerKV:
 
     def set(self, k: Tensor, v: Tensor) -> None:
         """Hold exactly ``k`` and ``v`` (copies where they are not contiguous)."""
-        self._k, self._v, self.n = k.contiguous(), v.contiguous(), k.shape[-2]
+        self._k, self._v, self.n, self.owned = k.contiguous(), v.contiguous(), k.shape[-2], True
+
+    def share(self) -> _LayerKV:
+        """A layer holding the same keys and values without copying them; its first update copies
+        them (so extending either layer never changes what the other holds)."""
+        out = _LayerKV()
+        out._k, out._v, out.n, out.owned = self._k, self._v, self.n, False
+        return out
 
     @property
     def capacity(self) -> int:
@@ -62,9 +70,10 @@ class _LayerKV:
             self.set(k, v)
             return self._k, self._v
         end = self.n + k.shape[-2]
-        if end > self.capacity:  # grow geometrically: amortised O(1) copies per new position
+        if end > self.capacity or not self.owned:  # grow geometrically: amortised O(1) copies per position
             cap = max(end, 2 * self.capacity)
             self._k, self._v = _grown(self._k, self.n, cap), _grown(self._v, self.n, cap)
+            self.owned = True
         self._k[:, :, self.n : end] = k
         self._v[:, :, self.n : end] = v
         self.n = end
@@ -100,6 +109,14 @@ class KVCache:
         for mine, theirs in zip(out.layers[start:], self.layers[start:]):
             if theirs.k is not None:
                 mine.set(theirs.k.repeat(copies, 1, 1, 1), theirs.v.repeat(copies, 1, 1, 1))
+        return out
+
+    def branch(self) -> KVCache:
+        """A cache holding this one's tokens that decoding may extend without changing this one: the
+        layers' tensors are shared until the branch's first update copies them (``_LayerKV.share``)."""
+        out = KVCache(len(self.layers))
+        out.length, out.mask = self.length, self.mask
+        out.layers = [layer.share() for layer in self.layers]
         return out
 
     def _extend_mask(self, new: Tensor | None, batch: int, n: int) -> Tensor | None:

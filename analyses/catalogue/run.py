@@ -38,6 +38,7 @@ from tqdm.auto import tqdm
 from analyses.catalogue.patching import all_position_patching, answer_patching, head_order
 from analyses.catalogue.verdicts import NO_TASK, acts_elsewhere, causal_state, decide, tasks_of
 from analyses.contract import HEAD_KEYS, make_info, model_identity
+from analyses.heads.roles import SINK_ROLES
 
 __all__ = ["CatalogueResult", "COLUMNS", "TASK_COLUMNS", "MIN_SOLVED", "run", "pattern_side", "t_interval"]
 
@@ -518,7 +519,7 @@ def _join(name, heads_all, roles, primary, tasks, measured, extras, encoder, rol
         if g is None:
             continue
         untested = [r for r in g["name"] if not any(t in measured for t in tasks_of(r, encoder, role_tasks))]
-        untested = [r for r in untested if r not in ("attention_sink", "noop_sink")]
+        untested = [r for r in untested if r not in SINK_ROLES]
         if not untested:
             continue
         best = g[g["name"].isin(untested)].iloc[0]

@@ -461,14 +461,18 @@ def _check_options(items: list, alpha: float, specials: tuple, weighting: tuple)
 
 
 def _tests(
-    items: list, causal: bool, n_repeat: int, margin: float, mass_margin: float, specials: tuple, weighting: tuple
-) -> list[_Test]:
+    items: list, causal: bool, n_repeat: int, margin: float, mass_margin: float, specials: tuple, weighting: tuple,
+    learned_sink: bool = False,
+) -> list[_Test]:  # fmt: skip
     """Every test of a run, in table order: token roles, broad, word relations, repeats; then the
-    same again under the norm weighting if asked."""
+    same again under the norm weighting if asked. ``learned_sink``: the model has learned sink logits
+    (gpt-oss): their share is a test too (attention weighting only: the norm lens renormalises rows)."""
     tests = [
         _Test(role=r, direction="all", metric="mass", kind="token", margin=mass_margin)
         for r in ("local", "previous_token", "next_token", "self_token", *SET_ROLES)
     ]
+    if learned_sink:
+        tests.append(_Test(role="learned_sink", direction="all", metric="mass", kind="token", margin=mass_margin))
     tests.append(
         _Test(role="broad", direction="all", metric="entropy", kind="token", baseline_kind=BROAD_REFERENCE, margin=0.0)
     )
@@ -482,5 +486,6 @@ def _tests(
         tests += [
             dataclasses.replace(t, weighting="norm", carries_label=t.carries_label and t.role in NORM_LABEL_ROLES)
             for t in tests
+            if t.role != "learned_sink"
         ]
     return tests

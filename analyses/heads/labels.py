@@ -352,7 +352,8 @@ def labelled_roles(df: pd.DataFrame) -> pd.DataFrame:
 
 def _sink_layer(df: pd.DataFrame) -> pd.DataFrame:
     """Per head: the attention_sink score by weight (``sink_weight``) and by norm (``sink_norm``,
-    NaN without norm rows), from the pooled rows."""
+    NaN without norm rows), and the learned sink's share (``sink_learned``, gpt-oss; NaN for a model
+    without learned sinks), from the pooled rows."""
     g = df[(df["role"] == "attention_sink") & (df["source"] == "all") & (df["subset"] == "all")]
     w = g[g["weighting"] == "attention"] if "weighting" in g else g
     out = w.groupby(["layer", "head"])["score"].max().rename("sink_weight").to_frame()
@@ -360,6 +361,8 @@ def _sink_layer(df: pd.DataFrame) -> pd.DataFrame:
         out["sink_norm"] = g[g["weighting"] == "norm"].groupby(["layer", "head"])["score"].max()
     else:
         out["sink_norm"] = np.nan
+    learned = df[(df["role"] == "learned_sink") & (df["source"] == "all") & (df["subset"] == "all")]
+    out["sink_learned"] = learned.groupby(["layer", "head"])["score"].max() if len(learned) else np.nan
     return out
 
 
@@ -418,6 +421,7 @@ def role_map(df: pd.DataFrame, normalisation: str = "ceiling") -> pd.DataFrame:
         key = (layer, head_)
         row["sink_weight"] = float(sinks.loc[key, "sink_weight"]) if key in sinks.index else np.nan
         row["sink_norm"] = float(sinks.loc[key, "sink_norm"]) if key in sinks.index else np.nan
+        row["sink_learned"] = float(sinks.loc[key, "sink_learned"]) if key in sinks.index else np.nan
         rows.append(row)
     out = pd.DataFrame(rows)
     out["primary"] = pd.Categorical(out["primary"], list(MAP_PRIMARY))

@@ -14,6 +14,8 @@ role                    metric       what is measured (per sentence, then averag
 ``next_token``          mass         attention on the next token                            uniform
 ``self_token``          mass         attention on the token itself                          uniform
 ``attention_sink``      mass         attention on the first token ([CLS], BOS, or token 0)  uniform
+``learned_sink``        mass         gpt-oss only: the learned sink logit's part of each    0
+                                     row (1 - the row's sum), on attention_sink's rows
 ``sep_eos``             mass         on trailing special tokens ([SEP], EOS), else on the   uniform
                                      sentence-final punctuation word
 ``punctuation``         mass         on punctuation words                                   uniform
@@ -191,7 +193,8 @@ def probe_items(
     specials, weighting = tuple(specials), tuple(weighting)
     _check_options(items, alpha, specials, weighting)
     check_sentences(adapter, items)
-    tests = _tests(items, adapter.is_causal, n_repeat, margin, mass_margin, specials, weighting)
+    learned = bool(getattr(getattr(adapter.model, "cfg", None), "attn_sinks", False))  # gpt-oss
+    tests = _tests(items, adapter.is_causal, n_repeat, margin, mass_margin, specials, weighting, learned)
     # batches of similar lengths pad little (the statistics do not depend on the order of sentences);
     # with several workers, batch k goes to worker k % N: the batches themselves do not change
     ordered, clusters = cluster_order(items)

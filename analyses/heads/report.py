@@ -136,6 +136,9 @@ ROLE_TEXT = {
     "self_token": "attention on the token itself.",
     "attention_sink": "attention on the sink, position 0 ([CLS], or the <|endoftext|> prepended for a model "
     "without a BOS), confirmed by the norm lens: the head moves something from it. The map's second layer.",
+    "learned_sink": "the part of each softmax row the head's learned sink logit takes (gpt-oss: one more column "
+    "of every row with no value, so it moves nothing): 1 minus the pattern's row sum, on the rows the "
+    "attention_sink score reads; baseline 0. Part of the map's sink layer.",
     "sep_eos": "attention on trailing special tokens ([SEP], EOS), else on the sentence-final punctuation.",
     "punctuation": "attention on punctuation words.",
     "broad": "attention spread out: row entropy over log(visible keys) above a random row's over the same keys. "

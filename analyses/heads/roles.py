@@ -16,6 +16,7 @@ __all__ = [
     "NORM_LABEL_ROLES",
     "MAP_ROLES",
     "SINK_ROLES",
+    "LEARNED_SINK",
     "IDLE",
     "SINK_WRITER",
     "NOOP_IDLE",
@@ -45,6 +46,7 @@ ROLES = (
     "next_token",
     "self_token",
     "attention_sink",
+    "learned_sink",
     "sep_eos",
     "punctuation",
     "broad",
@@ -127,7 +129,10 @@ NORM_LABEL_ROLES = ("attention_sink", "delimiter", "punctuation", "sep_eos")
 # head whose only roles are these idles: a SINK_WRITER where its attention_sink label is norm-confirmed
 # (it writes what it reads from the sink), a NOOP_IDLE where its sink labels are by weight only
 # (noop_sink: it moves nothing from there), IDLE where the table has no norm rows to tell the two apart
-SINK_ROLES = ("attention_sink", "noop_sink")
+# learned_sink: a model with learned sink logits (gpt-oss, Config.attn_sinks) only, the part of each
+# softmax row its sink logit takes (1 - the pattern's row sum); part of the sink layer
+SINK_ROLES = ("attention_sink", "noop_sink", "learned_sink")
+LEARNED_SINK = "learned_sink"
 SINK_WRITER = "sink writer"
 NOOP_IDLE = "no-op sink"
 IDLE = "idle (sink)"

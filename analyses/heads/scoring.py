@@ -113,6 +113,7 @@ def token_plan(mask: Tensor, causal: bool, sets: Tensor, detect: dict | None = N
     ent_rows = ent_rows / ent_rows.sum(-1, keepdim=True).clamp(min=1)
     log_visible = torch.where(n_vis >= 2, n_vis.clamp(min=2).log(), torch.ones_like(n_vis))
     uniform["broad"] = (broad_reference(n_vis) * ent_rows).sum(-1)
+    uniform["learned_sink"] = torch.zeros_like(uniform["broad"])  # a head without a learned sink gives it 0
     if detect:
         for role, pat in detect.items():
             uniform[role] = ((pat.float() * vis).sum(-1) * inv_vis * rows).sum(-1)
@@ -176,6 +177,9 @@ def token_role_scores(pattern: Tensor, plan: TokenPlan, roles: Sequence[str], ro
                     share = torch.where(rest > 0, mass[..., i] / rest.clamp(min=1e-30), torch.zeros_like(rest))
                     out[f"{SET_ROLES[i]}:absolute"] = per[..., i]
                     out[SET_ROLES[i]] = (share * set_rows[:, None, :, i]).sum(-1)
+    if "learned_sink" in roles:  # gpt-oss: what each row gave its learned sink logit, on the sink's rows
+        share = (1.0 - p.sum(-1)).clamp(min=0.0)  # [b, h, q]
+        out["learned_sink"] = (share * set_rows[:, None, :, SET_ROLES.index("attention_sink")]).sum(-1)
     if "broad" in roles:
         ent = -torch.special.xlogy(p, p).sum(-1) / plan.log_visible[:, None, sel]  # [b, h, q]
         out["broad"] = (ent * plan.entropy_rows[:, None, sel]).sum(-1)

@@ -175,15 +175,9 @@ def prefill(model, trial: Trial, masked: Iterable[tuple[int, int]] = ()):
 
 
 def branch(cache):
-    """A copy of a ``KVCache`` that decoding may extend without changing ``cache``: the layers'
-    tensors are shared, not copied (the cache only ever replaces them, by concatenation)."""
-    from models.tl_api import KVCache
-
-    out = KVCache(len(cache.layers))
-    out.length, out.mask = cache.length, cache.mask
-    for mine, theirs in zip(out.layers, cache.layers):
-        mine.k, mine.v = theirs.k, theirs.v
-    return out
+    """A copy of a ``KVCache`` that decoding may extend without changing ``cache`` (``KVCache.branch``:
+    the tensors are shared until the copy's first update)."""
+    return cache.branch()
 
 
 def decode(

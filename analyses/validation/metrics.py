@@ -58,6 +58,7 @@ ROLE_METRICS: dict[str, tuple[str | None, str | None]] = {
     "next_token": ("loss", "prev_word_probe"),
     "self_token": ("loss", "prev_word_probe"),
     "attention_sink": ("loss", None),
+    "learned_sink": ("loss", None),
     "broad": ("loss", None),
     "rhyme": ("loss", None),
     "line_structure": ("loss", None),

@@ -47,6 +47,7 @@ import torch
 from tqdm.auto import tqdm
 
 from analyses.contract import head_table, make_info
+from analyses.heads.roles import SINK_ROLES  # the probe's sink layer: background, not a behaviour
 from analyses.validation.labels import check_labels_model
 from analyses.validation.metrics import REL_MIN_EFFECT, metric_functions
 from analyses.validation.prompts import (
@@ -81,7 +82,6 @@ __all__ = [
     "validate_powered",
 ]
 
-SINK_ROLES = ("attention_sink", "noop_sink")
 # role -> metric of the powered run (causal LMs); a role outside it reads "loss"
 POWERED_METRICS = {
     "subject_verb": "sv_logit_diff",

@@ -289,3 +289,27 @@ def test_the_kv_cache_reallocates_log2_times():
         grown += kv._k is not before
     assert grown == 6  # 5 -> 10 -> 20 -> 40 -> 80 -> 160 -> 320 positions
     assert kv.k.shape == (1, 2, 205, 4) and torch.equal(kv.k[0, 0, 5:, 0], torch.arange(200.0))
+
+
+def test_a_branch_of_the_kv_cache_never_changes_the_cache_it_came_from():
+    """Two branches of one prefilled cache decode different tokens, alternately: each gives the
+    logits of its own sequence run whole, and the prefilled cache still holds the prompt only."""
+    from models.transformer import KVCache
+
+    model = tiny_model("llama_like")
+    tokens, _ = tiny_batch(model.cfg)
+    a, b = tokens[:, 4:8], tokens.flip(1)[:, 4:8]
+    with torch.no_grad():
+        cache = KVCache(model.cfg.n_layers)
+        model(tokens[:, :4], past_kv_cache=cache)
+        k0 = cache.layers[0].k.clone()
+        ba, bb = cache.branch(), cache.branch()
+        out_a, out_b = [], []
+        for i in range(4):  # alternate, so a shared buffer would be overwritten by the other branch
+            out_a.append(model(a[:, i : i + 1], past_kv_cache=ba))
+            out_b.append(model(b[:, i : i + 1], past_kv_cache=bb))
+        whole_a = model(torch.cat([tokens[:, :4], a], 1))[:, 4:]
+        whole_b = model(torch.cat([tokens[:, :4], b], 1))[:, 4:]
+    torch.testing.assert_close(torch.cat(out_a, 1), whole_a, atol=TOL, rtol=0)
+    torch.testing.assert_close(torch.cat(out_b, 1), whole_b, atol=TOL, rtol=0)
+    assert cache.layers[0].n == 4 and torch.equal(cache.layers[0].k, k0)

@@ -217,3 +217,38 @@ def test_broad_reference_is_the_mean_entropy_of_random_rows(n):
     got = float(scoring.broad_reference(torch.tensor([n]))[0])
     assert abs(got - h.mean()) < 4 * h.std() / np.sqrt(len(h)) + 1e-4
     assert got < 1.0  # a uniform head (1.0) always clears it; a one-hot head (0.0) never does
+
+
+def test_a_gpt_oss_models_learned_sink_is_the_probes_sink_layer(tmp_path):
+    """The tiny gpt-oss (``models/tiny.py``) on the planted vocabulary, causal, with each layer's head 0
+    given a sink logit of 8 and the other heads -30: the probe adds a ``learned_sink`` test (attention
+    weighting only), scores it as 1 - the pattern's row sum on the attention_sink's rows (by hand
+    from the cache), labels head 0 of every layer and no other head (baseline 0, the random-init
+    model's share its null), and the map carries the share in its sink layer (``sink_learned``); a
+    model without learned sinks gets no such test."""
+    from models.tiny import save_tiny
+
+    plain = planted_model("causal")
+    folder, _ = save_tiny("gpt_oss", tmp_path / "gpt_oss")
+    cfg = models.load(str(folder)).cfg.replace(d_vocab=plain.cfg.d_vocab, n_ctx=N_CTX, name="tiny-gpt-oss")
+    m = models.Transformer(cfg, tokenizer=plain.tokenizer, seed=0).eval()
+    with torch.no_grad():
+        for b in m.blocks:
+            b.attn.sinks.copy_(torch.tensor([8.0, -30.0, -30.0, -30.0]))
+    items = planted_items(40, seed=3)
+    df = heads.probe_items(m, items, n_repeat=0, seed=0, n_boot=50, weighting=("attention", "norm"))
+    rows = df[df.role == "learned_sink"]
+    assert set(rows.weighting) == {"attention"} and len(rows) == cfg.n_layers * cfg.n_heads
+    assert (rows.baseline == 0).all() and rows.null_score.notna().all()
+    assert set(map(tuple, rows[rows.label][["layer", "head"]].to_numpy())) == {(l, 0) for l in range(cfg.n_layers)}
+    # by hand on the first sentence: 1 - row sums, averaged over the rows after the sink
+    adapter = heads.adapt(m)
+    ids = adapter.tokenizer.encode(" ".join(items[0].words))
+    _, cache = m.run_with_cache(torch.tensor([ids]))
+    share = 1 - cache["blocks.1.attn.hook_pattern"][0, 0].sum(-1)[1:].mean()
+    top = rows[(rows.layer == 1) & (rows["head"] == 0)].score.item()
+    assert share > 0.9 and abs(top - share) < 0.05  # the mean over 40 sentences of similar length
+    role_map = heads.role_map(df)
+    assert abs(role_map.set_index(["layer", "head"]).loc[(1, 0), "sink_learned"] - top) < 1e-12
+    assert "learned_sink" in role_map.set_index(["layer", "head"]).loc[(1, 0), "sink"]
+    assert not (heads.probe_items(plain, items[:10], n_repeat=0, null_model=False).role == "learned_sink").any()
