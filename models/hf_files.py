@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import warnings
@@ -131,6 +132,17 @@ def _one_line(e: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+# What transformers raises, besides ValueError, for a config it cannot build a model of: a head or
+# key/value head count of 0 (ZeroDivisionError), an unknown hidden_act or rope_type (KeyError), a
+# pad_token_id outside the vocabulary (AssertionError)
+_CONFIG_FAULTS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, AssertionError)
+
+
+def _fault(e: BaseException) -> str:
+    """``_one_line(e)``, prefixed with the exception's name where the message alone says little (KeyError: 'nope')."""
+    return _one_line(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {_one_line(e)}"
+
+
 def check_model_folder(folder: Path) -> None:
     """Every file of a model folder is a regular file, as ``interp.io.readable_input`` checks the
     other inputs, but no pipe either: a FIFO ``config.json`` would block the read for ever, a link to
@@ -177,8 +189,8 @@ def _hf_config(path_or_name: str, kw: dict) -> PretrainedConfig:
         raise UnsupportedModelError(_unsupported(raw["model_type"], str(folder)))
     try:
         hf_cfg = transformers.AutoConfig.from_pretrained(path_or_name, trust_remote_code=False, **kw)
-    except (ValueError, TypeError, KeyError, StrictDataclassError) as e:  # e.g. heads that do not divide the width
-        raise CheckpointError(f"{path_or_name}: config.json is not a valid model config ({_one_line(e)})") from None
+    except (*_CONFIG_FAULTS, StrictDataclassError) as e:  # e.g. heads that do not divide the width
+        raise CheckpointError(f"{path_or_name}: config.json is not a valid model config ({_fault(e)})") from None
     if hf_cfg.model_type not in CONVERTERS:
         raise UnsupportedModelError(_unsupported(hf_cfg.model_type, path_or_name))
     if raw.get("auto_map") or getattr(hf_cfg, "auto_map", None):
@@ -223,16 +235,33 @@ def _check_header(folder: Path, hf_cfg: PretrainedConfig, auto: type, where: str
     try:
         with torch.device("meta"):
             meta = auto.from_config(hf_cfg, trust_remote_code=False)
-    except (ValueError, TypeError, RuntimeError) as e:
-        raise CheckpointError(
-            f"{where}: config.json describes no model transformers can build ({_one_line(e)})"
-        ) from None
-    expected = {k: tuple(v.shape) for k, v in meta.state_dict().items()}
+    except (*_CONFIG_FAULTS, RuntimeError) as e:
+        raise CheckpointError(f"{where}: config.json describes no model transformers can build ({_fault(e)})") from None
+    tensors = meta.state_dict(keep_vars=True)  # Parameters themselves: tied ones are one object
+    expected = {k: tuple(v.shape) for k, v in tensors.items()}
     prefix = getattr(meta, "base_model_prefix", "")
+    compared = set()
     for key, shape in sorted(shapes.items()):
         ours = next((k for k in (key, key.removeprefix(f"{prefix}."), f"{prefix}.{key}") if k in expected), None)
         if ours is not None and expected[ours] != shape:
             raise _shape_error(where, key, shape, expected[ours])
+        compared.add(ours)
+    if getattr(hf_cfg, "quantization_config", None):
+        return  # packed weights hold fewer numbers than the model they fill
+    # Tensors the weights store under other names are not compared above (Mixtral's per-expert w1, w2,
+    # w3, which transformers fuses into one tensor of every expert: num_local_experts=1000000 would
+    # allocate gigabytes). A model needs no more numbers than the weights hold (less: a tied copy, a
+    # task head), so count them: a config that asks for more is refused before anything is allocated.
+    unique = {id(t): (k, t) for k, t in tensors.items() if not k.removeprefix(f"{prefix}.").startswith(_UNREAD)}
+    needed = sum(t.numel() for _, t in unique.values())
+    held_numbers = sum(math.prod(shape) for shape in shapes.values())
+    if needed > held_numbers:
+        unnamed = [kt for kt in unique.values() if kt[0] not in compared]
+        key, t = max(unnamed or unique.values(), key=lambda kt: kt[1].numel())
+        raise CheckpointError(
+            f"{where}: config.json describes a model of {needed:,} parameters, its weights hold {held_numbers:,} "
+            f"(the largest tensor: {key!r} of shape {tuple(t.shape)}); the weights and config.json disagree"
+        )
 
 
 def _tokenizer(path_or_name: str, kw: dict, where: str) -> PreTrainedTokenizerBase | None:

@@ -407,6 +407,43 @@ def test_a_config_that_lies_about_the_weights_is_refused_before_the_model_is_bui
     assert all(n in message for n in named), message
 
 
+def test_a_config_asking_for_more_experts_than_the_weights_hold_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    """Mixtral's weights name each expert's w1, w2, w3; transformers fuses them into one tensor per
+    layer under another name, so no shape is compared by name. Before: num_local_experts=1000000
+    passed the header check and from_pretrained tried to allocate gigabytes (killed for memory)."""
+    from models.tiny import save_tiny
+
+    folder, _ = save_tiny("mixtral", tmp_path / "mixtral")
+    _edit_config(folder, num_local_experts=1_000_000)
+    _never_built(monkeypatch)
+    with pytest.raises(models.CheckpointError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert str(folder) in message and "parameters, its weights hold" in message
+    assert "experts.gate_up_proj" in message and "(1000000, " in message
+
+
+# config.json values transformers fails on with another exception than ValueError (a traceback, before)
+UNBUILDABLE_CONFIGS = {
+    "num_attention_heads 0": (dict(num_attention_heads=0), "ZeroDivisionError"),
+    "num_key_value_heads 0": (dict(num_key_value_heads=0), "ZeroDivisionError"),
+    "head_dim 0": (dict(head_dim=0), "ZeroDivisionError"),
+    "unknown hidden_act": (dict(hidden_act="nope"), "KeyError: 'nope'"),
+    "pad_token_id past the vocabulary": (dict(pad_token_id=10**6), "Padding_idx must be within num_embeddings"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNBUILDABLE_CONFIGS))
+def test_a_config_transformers_cannot_build_is_one_line_naming_config_json(tmp_path, case):
+    changes, named = UNBUILDABLE_CONFIGS[case]
+    folder, _ = _tiny_llama_folder(tmp_path)
+    _edit_config(folder, **changes)
+    with pytest.raises(models.CheckpointError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert str(folder) in message and "config.json" in message and named in message
+
+
 def _special(path, kind):
     path.unlink()
     if kind == "link to /dev/zero":
