@@ -123,7 +123,10 @@ _PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 # read whole, and their headers are checked by safetensors.
 _CONFIG_FILES = ("config.json", "generation_config.json", "interp_config.json", "tokenizer_config.json")
 _TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer.model", "spiece.model")
-_CAPS = dict.fromkeys(_CONFIG_FILES, 16 << 20) | dict.fromkeys(_TOKENIZER_FILES, 512 << 20)
+# the tokenizer's settings beside its vocabulary (tokenizer_config.json is among the configs above)
+_TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+_CAPS = dict.fromkeys(_CONFIG_FILES + _TOKENIZER_SETTINGS + ("chat_template.jinja",), 16 << 20)
+_CAPS |= dict.fromkeys(_TOKENIZER_FILES, 512 << 20)
 
 
 def _one_line(e: BaseException, limit: int = 300) -> str:
@@ -266,18 +269,34 @@ def _check_header(folder: Path, hf_cfg: PretrainedConfig, auto: type, where: str
 
 def _tokenizer(path_or_name: str, kw: dict, where: str) -> PreTrainedTokenizerBase | None:
     """The folder's (or GGUF's) tokenizer; None for a folder without tokenizer files (the model
-    then runs on token ids only). Tokenizer files that cannot be read are an error naming them,
-    never a model loaded without its tokenizer."""
+    then runs on token ids only). Tokenizer files that cannot be read, or settings without the
+    vocabulary they belong to, are an error naming them, never a model loaded without its tokenizer."""
     import transformers
 
     folder = Path(path_or_name)
-    files = [kw["gguf_file"]] if kw else [n for n in _TOKENIZER_FILES if (folder / n).is_file()]
+    present = [] if kw else [n for n in _TOKENIZER_FILES + _TOKENIZER_SETTINGS if (folder / n).is_file()]
+    files = [kw["gguf_file"]] if kw else present
     fix = "repair or replace them, or remove them to load the model without a tokenizer (token ids only)"
+    if files and not kw and not any(n in _TOKENIZER_FILES for n in files):
+        # transformers would build a tokenizer of special tokens only, or fail, and the model would load without one
+        raise CheckpointError(
+            f"{where}: it holds the tokenizer settings {', '.join(files)} but no vocabulary (tokenizer.json, or "
+            "vocab.txt, vocab.json + merges.txt, tokenizer.model); add the vocabulary, or remove the settings to load "
+            "the model without a tokenizer (token ids only)"
+        )
     try:
         tok = transformers.AutoTokenizer.from_pretrained(path_or_name, trust_remote_code=False, **kw)
     except Exception as e:  # noqa: BLE001 - tokenizers and transformers raise KeyError, Exception, ...
         if not files:
             return None  # a bare weights folder: the model still runs on token ids
+        for name in (n for n in files if n.endswith(".json")):  # the file at fault, where it is one we can tell
+            try:
+                json.loads((folder / name).read_bytes().decode("utf-8-sig"))
+            except ValueError as bad:  # JSONDecodeError, UnicodeDecodeError
+                raise CheckpointError(
+                    f"{where}: its tokenizer file {folder / name} is not valid JSON ({_one_line(bad)}); repair or "
+                    "replace it, or remove the tokenizer's files to load the model without a tokenizer (token ids only)"
+                ) from None
         raise CheckpointError(
             f"{where}: its tokenizer ({', '.join(files)}) cannot be read ({_one_line(e)}); {fix}"
         ) from None
@@ -336,6 +355,7 @@ def _hf_load(path_or_name: str, gguf_file: str | None = None) -> tuple[PreTraine
 # catch it too, for 0.8 s on SmolLM2's 538 MB and 1.6 s on Gemma 3's 1.07 GB per load).
 
 CACHE_RECORD = "interp-cache.json"
+_CAPS[CACHE_RECORD] = 16 << 20  # read whole, as the configs are
 _RECIPE = 2  # bump when the dequantising recipe changes (the folders of the old one are then unused)
 
 

@@ -508,6 +508,48 @@ def test_a_tokenizer_the_library_rejects_is_an_error_naming_the_file(tmp_path):
     assert "tokenizer.json" in message and "cannot be read" in message and str(folder) in message
 
 
+def _llama_folder_with_a_tokenizer(tmp_path):
+    from models import bpe
+
+    folder = tmp_path / "llama"
+    transformers.LlamaForCausalLM(tiny_hf_llama_config(300)).save_pretrained(str(folder))
+    bpe.train_bpe(["the keys to the cabinet are on the table"] * 4, vocab_size=300).save(folder)
+    assert models.load(str(folder)).tokenizer is not None
+    return folder
+
+
+def test_tokenizer_settings_without_a_vocabulary_are_refused_not_dropped(tmp_path):
+    """Before: a folder holding tokenizer_config.json (and special_tokens_map.json) but no vocabulary
+    loaded without a tokenizer, silently."""
+    folder = _llama_folder_with_a_tokenizer(tmp_path)
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(models.CheckpointError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert str(folder) in message and "tokenizer_config.json" in message and "no vocabulary" in message
+
+
+@pytest.mark.parametrize("name", ["tokenizer_config.json", "special_tokens_map.json"])
+def test_a_broken_tokenizer_settings_file_is_the_file_named(tmp_path, name):
+    """Before: the message named tokenizer.json, which was intact."""
+    folder = _llama_folder_with_a_tokenizer(tmp_path)
+    (folder / name).write_text('{"model_max_length": 512,')
+    with pytest.raises(models.CheckpointError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert f"{folder / name} is not valid JSON" in message and "line 1 column" in message
+
+
+def test_tokenizer_settings_larger_than_any_are_refused_before_they_are_read(tmp_path):
+    folder = _llama_folder_with_a_tokenizer(tmp_path)
+    with open(folder / "special_tokens_map.json", "wb") as f:
+        f.truncate(17 << 20)  # sparse: 17 MiB of nothing, read whole by transformers
+    with pytest.raises(ValueError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert str(folder / "special_tokens_map.json") in message and "17,825,792 bytes" in message
+
+
 def test_a_checkpoint_whose_tokenizer_is_broken_is_an_error_naming_the_file(tmp_path, minilm):
     model = tiny_model("bert_like")
     model.tokenizer = minilm.tokenizer  # the tokenizer's files are saved beside the weights
