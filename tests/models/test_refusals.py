@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import threading
 import warnings
@@ -110,6 +111,32 @@ def test_generate_refuses_bad_arguments_before_any_forward_pass(kwargs, error, n
     calls = _counted(model)
     with pytest.raises(error, match=named) as info:
         model.generate(torch.tensor([[1, 2, 3, 4, 5]]), stop_at_eos=False, **kwargs)
+    _one_line(info.value)
+    assert not calls, "a forward pass ran before the refusal"
+    model.reset_hooks()
+
+
+# Issue 41 item 9: a prompt that is not a text or token ids (before: torch's "Could not infer dtype
+# of NoneType", an IndexError for 12, a forward pass for float or out-of-vocabulary ids)
+BAD_PROMPTS = {
+    "None": (None, TypeError, "got None (NoneType)"),
+    "an int": (12, TypeError, "got 12 (int)"),
+    "bytes": (b"The keys", TypeError, "got b'The keys' (bytes)"),
+    "a 0-d tensor": (torch.tensor(12), ValueError, "got shape ()"),
+    "a 3-d tensor": (torch.ones(1, 2, 3, dtype=torch.long), ValueError, "got shape (1, 2, 3)"),
+    "a ragged list": ([[1, 2], [3]], ValueError, "torch cannot read this list as ids"),
+    "float ids": (torch.tensor([1.0, 2.0]), TypeError, "integer ids"),
+    "ids past the vocabulary": ([1, 10**6], ValueError, "must lie in 0..49"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PROMPTS))
+def test_generate_refuses_a_prompt_that_is_neither_text_nor_ids_before_any_forward_pass(case):
+    prompt, error, named = BAD_PROMPTS[case]
+    model = tiny_model("llama_like")
+    calls = _counted(model)
+    with pytest.raises(error, match=re.escape(named)) as info:
+        model.generate(prompt, max_new_tokens=2, stop_at_eos=False)
     _one_line(info.value)
     assert not calls, "a forward pass ran before the refusal"
     model.reset_hooks()
