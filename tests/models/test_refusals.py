@@ -630,3 +630,16 @@ def test_a_folder_model_without_a_tokenizer_says_which_files_to_add(tmp_path):
         model("The keys to the cabinet")
     message = _one_line(info.value)
     assert "pass token ids" in message and "tokenizer.json" in message and "tokenizer_config.json" in message
+
+
+@pytest.mark.parametrize("command", ["probe", "validate"])
+def test_a_command_given_a_folder_model_without_a_tokenizer_says_which_files_to_add(tmp_path, capsys, command):
+    """Before: "pass tokenizer= (a models.Tokenizer ...)", a Python argument no command takes."""
+    from analyses.cli import main
+
+    folder, _ = _tiny_llama_folder(tmp_path)
+    capsys.readouterr()  # save_pretrained's progress bar
+    assert main([command, "--model", str(folder), "--out", str(tmp_path / "out")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"interp {command}: "), lines
+    assert "no tokenizer attached" in lines[0] and "tokenizer.json" in lines[0] and "model folder" in lines[0]
