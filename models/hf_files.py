@@ -122,6 +122,7 @@ _PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 # few kB, a tokenizer a few tens of MB (Gemma 3's tokenizer.json: 33 MB). Weights are mapped, not
 # read whole, and their headers are checked by safetensors.
 _CONFIG_FILES = ("config.json", "generation_config.json", "interp_config.json", "tokenizer_config.json")
+_CONFIG_FILES += ("model.safetensors.index.json",)  # a sharded model's map of tensors to files
 _TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer.model", "spiece.model")
 # the tokenizer's settings beside its vocabulary (tokenizer_config.json is among the configs above)
 _TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")

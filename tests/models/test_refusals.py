@@ -515,11 +515,15 @@ def test_a_config_that_is_a_device_or_a_fifo_is_refused_in_one_line(tmp_path, ki
     assert str(folder / name) in message and "not a regular file" in message
 
 
-def test_a_config_larger_than_any_config_is_refused_before_it_is_read(tmp_path):
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors.index.json"])
+def test_a_config_larger_than_any_config_is_refused_before_it_is_read(tmp_path, name):
+    """model.safetensors.index.json (a sharded model's map, read whole by transformers): before, not capped."""
     folder, _ = _tiny_llama_folder(tmp_path)
-    with open(folder / "config.json", "r+b") as f:
+    if name == "model.safetensors.index.json":  # sharded: transformers reads the map to find the shards
+        (folder / "model.safetensors").rename(folder / "model-00001-of-00001.safetensors")
+    with open(folder / name, "a+b") as f:
         f.truncate(17 << 20)  # sparse: 17 MiB of nothing
-    with pytest.raises(ValueError, match="config.json") as info:
+    with pytest.raises(ValueError, match=name) as info:
         models.load(str(folder))
     assert "17,825,792 bytes" in _one_line(info.value)
 
