@@ -53,10 +53,7 @@ def _check_loading_info(info: dict, where: str) -> None:
 
     missing = sorted(k for k in info.get("missing_keys", ()) if not k.startswith(_UNREAD))
     if missing:
-        raise CheckpointError(
-            f"{where}: the weights lack tensor {missing[0]!r}{more(missing)}, which config.json calls for; "
-            "transformers would fill it with random values"
-        )
+        raise _missing_error(where, missing)
     mismatched = sorted(info.get("mismatched_keys", ()), key=lambda m: m[0])
     if mismatched:
         key, found, expected = mismatched[0]
@@ -69,6 +66,14 @@ def _check_loading_info(info: dict, where: str) -> None:
             f"{where}: the weights hold tensor {unexpected[0]!r}{more(unexpected)}, which a model built from "
             "its config.json does not have; the weights and config.json disagree"
         )
+
+
+def _missing_error(where: str, missing: list[str]) -> CheckpointError:
+    more = f" (and {len(missing) - 1} more: {missing[1:4]})" if len(missing) > 1 else ""
+    return CheckpointError(
+        f"{where}: the weights lack tensor {missing[0]!r}{more}, which config.json calls for; "
+        "transformers would fill it with random values"
+    )
 
 
 def _shape_error(
@@ -244,12 +249,15 @@ def _check_header(folder: Path, hf_cfg: PretrainedConfig, auto: type, where: str
     tensors = meta.state_dict(keep_vars=True)  # Parameters themselves: tied ones are one object
     expected = {k: tuple(v.shape) for k, v in tensors.items()}
     prefix = getattr(meta, "base_model_prefix", "")
-    compared = set()
+    compared, renamed = set(), []  # the model's tensors the weights name; the weights' tensors it does not
     for key, shape in sorted(shapes.items()):
         ours = next((k for k in (key, key.removeprefix(f"{prefix}."), f"{prefix}.{key}") if k in expected), None)
         if ours is not None and expected[ours] != shape:
             raise _shape_error(where, key, shape, expected[ours])
-        compared.add(ours)
+        if ours is None:
+            renamed.append(key)
+        else:
+            compared.add(ours)
     if getattr(hf_cfg, "quantization_config", None):
         return  # packed weights hold fewer numbers than the model they fill
     # Tensors the weights store under other names are not compared above (Mixtral's per-expert w1, w2,
@@ -261,6 +269,8 @@ def _check_header(folder: Path, hf_cfg: PretrainedConfig, auto: type, where: str
     held_numbers = sum(math.prod(shape) for shape in shapes.values())
     if needed > held_numbers:
         unnamed = [kt for kt in unique.values() if kt[0] not in compared]
+        if unnamed and not renamed:  # the weights name only tensors of the model: the others are missing
+            raise _missing_error(where, sorted(k for k, _ in unnamed))
         key, t = max(unnamed or unique.values(), key=lambda kt: kt[1].numel())
         raise CheckpointError(
             f"{where}: config.json describes a model of {needed:,} parameters, its weights hold {held_numbers:,} "
