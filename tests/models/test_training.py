@@ -293,31 +293,45 @@ def _saved_with_special_meta(corpus, tmp_path, kind):
     return folder, meta
 
 
-def test_resume_refuses_an_interp_config_that_is_a_fifo_instead_of_hanging(corpus, tmp_path):
+def _refused_without_hanging(call, fifo):
+    """call() in a thread: the ValueError it raised. A call that blocks on ``fifo`` is unblocked (its
+    writer opened and closed) after 30 s, and the test fails instead of hanging."""
     import stat
     import threading
 
-    _, train_ids, heldout_ids = corpus
-    folder, meta = _saved_with_special_meta(corpus, tmp_path, "fifo")
     outcome = {}
 
-    def resume():
+    def run():
         try:
-            Trainer.resume(folder, train_ids, heldout_ids)
+            call()
         except Exception as e:  # noqa: BLE001 - the test inspects it
             outcome["error"] = e
 
-    thread = threading.Thread(target=resume, daemon=True)
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(timeout=30)
     hung = thread.is_alive()
-    if hung and stat.S_ISFIFO(os.lstat(meta).st_mode):  # unblock the reader: its writer opens and closes
-        os.close(os.open(meta, os.O_WRONLY | os.O_NONBLOCK))
+    if hung and stat.S_ISFIFO(os.lstat(fifo).st_mode):
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
         thread.join(timeout=30)
-    assert not hung, "Trainer.resume hung reading a FIFO interp_config.json"
+    assert not hung, f"hung reading the FIFO {fifo}"
     error = outcome.get("error")
     assert isinstance(error, ValueError) and "\n" not in str(error), error
-    assert str(meta) in str(error) and "not a regular file" in str(error)
+    assert str(fifo) in str(error) and "not a regular file" in str(error)
+    return error
+
+
+def test_resume_refuses_an_interp_config_that_is_a_fifo_instead_of_hanging(corpus, tmp_path):
+    _, train_ids, heldout_ids = corpus
+    folder, meta = _saved_with_special_meta(corpus, tmp_path, "fifo")
+    _refused_without_hanging(lambda: Trainer.resume(folder, train_ids, heldout_ids), meta)
+
+
+def test_the_positional_study_refuses_a_checkpoint_whose_interp_config_is_a_fifo(corpus, tmp_path):
+    from analyses.positional.study import BUDGETS, load_scheme
+
+    folder, meta = _saved_with_special_meta(corpus, tmp_path, "fifo")
+    _refused_without_hanging(lambda: load_scheme(folder, BUDGETS["quick"]), meta)
 
 
 def test_train_resume_refuses_an_interp_config_linked_to_dev_zero_in_one_line(corpus, tmp_path):
