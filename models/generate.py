@@ -169,9 +169,10 @@ def generate(
     or "tokens" (prompt and continuation, [batch, pos]). ``verbose`` is accepted and ignored
     (the toolkit prints nothing). Hooks attached with ``model.hooks(...)`` fire at every step.
 
-    The arguments are checked before any forward pass: ``max_new_tokens`` and ``top_k`` whole
-    numbers (>= 0, >= 1), ``temperature`` finite and >= 0, ``top_p`` in (0, 1],
-    ``freq_penalty`` finite; a generation that would read more than ``n_ctx`` tokens is
+    The arguments are checked before any forward pass: ``input`` a text, a list of texts or token
+    ids [batch, pos] or [pos] in the vocabulary (None, a number or bytes: TypeError),
+    ``max_new_tokens`` and ``top_k`` whole numbers (>= 0, >= 1), ``temperature`` finite and >= 0,
+    ``top_p`` in (0, 1], ``freq_penalty`` finite; a generation that would read more than ``n_ctx`` tokens is
     refused up front, not after the steps that fit.
     """
     cfg = model.cfg
@@ -182,6 +183,7 @@ def generate(
     _check_generation_arguments(max_new_tokens, top_k, top_p, temperature, freq_penalty)
     tokens, mask, kind = _prompt_tokens(model, input, attention_mask, prepend_bos, padding_side)
     _check_room(model, tokens.shape[1], max_new_tokens)
+    model._check_tokens(tokens, allow_beyond_ctx=True)  # ids, in the vocabulary, at least one (n_ctx: just above)
     eos, pad = _eos_and_pad(model, eos_token_id, stop_at_eos)
     if not do_sample or temperature == 0.0:
         pick: Callable[[Tensor, Tensor], Tensor] = lambda logits, tokens: logits.argmax(dim=-1)  # noqa: E731
@@ -220,8 +222,21 @@ def _prompt_tokens(
             raise ValueError("generate continues every row from its last position: pad several texts on the left")
         kind = "str"
     else:
-        tokens = torch.as_tensor(input)
+        expected = "a text, a list of texts or token ids ([batch, pos] or [pos] whole numbers)"
+        if input is None or isinstance(input, (numbers.Number, bytes, bytearray)):
+            raise TypeError(f"generate: input must be {expected}, got {input!r} ({type(input).__name__})")
+        try:
+            tokens = torch.as_tensor(input)
+        except (TypeError, ValueError, RuntimeError) as e:
+            # a ragged list holds ids, wrongly laid out: a ValueError; anything else is of the wrong type
+            error = ValueError if isinstance(input, (list, tuple)) else TypeError
+            raise error(
+                f"generate: input must be {expected}; torch cannot read this {type(input).__name__} as ids "
+                f"({' '.join(str(e).split())})"
+            ) from None
         tokens = tokens[None] if tokens.ndim == 1 else tokens
+        if tokens.ndim != 2:
+            raise ValueError(f"generate: input must be {expected}, got shape {tuple(tokens.shape)}")
         mask = attention_mask
         kind = "tokens"
     tokens = tokens.to(device)

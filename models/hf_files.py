@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import warnings
@@ -52,10 +53,7 @@ def _check_loading_info(info: dict, where: str) -> None:
 
     missing = sorted(k for k in info.get("missing_keys", ()) if not k.startswith(_UNREAD))
     if missing:
-        raise CheckpointError(
-            f"{where}: the weights lack tensor {missing[0]!r}{more(missing)}, which config.json calls for; "
-            "transformers would fill it with random values"
-        )
+        raise _missing_error(where, missing)
     mismatched = sorted(info.get("mismatched_keys", ()), key=lambda m: m[0])
     if mismatched:
         key, found, expected = mismatched[0]
@@ -68,6 +66,14 @@ def _check_loading_info(info: dict, where: str) -> None:
             f"{where}: the weights hold tensor {unexpected[0]!r}{more(unexpected)}, which a model built from "
             "its config.json does not have; the weights and config.json disagree"
         )
+
+
+def _missing_error(where: str, missing: list[str]) -> CheckpointError:
+    more = f" (and {len(missing) - 1} more: {missing[1:4]})" if len(missing) > 1 else ""
+    return CheckpointError(
+        f"{where}: the weights lack tensor {missing[0]!r}{more}, which config.json calls for; "
+        "transformers would fill it with random values"
+    )
 
 
 def _shape_error(
@@ -121,14 +127,29 @@ _PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 # few kB, a tokenizer a few tens of MB (Gemma 3's tokenizer.json: 33 MB). Weights are mapped, not
 # read whole, and their headers are checked by safetensors.
 _CONFIG_FILES = ("config.json", "generation_config.json", "interp_config.json", "tokenizer_config.json")
+_CONFIG_FILES += ("model.safetensors.index.json",)  # a sharded model's map of tensors to files
 _TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "tokenizer.model", "spiece.model")
-_CAPS = dict.fromkeys(_CONFIG_FILES, 16 << 20) | dict.fromkeys(_TOKENIZER_FILES, 512 << 20)
+# the tokenizer's settings beside its vocabulary (tokenizer_config.json is among the configs above)
+_TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+_CAPS = dict.fromkeys(_CONFIG_FILES + _TOKENIZER_SETTINGS + ("chat_template.jinja",), 16 << 20)
+_CAPS |= dict.fromkeys(_TOKENIZER_FILES, 512 << 20)
 
 
 def _one_line(e: BaseException, limit: int = 300) -> str:
     """A library's (possibly multi-line) message as one line of at most ``limit`` characters."""
     text = " ".join(str(e).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# What transformers raises, besides ValueError, for a config it cannot build a model of: a head or
+# key/value head count of 0 (ZeroDivisionError), an unknown hidden_act or rope_type (KeyError), a
+# pad_token_id outside the vocabulary (AssertionError)
+_CONFIG_FAULTS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, AssertionError)
+
+
+def _fault(e: BaseException) -> str:
+    """``_one_line(e)``, prefixed with the exception's name where the message alone says little (KeyError: 'nope')."""
+    return _one_line(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {_one_line(e)}"
 
 
 def check_model_folder(folder: Path) -> None:
@@ -177,8 +198,8 @@ def _hf_config(path_or_name: str, kw: dict) -> PretrainedConfig:
         raise UnsupportedModelError(_unsupported(raw["model_type"], str(folder)))
     try:
         hf_cfg = transformers.AutoConfig.from_pretrained(path_or_name, trust_remote_code=False, **kw)
-    except (ValueError, TypeError, KeyError, StrictDataclassError) as e:  # e.g. heads that do not divide the width
-        raise CheckpointError(f"{path_or_name}: config.json is not a valid model config ({_one_line(e)})") from None
+    except (*_CONFIG_FAULTS, StrictDataclassError) as e:  # e.g. heads that do not divide the width
+        raise CheckpointError(f"{path_or_name}: config.json is not a valid model config ({_fault(e)})") from None
     if hf_cfg.model_type not in CONVERTERS:
         raise UnsupportedModelError(_unsupported(hf_cfg.model_type, path_or_name))
     if raw.get("auto_map") or getattr(hf_cfg, "auto_map", None):
@@ -223,32 +244,70 @@ def _check_header(folder: Path, hf_cfg: PretrainedConfig, auto: type, where: str
     try:
         with torch.device("meta"):
             meta = auto.from_config(hf_cfg, trust_remote_code=False)
-    except (ValueError, TypeError, RuntimeError) as e:
-        raise CheckpointError(
-            f"{where}: config.json describes no model transformers can build ({_one_line(e)})"
-        ) from None
-    expected = {k: tuple(v.shape) for k, v in meta.state_dict().items()}
+    except (*_CONFIG_FAULTS, RuntimeError) as e:
+        raise CheckpointError(f"{where}: config.json describes no model transformers can build ({_fault(e)})") from None
+    tensors = meta.state_dict(keep_vars=True)  # Parameters themselves: tied ones are one object
+    expected = {k: tuple(v.shape) for k, v in tensors.items()}
     prefix = getattr(meta, "base_model_prefix", "")
+    compared, renamed = set(), []  # the model's tensors the weights name; the weights' tensors it does not
     for key, shape in sorted(shapes.items()):
         ours = next((k for k in (key, key.removeprefix(f"{prefix}."), f"{prefix}.{key}") if k in expected), None)
         if ours is not None and expected[ours] != shape:
             raise _shape_error(where, key, shape, expected[ours])
+        if ours is None:
+            renamed.append(key)
+        else:
+            compared.add(ours)
+    if getattr(hf_cfg, "quantization_config", None):
+        return  # packed weights hold fewer numbers than the model they fill
+    # Tensors the weights store under other names are not compared above (Mixtral's per-expert w1, w2,
+    # w3, which transformers fuses into one tensor of every expert: num_local_experts=1000000 would
+    # allocate gigabytes). A model needs no more numbers than the weights hold (less: a tied copy, a
+    # task head), so count them: a config that asks for more is refused before anything is allocated.
+    unique = {id(t): (k, t) for k, t in tensors.items() if not k.removeprefix(f"{prefix}.").startswith(_UNREAD)}
+    needed = sum(t.numel() for _, t in unique.values())
+    held_numbers = sum(math.prod(shape) for shape in shapes.values())
+    if needed > held_numbers:
+        unnamed = [kt for kt in unique.values() if kt[0] not in compared]
+        if unnamed and not renamed:  # the weights name only tensors of the model: the others are missing
+            raise _missing_error(where, sorted(k for k, _ in unnamed))
+        key, t = max(unnamed or unique.values(), key=lambda kt: kt[1].numel())
+        raise CheckpointError(
+            f"{where}: config.json describes a model of {needed:,} parameters, its weights hold {held_numbers:,} "
+            f"(the largest tensor: {key!r} of shape {tuple(t.shape)}); the weights and config.json disagree"
+        )
 
 
 def _tokenizer(path_or_name: str, kw: dict, where: str) -> PreTrainedTokenizerBase | None:
     """The folder's (or GGUF's) tokenizer; None for a folder without tokenizer files (the model
-    then runs on token ids only). Tokenizer files that cannot be read are an error naming them,
-    never a model loaded without its tokenizer."""
+    then runs on token ids only). Tokenizer files that cannot be read, or settings without the
+    vocabulary they belong to, are an error naming them, never a model loaded without its tokenizer."""
     import transformers
 
     folder = Path(path_or_name)
-    files = [kw["gguf_file"]] if kw else [n for n in _TOKENIZER_FILES if (folder / n).is_file()]
+    present = [] if kw else [n for n in _TOKENIZER_FILES + _TOKENIZER_SETTINGS if (folder / n).is_file()]
+    files = [kw["gguf_file"]] if kw else present
     fix = "repair or replace them, or remove them to load the model without a tokenizer (token ids only)"
+    if files and not kw and not any(n in _TOKENIZER_FILES for n in files):
+        # transformers would build a tokenizer of special tokens only, or fail, and the model would load without one
+        raise CheckpointError(
+            f"{where}: it holds the tokenizer settings {', '.join(files)} but no vocabulary (tokenizer.json, or "
+            "vocab.txt, vocab.json + merges.txt, tokenizer.model); add the vocabulary, or remove the settings to load "
+            "the model without a tokenizer (token ids only)"
+        )
     try:
         tok = transformers.AutoTokenizer.from_pretrained(path_or_name, trust_remote_code=False, **kw)
     except Exception as e:  # noqa: BLE001 - tokenizers and transformers raise KeyError, Exception, ...
         if not files:
             return None  # a bare weights folder: the model still runs on token ids
+        for name in (n for n in files if n.endswith(".json")):  # the file at fault, where it is one we can tell
+            try:
+                json.loads((folder / name).read_bytes().decode("utf-8-sig"))
+            except ValueError as bad:  # JSONDecodeError, UnicodeDecodeError
+                raise CheckpointError(
+                    f"{where}: its tokenizer file {folder / name} is not valid JSON ({_one_line(bad)}); repair or "
+                    "replace it, or remove the tokenizer's files to load the model without a tokenizer (token ids only)"
+                ) from None
         raise CheckpointError(
             f"{where}: its tokenizer ({', '.join(files)}) cannot be read ({_one_line(e)}); {fix}"
         ) from None
@@ -307,6 +366,7 @@ def _hf_load(path_or_name: str, gguf_file: str | None = None) -> tuple[PreTraine
 # catch it too, for 0.8 s on SmolLM2's 538 MB and 1.6 s on Gemma 3's 1.07 GB per load).
 
 CACHE_RECORD = "interp-cache.json"
+_CAPS[CACHE_RECORD] = 16 << 20  # read whole, as the configs are
 _RECIPE = 2  # bump when the dequantising recipe changes (the folders of the old one are then unused)
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "from_hf",
     "save_checkpoint",
     "load_checkpoint",
+    "read_checkpoint_meta",
     "load_state_dict_checked",
     "CheckpointError",
     "UnsupportedModelError",
@@ -108,13 +109,22 @@ def _read_meta(folder: Path) -> dict:
 _META_KEYS = ["format_version", "config"]
 
 
+def read_checkpoint_meta(folder: str | Path) -> dict:
+    """A toolkit checkpoint's ``interp_config.json``, read as ``load_checkpoint`` reads it: the
+    folder's files checked first (a FIFO or a link to /dev/zero there is refused in one line, not
+    read for ever), then the JSON and its keys. What ``Trainer.resume`` and ``interp train --resume``
+    read the saved training settings from."""
+    folder = Path(folder)
+    check_model_folder(folder)
+    return _read_meta(folder)
+
+
 def load_checkpoint(folder: str | Path) -> Transformer:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     folder = Path(folder)
-    check_model_folder(folder)
-    meta = _read_meta(folder)
+    meta = read_checkpoint_meta(folder)
     try:
         cfg = Config.from_dict(meta["config"])
     except (TypeError, ValueError) as e:

@@ -18,12 +18,13 @@ if TYPE_CHECKING:  # transformers is imported only when a Hugging Face tokenizer
 
 Text = str | Sequence[str]  # a text, or a list of words
 
-# What a model without a tokenizer says when given text, and what a folder needs to have one
-NO_TOKENIZER = (
-    "has no tokenizer attached; pass token ids, or add the tokenizer's files to the model folder and load it again: "
-    "tokenizer.json, or the Hugging Face tokenizer files (tokenizer_config.json with vocab.txt, vocab.json + "
-    "merges.txt or tokenizer.model), as tokenizer.save_pretrained(folder) writes them"
+# What a folder needs to have a tokenizer, and what a model without one says when given text
+ADD_TOKENIZER_FILES = (
+    "add the tokenizer's files to the model folder and load it again: tokenizer.json, or the Hugging Face "
+    "tokenizer files (tokenizer_config.json with vocab.txt, vocab.json + merges.txt or tokenizer.model), as "
+    "tokenizer.save_pretrained(folder) writes them"
 )
+NO_TOKENIZER = f"has no tokenizer attached; pass token ids, or {ADD_TOKENIZER_FILES}"
 
 
 class UnreadableTextError(ValueError):

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from interp.io import atomic_save, staged_dir
-from models.loading import CONFIG_FILE, WEIGHTS_FILE, load_checkpoint, save_checkpoint
+from models.loading import CONFIG_FILE, WEIGHTS_FILE, load_checkpoint, read_checkpoint_meta, save_checkpoint
 from models.transformer import Transformer
 
 STATE_FILE = "trainer_state.pt"
@@ -312,15 +312,13 @@ class Trainer:
     ) -> Trainer:
         """Rebuild a Trainer from a checkpoint written by ``save`` (with optimizer state). ``tc``
         may extend ``steps``; by default the saved training config is used."""
-        import json
-
         folder = Path(folder)
         state_path = folder / STATE_FILE
         if not state_path.exists():
             raise FileNotFoundError(
                 f"{folder} has no {STATE_FILE}: it was saved without optimizer state, so it cannot resume"
             )
-        meta = json.loads((folder / "interp_config.json").read_text())["extra"]
+        meta = read_checkpoint_meta(folder).get("extra", {})
         tc = tc or TrainConfig.from_dict(meta["training"])
         model = load_checkpoint(folder).train()
         trainer = cls(model, train_ids, heldout_ids, tc)

@@ -20,7 +20,6 @@ model card) stay.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from analyses.cli.common import add_deprecated_alias, add_force_argument
@@ -93,7 +92,9 @@ def run(args) -> int:
             # a user's vocab.txt or an older version's checkpoint: refused now, not at the first checkpoint
             check_recorded(out, CHECKPOINT_FILES, "interp train", args.resume or args.force, "pass --force")
             if args.resume:
-                saved = json.loads((out / "interp_config.json").read_text(encoding="utf-8"))
+                from models.loading import read_checkpoint_meta  # a FIFO or /dev/zero there: one line, not a hang
+
+                saved = read_checkpoint_meta(out)
                 diff = _model_differences(conf["model"], saved["config"])
                 if diff:
                     raise ValueError(
@@ -124,7 +125,7 @@ def _train(args, conf: dict, tc, out: Path) -> int:
         train_texts, heldout_texts = english_passages(max_passages=max_passages)
 
     if args.resume:
-        saved = json.loads((out / "interp_config.json").read_text())
+        saved = models.loading.read_checkpoint_meta(out)
         tok = models.load(str(out)).tokenizer
         train_ids, heldout_ids = bpe.encode_stream(tok, train_texts), bpe.encode_stream(tok, heldout_texts)
         trainer = Trainer.resume(out, train_ids, heldout_ids, tc)

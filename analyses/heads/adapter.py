@@ -74,7 +74,7 @@ def adapt(model, tokenizer=None, sink: bool = True) -> Adapter:
     argmax; ``sink=False`` keeps the tokenizer as it is."""
     if isinstance(model, Adapter):
         return model
-    from models.tokenizer import Tokenizer
+    from models.tokenizer import ADD_TOKENIZER_FILES, Tokenizer
 
     v = view(model)
     names = set(getattr(model, "hook_dict", {}) or {})
@@ -89,8 +89,10 @@ def adapt(model, tokenizer=None, sink: bool = True) -> Adapter:
         )
     tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
     if tok is None:
+        name = getattr(getattr(model, "cfg", None), "name", None)
         raise ValueError(
-            "the model has no tokenizer attached; pass tokenizer= (a models.Tokenizer or a fast HF tokenizer)"
+            f"the model{f' {name!r}' if name else ''} has no tokenizer attached, and the head probe reads text: "
+            f"{ADD_TOKENIZER_FILES} (from Python: or pass tokenizer=, a models.Tokenizer or a fast HF tokenizer)"
         )
     if not isinstance(tok, Tokenizer):
         tok = Tokenizer(tok)

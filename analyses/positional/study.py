@@ -464,7 +464,7 @@ def load_scheme(folder: str | Path, budget: Budget) -> tuple[models.Transformer,
     meta_path = folder / "interp_config.json"
     if not meta_path.exists():
         return None
-    extra = json.loads(meta_path.read_text()).get("extra", {})
+    extra = models.loading.read_checkpoint_meta(folder).get("extra", {})  # a FIFO there: one line, not a hang
     if extra.get("budget_signature") != _text_budget(budget).signature():
         return None
     return models.load(str(folder)), extra

@@ -273,6 +273,17 @@ def test_a_cache_with_a_missing_or_damaged_record_is_rebuilt(cache):
     assert build.calls == 3
 
 
+def test_a_cache_record_larger_than_any_is_not_read(cache):
+    """Before: a 17 MiB record (sparse, all NULs) was read whole before it was found damaged."""
+    build = _Builder()
+    folder = hf_files.cached_folder("tiny", "k1", build)
+    with open(folder / hf_files.CACHE_RECORD, "r+b") as f:
+        f.truncate(17 << 20)
+    with pytest.warns(UserWarning, match=r"interp-cache.json is missing or damaged .*17,825,792 bytes"):
+        hf_files.cached_folder("tiny", "k1", build)
+    assert build.calls == 2
+
+
 def test_a_copied_cache_is_hashed_once_then_trusted(cache, monkeypatch):
     build = _Builder()
     folder = hf_files.cached_folder("tiny", "k1", build)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import threading
 import warnings
@@ -110,6 +111,32 @@ def test_generate_refuses_bad_arguments_before_any_forward_pass(kwargs, error, n
     calls = _counted(model)
     with pytest.raises(error, match=named) as info:
         model.generate(torch.tensor([[1, 2, 3, 4, 5]]), stop_at_eos=False, **kwargs)
+    _one_line(info.value)
+    assert not calls, "a forward pass ran before the refusal"
+    model.reset_hooks()
+
+
+# Issue 41 item 9: a prompt that is not a text or token ids (before: torch's "Could not infer dtype
+# of NoneType", an IndexError for 12, a forward pass for float or out-of-vocabulary ids)
+BAD_PROMPTS = {
+    "None": (None, TypeError, "got None (NoneType)"),
+    "an int": (12, TypeError, "got 12 (int)"),
+    "bytes": (b"The keys", TypeError, "got b'The keys' (bytes)"),
+    "a 0-d tensor": (torch.tensor(12), ValueError, "got shape ()"),
+    "a 3-d tensor": (torch.ones(1, 2, 3, dtype=torch.long), ValueError, "got shape (1, 2, 3)"),
+    "a ragged list": ([[1, 2], [3]], ValueError, "torch cannot read this list as ids"),
+    "float ids": (torch.tensor([1.0, 2.0]), TypeError, "integer ids"),
+    "ids past the vocabulary": ([1, 10**6], ValueError, "must lie in 0..49"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PROMPTS))
+def test_generate_refuses_a_prompt_that_is_neither_text_nor_ids_before_any_forward_pass(case):
+    prompt, error, named = BAD_PROMPTS[case]
+    model = tiny_model("llama_like")
+    calls = _counted(model)
+    with pytest.raises(error, match=re.escape(named)) as info:
+        model.generate(prompt, max_new_tokens=2, stop_at_eos=False)
     _one_line(info.value)
     assert not calls, "a forward pass ran before the refusal"
     model.reset_hooks()
@@ -407,6 +434,43 @@ def test_a_config_that_lies_about_the_weights_is_refused_before_the_model_is_bui
     assert all(n in message for n in named), message
 
 
+def test_a_config_asking_for_more_experts_than_the_weights_hold_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    """Mixtral's weights name each expert's w1, w2, w3; transformers fuses them into one tensor per
+    layer under another name, so no shape is compared by name. Before: num_local_experts=1000000
+    passed the header check and from_pretrained tried to allocate gigabytes (killed for memory)."""
+    from models.tiny import save_tiny
+
+    folder, _ = save_tiny("mixtral", tmp_path / "mixtral")
+    _edit_config(folder, num_local_experts=1_000_000)
+    _never_built(monkeypatch)
+    with pytest.raises(models.CheckpointError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert str(folder) in message and "parameters, its weights hold" in message
+    assert "experts.gate_up_proj" in message and "(1000000, " in message
+
+
+# config.json values transformers fails on with another exception than ValueError (a traceback, before)
+UNBUILDABLE_CONFIGS = {
+    "num_attention_heads 0": (dict(num_attention_heads=0), "ZeroDivisionError"),
+    "num_key_value_heads 0": (dict(num_key_value_heads=0), "ZeroDivisionError"),
+    "head_dim 0": (dict(head_dim=0), "ZeroDivisionError"),
+    "unknown hidden_act": (dict(hidden_act="nope"), "KeyError: 'nope'"),
+    "pad_token_id past the vocabulary": (dict(pad_token_id=10**6), "Padding_idx must be within num_embeddings"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNBUILDABLE_CONFIGS))
+def test_a_config_transformers_cannot_build_is_one_line_naming_config_json(tmp_path, case):
+    changes, named = UNBUILDABLE_CONFIGS[case]
+    folder, _ = _tiny_llama_folder(tmp_path)
+    _edit_config(folder, **changes)
+    with pytest.raises(models.CheckpointError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert str(folder) in message and "config.json" in message and named in message
+
+
 def _special(path, kind):
     path.unlink()
     if kind == "link to /dev/zero":
@@ -451,11 +515,15 @@ def test_a_config_that_is_a_device_or_a_fifo_is_refused_in_one_line(tmp_path, ki
     assert str(folder / name) in message and "not a regular file" in message
 
 
-def test_a_config_larger_than_any_config_is_refused_before_it_is_read(tmp_path):
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors.index.json"])
+def test_a_config_larger_than_any_config_is_refused_before_it_is_read(tmp_path, name):
+    """model.safetensors.index.json (a sharded model's map, read whole by transformers): before, not capped."""
     folder, _ = _tiny_llama_folder(tmp_path)
-    with open(folder / "config.json", "r+b") as f:
+    if name == "model.safetensors.index.json":  # sharded: transformers reads the map to find the shards
+        (folder / "model.safetensors").rename(folder / "model-00001-of-00001.safetensors")
+    with open(folder / name, "a+b") as f:
         f.truncate(17 << 20)  # sparse: 17 MiB of nothing
-    with pytest.raises(ValueError, match="config.json") as info:
+    with pytest.raises(ValueError, match=name) as info:
         models.load(str(folder))
     assert "17,825,792 bytes" in _one_line(info.value)
 
@@ -469,6 +537,48 @@ def test_a_tokenizer_the_library_rejects_is_an_error_naming_the_file(tmp_path):
         models.load(str(folder))
     message = _one_line(info.value)
     assert "tokenizer.json" in message and "cannot be read" in message and str(folder) in message
+
+
+def _llama_folder_with_a_tokenizer(tmp_path):
+    from models import bpe
+
+    folder = tmp_path / "llama"
+    transformers.LlamaForCausalLM(tiny_hf_llama_config(300)).save_pretrained(str(folder))
+    bpe.train_bpe(["the keys to the cabinet are on the table"] * 4, vocab_size=300).save(folder)
+    assert models.load(str(folder)).tokenizer is not None
+    return folder
+
+
+def test_tokenizer_settings_without_a_vocabulary_are_refused_not_dropped(tmp_path):
+    """Before: a folder holding tokenizer_config.json (and special_tokens_map.json) but no vocabulary
+    loaded without a tokenizer, silently."""
+    folder = _llama_folder_with_a_tokenizer(tmp_path)
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(models.CheckpointError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert str(folder) in message and "tokenizer_config.json" in message and "no vocabulary" in message
+
+
+@pytest.mark.parametrize("name", ["tokenizer_config.json", "special_tokens_map.json"])
+def test_a_broken_tokenizer_settings_file_is_the_file_named(tmp_path, name):
+    """Before: the message named tokenizer.json, which was intact."""
+    folder = _llama_folder_with_a_tokenizer(tmp_path)
+    (folder / name).write_text('{"model_max_length": 512,')
+    with pytest.raises(models.CheckpointError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert f"{folder / name} is not valid JSON" in message and "line 1 column" in message
+
+
+def test_tokenizer_settings_larger_than_any_are_refused_before_they_are_read(tmp_path):
+    folder = _llama_folder_with_a_tokenizer(tmp_path)
+    with open(folder / "special_tokens_map.json", "wb") as f:
+        f.truncate(17 << 20)  # sparse: 17 MiB of nothing, read whole by transformers
+    with pytest.raises(ValueError) as info:
+        models.load(str(folder))
+    message = _one_line(info.value)
+    assert str(folder / "special_tokens_map.json") in message and "17,825,792 bytes" in message
 
 
 def test_a_checkpoint_whose_tokenizer_is_broken_is_an_error_naming_the_file(tmp_path, minilm):
@@ -524,3 +634,16 @@ def test_a_folder_model_without_a_tokenizer_says_which_files_to_add(tmp_path):
         model("The keys to the cabinet")
     message = _one_line(info.value)
     assert "pass token ids" in message and "tokenizer.json" in message and "tokenizer_config.json" in message
+
+
+@pytest.mark.parametrize("command", ["probe", "validate"])
+def test_a_command_given_a_folder_model_without_a_tokenizer_says_which_files_to_add(tmp_path, capsys, command):
+    """Before: "pass tokenizer= (a models.Tokenizer ...)", a Python argument no command takes."""
+    from analyses.cli import main
+
+    folder, _ = _tiny_llama_folder(tmp_path)
+    capsys.readouterr()  # save_pretrained's progress bar
+    assert main([command, "--model", str(folder), "--out", str(tmp_path / "out")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"interp {command}: "), lines
+    assert "no tokenizer attached" in lines[0] and "tokenizer.json" in lines[0] and "model folder" in lines[0]

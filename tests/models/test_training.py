@@ -273,3 +273,82 @@ def test_a_config_can_come_from_a_pipe(tmp_path):
             assert read_config(f"/dev/fd/{r}") == {"model": {"d_model": 16}}
         finally:
             os.close(r)
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 41 item 6: a checkpoint's interp_config.json that is a FIFO or a link to /dev/zero is refused
+# in one line by the readers of the saved training settings too, not read for ever
+
+
+def _saved_with_special_meta(corpus, tmp_path, kind):
+    tok, train_ids, heldout_ids = corpus
+    folder = tmp_path / "ckpt"
+    Trainer(_model(tok), train_ids, heldout_ids, TC).save(folder)
+    meta = folder / "interp_config.json"
+    meta.unlink()
+    if kind == "fifo":
+        os.mkfifo(meta)
+    else:
+        meta.symlink_to("/dev/zero")
+    return folder, meta
+
+
+def _refused_without_hanging(call, fifo):
+    """call() in a thread: the ValueError it raised. A call that blocks on ``fifo`` is unblocked (its
+    writer opened and closed) after 30 s, and the test fails instead of hanging."""
+    import stat
+    import threading
+
+    outcome = {}
+
+    def run():
+        try:
+            call()
+        except Exception as e:  # noqa: BLE001 - the test inspects it
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=30)
+    hung = thread.is_alive()
+    if hung and stat.S_ISFIFO(os.lstat(fifo).st_mode):
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(timeout=30)
+    assert not hung, f"hung reading the FIFO {fifo}"
+    error = outcome.get("error")
+    assert isinstance(error, ValueError) and "\n" not in str(error), error
+    assert str(fifo) in str(error) and "not a regular file" in str(error)
+    return error
+
+
+def test_resume_refuses_an_interp_config_that_is_a_fifo_instead_of_hanging(corpus, tmp_path):
+    _, train_ids, heldout_ids = corpus
+    folder, meta = _saved_with_special_meta(corpus, tmp_path, "fifo")
+    _refused_without_hanging(lambda: Trainer.resume(folder, train_ids, heldout_ids), meta)
+
+
+def test_the_positional_study_refuses_a_checkpoint_whose_interp_config_is_a_fifo(corpus, tmp_path):
+    from analyses.positional.study import BUDGETS, load_scheme
+
+    folder, meta = _saved_with_special_meta(corpus, tmp_path, "fifo")
+    _refused_without_hanging(lambda: load_scheme(folder, BUDGETS["quick"]), meta)
+
+
+def test_train_resume_refuses_an_interp_config_linked_to_dev_zero_in_one_line(corpus, tmp_path):
+    """Before: read until memory ran out (here, under a 4 GiB address-space limit: a MemoryError traceback)."""
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    folder, meta = _saved_with_special_meta(corpus, tmp_path, "link to /dev/zero")
+    config = Path(__file__).resolve().parents[2] / "configs" / "tiny.json"
+    code = "import sys; from analyses.cli import main; sys.exit(main(sys.argv[1:]))"
+    limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # noqa: E731
+    done = subprocess.run(
+        [sys.executable, "-c", code, "train", "--resume", "--out", str(folder), "--config", str(config)],
+        capture_output=True, text=True, timeout=120, preexec_fn=limit, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert lines[0].startswith("interp train: ") and str(meta) in lines[0] and "not a regular file" in lines[0]
