@@ -22,7 +22,11 @@ down, put the previous handler back and raise the signal again, which asyncio's 
 cancelled main task and then a KeyboardInterrupt) loses the signal whenever a link of that chain does
 not hold: a SIGINT inherited as ignored (a background job, some CI runners) is put back as ignored and
 re-raised into nothing; a signal in the window before uvicorn installs its handler cancels the task
-instead. Here one flag records the signal, and "interp explore: stopped" is printed from it. A client
+instead. Here one flag records the signal, and "interp explore: stopped" is printed from it. The
+window before this command's handler is in place (Python importing the commands, binding the port)
+is closed too: ``interp``'s ``main`` blocks both signals first thing, and runs this command
+(``OWNS_SIGNALS``) with them still blocked; ``_Stop.installed`` unblocks them, so a signal that came
+meanwhile reaches ``_Stop``, not a half-loaded parser (a traceback) or ``main`` (exit 130). A client
 that stalls mid-request holds the shutdown for at most ``GRACE`` seconds; a second Ctrl-C stops at
 once, without a traceback.
 """
@@ -41,6 +45,7 @@ import threading
 from analyses.cli.common import Terminated, add_model_arguments, load_model
 from analyses.explore.limits import DEFAULT_MAX_TOKENS
 
+OWNS_SIGNALS = True  # interp's main holds SIGINT/SIGTERM until _Stop is installed (analyses.cli.main)
 GRACE = 5  # seconds a shutdown waits for requests still running (a client stalled mid-body) before cancelling them
 
 
@@ -116,6 +121,10 @@ class _Stop:
             return
         previous = {sig: signal.signal(sig, self) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            # interp's main holds both signals until now (OWNS_SIGNALS): one that came meanwhile is
+            # handled here, by this handler, the moment they are released
+            if hasattr(signal, "pthread_sigmask"):
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM))
             yield self
         finally:
             for sig, handler in previous.items():
@@ -131,23 +140,25 @@ def _quiet_cancellations(record: logging.LogRecord) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.max_tokens < 1:
-        raise ValueError(f"--max-tokens must be a positive integer, got {args.max_tokens}")
-    catalogue = _read_catalogue(args.catalogue) if args.catalogue is not None else None
-    if not _is_loopback(args.host):
-        sys.stderr.write(
-            f"interp explore: warning: --host {args.host} is not loopback: anyone who can reach this machine on "
-            "that address can run the model through the page\n"
-        )
-    sock = _bind(args.host, args.port)
     stop = _Stop()
+    sock = None
     try:
-        with stop.installed():
+        with stop.installed():  # first: a signal from here on (or held by interp's main until now) says stopped
+            if args.max_tokens < 1:
+                raise ValueError(f"--max-tokens must be a positive integer, got {args.max_tokens}")
+            catalogue = _read_catalogue(args.catalogue) if args.catalogue is not None else None
+            if not _is_loopback(args.host):
+                sys.stderr.write(
+                    f"interp explore: warning: --host {args.host} is not loopback: anyone who can reach this machine "
+                    "on that address can run the model through the page\n"
+                )
+            sock = _bind(args.host, args.port)
             _serve(args, sock, stop, catalogue)
-    except (KeyboardInterrupt, Terminated):  # a signal while the model loaded
+    except (KeyboardInterrupt, Terminated):  # a signal before the server was set up (loading the model)
         pass
     finally:
-        sock.close()
+        if sock is not None:
+            sock.close()
     if stop.signals:
         sys.stderr.write("interp explore: stopped\n")
     return 0
