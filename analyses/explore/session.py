@@ -21,6 +21,8 @@ What it computes, and from which of the toolkit's definitions (imported, never c
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import threading
 
 import numpy as np
@@ -40,7 +42,17 @@ from interp.display import token_label
 from interp.interventions import ablation_source, cache_z, normalize_heads, run_ablated
 from interp.names import act_name
 
-__all__ = ["Session", "InputError", "TextTooLong", "NoCatalogue", "MODES", "REFERENCE_NAME", "DEFAULT_MAX_TOKENS"]
+__all__ = [
+    "Session",
+    "InputError",
+    "TextTooLong",
+    "NoCatalogue",
+    "Abandoned",
+    "CLIENT_GONE",
+    "MODES",
+    "REFERENCE_NAME",
+    "DEFAULT_MAX_TOKENS",
+]
 
 MODES = ("zero", "mean")
 TOP_K = 10
@@ -66,6 +78,16 @@ class NoCatalogue(InputError):
     """A head's verdicts asked of a session started without a catalogue."""
 
     status = 404
+
+
+class Abandoned(Exception):
+    """The request's client went away while it waited for the model: its work was skipped."""
+
+
+# the server's request (``server._api``) sets this to an Event that is set when its client goes away;
+# a request that finds it set once the model is free is skipped (``Abandoned``), so a burst of abandoned
+# clicks does not keep the model busy. Unset (a Python caller): every call runs.
+CLIENT_GONE: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("client_gone", default=None)
 
 
 def _floats(t: torch.Tensor) -> list:
@@ -104,6 +126,7 @@ class Session:
             check_model(table, self.view.name, self.view.n_layers, self.view.n_heads)
             self.verdicts, self.catalogue_info = by_head(table), summary(table)
         self._lock = threading.Lock()
+        self.skipped = 0  # requests whose client had gone away by the time the model was free
         self._mean: dict[int, torch.Tensor] | None = None  # [head, d_head] per layer, on first use
         self._has_norm = self.adapter.output_weights(0) is not None
         self._labels: dict[str, list[int]] | None = None  # a token as shown -> its ids, on first use
@@ -167,6 +190,17 @@ class Session:
 
     # -- forward passes -----------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _model(self):
+        """The model for one request's work: the lock (one forward pass at a time), then, if the
+        request's client went away while it waited (``CLIENT_GONE``), ``Abandoned`` instead of the work."""
+        with self._lock:
+            gone = CLIENT_GONE.get()
+            if gone is not None and gone.is_set():
+                self.skipped += 1
+                raise Abandoned("the client went away while the request waited for the model: skipped")
+            yield
+
     def _forward_kwargs(self, batch) -> dict:
         kw = {"attention_mask": batch.attention_mask}
         if batch.token_type_ids is not None and not self.view.causal:
@@ -225,7 +259,7 @@ class Session:
         batch = self.encode(text)
         out = self._tokens(batch, text)
         if self.view.causal and self.view.lm_head:
-            with self._lock, torch.no_grad():
+            with self._model(), torch.no_grad():
                 logits = self.model.run_with_hooks(batch.input_ids, fwd_hooks=[], **self._forward_kwargs(batch))
             probs = torch.softmax(logits[0, -1].double(), -1)
             top = torch.topk(probs, min(TOP_K, probs.shape[0]))
@@ -247,7 +281,7 @@ class Session:
                 f"text has {n} tokens; the head view's token x token pattern takes at most {PATTERN_MAX_TOKENS} "
                 f"(the layer view and the ablation take up to {self.limit}); shorten it to see a head's pattern"
             )
-        with self._lock:
+        with self._model():
             pattern, norm = self._patterns(batch, layer)
         align, labels = _word_groups(batch.token_to_word[0], batch.words[0])
         out = {**self._tokens(batch, text), "layer": layer, "head": head, "word_labels": labels}
@@ -283,7 +317,7 @@ class Session:
         n = int(batch.input_ids.shape[1])
         if isinstance(query, bool) or not isinstance(query, int) or not 0 <= query < n:
             raise InputError(f"query must be a token index in 0..{n - 1}, got {query!r}")
-        with self._lock:
+        with self._model():
             pattern, norm = self._patterns(batch, layer)
         return {
             **self._tokens(batch, text),
@@ -375,7 +409,7 @@ class Session:
             raise InputError(f"position must be a token index in 0..{n - 1}, got {position!r}")
         kw = self._forward_kwargs(batch)
         mask = kw.pop("attention_mask")
-        with self._lock, torch.no_grad():
+        with self._model(), torch.no_grad():
             source = None
             if mode == "mean":
                 mean = self.mean_source()

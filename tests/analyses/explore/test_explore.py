@@ -382,8 +382,9 @@ def _free_port_is_closed(port: int) -> bool:
 
 
 @contextmanager
-def _serving(session: Session):
-    """uvicorn in a thread on a free port; stopped on exit, and nothing may listen there afterwards."""
+def _serving(session: Session, servers: list | None = None):
+    """uvicorn in a thread on a free port; stopped on exit, and nothing may listen there afterwards.
+    ``servers``, when given, gets the uvicorn server (to watch its connections)."""
     import uvicorn
 
     sock = socket.socket()
@@ -393,6 +394,8 @@ def _serving(session: Session):
     server = uvicorn.Server(
         uvicorn.Config(create_app(session, allowed_hosts("127.0.0.1", port)), log_level="warning", lifespan="off")
     )
+    if servers is not None:
+        servers.append(server)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -420,6 +423,70 @@ def test_parallel_requests_get_the_sequential_answers(tiny_lm):
         with ThreadPoolExecutor(8) as pool:
             parallel = list(pool.map(lambda job: http.post(f"/api/{job[0]}", json=job[1]).json(), jobs * 2))
     assert parallel == sequential * 2
+
+
+def _wait(condition, what: str, seconds: float = 30) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _watched(base: type[Session], method: str):
+    """A session class that records, per call of ``method`` (in the request's worker thread, before
+    the model's lock), its arguments, its request's CLIENT_GONE event, and when it has returned."""
+    from analyses.explore import session as session_module
+
+    class Watched(base):
+        entered: list = []
+        gone: list = []
+        left: list = []
+
+    def call(self, *args, **kwargs):
+        self.entered.append(kwargs)
+        event = getattr(session_module, "CLIENT_GONE", None)
+        self.gone.append(event.get() if event is not None else None)
+        try:
+            return getattr(base, method)(self, *args, **kwargs)
+        finally:
+            self.left.append(1)
+
+    setattr(Watched, method, call)
+    return Watched
+
+
+def test_requests_abandoned_while_queued_are_skipped(tiny_lm):
+    """Issue 41: a request whose client went away still ran (8 abandoned ablations delayed the next
+    answer by 28 s). Requests queued behind the model whose clients close their connections are
+    skipped: no forward pass of theirs runs once the model is free; a live request is answered."""
+    import httpx
+
+    session, servers, n = _watched(Session, "head")(tiny_lm), [], 4
+    entered, gone, left, wait = session.entered, session.gone, session.left, _wait
+    with _serving(session, servers) as url:
+        port = int(url.rsplit(":", 1)[1])
+        body = json.dumps({"text": TEXT, "layer": 1, "head": 2}).encode()
+        request = (
+            f"POST /api/head HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        with _counting_forwards(tiny_lm.blocks[0]) as calls:  # every pass runs block 0
+            with session._lock:  # the model is busy: the requests queue behind it
+                clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+                for c in clients:
+                    c.sendall(request)
+                wait(lambda: len(entered) == n, "the requests to reach the session")
+                for c in clients:  # the clients give up
+                    c.close()
+                wait(lambda: not servers[0].server_state.connections, "the server to see the clients go")
+                wait(lambda: all(g is None or g.is_set() for g in gone), "the requests to be marked abandoned")
+            wait(lambda: len(left) == n, "the queued requests to finish")
+            assert calls == [], f"{len(calls)} forward passes ran for clients that had gone away"
+            assert session.skipped == n
+            with httpx.Client(base_url=url, timeout=60) as http:
+                r = http.post("/api/head", json={"text": TEXT, "layer": 1, "head": 2})
+            assert r.status_code == 200 and len(calls) == 1
 
 
 # -- the page in a browser -------------------------------------------------------------------------------
@@ -688,6 +755,30 @@ def test_an_ablation_in_flight_is_not_drawn_against_a_newer_text(browser, tiny_l
         page.click("#ablate")  # the new text's own ablation is drawn, over its own tokens
         page.wait_for_selector(f"#ablation-result[data-done='{int(done) + 1}']")
         assert "(.)" in page.text_content("#ablation-result")
+        ctx.close()
+    assert errors == []
+
+
+def test_the_page_aborts_a_superseded_request_and_the_server_skips_it(browser, tiny_lm):
+    """Heads clicked while the model is busy: each click's request replaces the previous one, which
+    the page aborts (its connection closes), so the server skips its work; the last head is drawn."""
+    session = _watched(Session, "head")(tiny_lm)
+    with _serving(session) as url:
+        ctx, page, errors = _open(browser, url)
+        _type_and_run(page, TEXT)
+        page.wait_for_selector("body:not(.busy)")
+        first = len(session.entered)
+        heads = [(1, 0), (1, 1), (0, 2), (1, 3)]
+        with session._lock:  # the model is busy: the clicks' requests queue behind it
+            for i, (layer, head) in enumerate(heads):
+                page.click(f"#grid button[data-layer='{layer}'][data-head='{head}']")
+                _wait(lambda: len(session.entered) == first + i + 1, f"the request for L{layer}H{head}")
+            _wait(lambda: all(g is not None and g.is_set() for g in session.gone[first:-1]), "the aborts", 10)
+        page.wait_for_selector("#pattern[data-layer='1'][data-head='3']")
+        _wait(lambda: len(session.left) == len(session.entered), "the requests to finish")
+        assert [(d["layer"], d["head"]) for d in session.entered[first:]] == heads
+        assert session.skipped == len(heads) - 1
+        assert not session.gone[-1].is_set()
         ctx.close()
     assert errors == []
 
