@@ -353,24 +353,30 @@ class Session:
     def _token(self, tid: int) -> str:
         return self.adapter.tokenizer.hf.convert_ids_to_tokens(tid)
 
-    def _target(self, target, clean: torch.Tensor) -> tuple[int, str | None]:
-        """The target's id and, when typed as text, what was typed (None for the default or an id)."""
+    def _target(self, target) -> tuple[int | None, str | None]:
+        """The target's id (None: the default, the clean top token, known after the pass) and, when
+        typed as text, what was typed; checked before any forward pass."""
         if target is None:
-            return int(clean.argmax()), None
+            return None, None
+        n = self.view.d_vocab
         if isinstance(target, str):
-            return self._target_token(target), target
-        if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < clean.shape[0]:
-            raise InputError(f"target must be a token (string) or an id in 0..{clean.shape[0] - 1}, got {target!r}")
+            tid = self._target_token(target)
+            if tid >= n:  # a token the tokenizer added beyond the model's logits
+                raise InputError(f"target {target!r:.40} is token {tid}; the model has logits for ids 0..{n - 1} only")
+            return tid, target
+        if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < n:
+            raise InputError(f"target must be a token (string) or an id in 0..{n - 1}, got {target!r:.40}")
         return target, None
 
     def _target_token(self, target: str) -> int:
         """A typed target token: the form the page shows (``_were``), the vocabulary's own (``Ġwere``),
         or text that is one token (`` were``: the leading space is kept, never trimmed)."""
         hf = self.adapter.tokenizer.hf
-        if self._labels is None:
-            self._labels = {}
+        if self._labels is None:  # built whole, then published: a parallel request never sees half of it
+            labels: dict[str, list[int]] = {}
             for tok, i in hf.get_vocab().items():
-                self._labels.setdefault(token_label(tok), []).append(int(i))
+                labels.setdefault(token_label(tok), []).append(int(i))
+            self._labels = labels
         ids = set(self._labels.get(target, []))
         raw = hf.convert_tokens_to_ids(target)
         if raw is not None and (raw != hf.unk_token_id or target == hf.unk_token):
@@ -407,6 +413,7 @@ class Session:
         position = n - 1 if position is None else position
         if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < n:
             raise InputError(f"position must be a token index in 0..{n - 1}, got {position!r}")
+        tid, typed = self._target(target) if self.view.lm_head else (None, None)
         kw = self._forward_kwargs(batch)
         mask = kw.pop("attention_mask")
         with self._model(), torch.no_grad():
@@ -425,7 +432,7 @@ class Session:
             "position_token": batch.tokens[0][position],
         }
         if self.view.lm_head:
-            tid, typed = self._target(target, clean[0, position])
+            tid = int(clean[0, position].argmax()) if tid is None else tid
             out.update(_logit_change(clean[0, position], ablated[0, position], tid))
             for row in out["top"]:
                 row["token"] = self._token(row["id"])

@@ -242,6 +242,16 @@ def test_bad_head_mode_target(client):
     assert r.status_code == 422 and "query must be a token index in 0..7" in r.json()["error"]
 
 
+def test_a_bad_target_is_refused_before_any_forward_pass(client, tiny_lm):
+    """Issue 41: the table promises every bad input is checked before any forward pass, but a target
+    not in the vocabulary (or not a token) was refused after the clean and ablated passes."""
+    with _counting_forwards(tiny_lm.blocks[0]) as calls:  # every pass runs block 0
+        for target, message in (("<b>x</b>", "is not in the vocabulary"), (10**9, "an id in 0..21"), ([1], "got [1]")):
+            r = client.post("/api/ablate", json={"text": TEXT, "heads": [[0, 0]], "mode": "mean", "target": target})
+            assert r.status_code == 422 and message in r.json()["error"], r.json()
+    assert calls == []
+
+
 def test_malformed_json_wrong_type_and_huge_bodies(client):
     def post(content, ctype="application/json"):
         return client.post("/api/run", content=content, headers={"content-type": ctype})
