@@ -27,8 +27,9 @@ window before this command's handler is in place (Python importing the commands,
 is closed too: ``interp``'s ``main`` blocks both signals first thing, and runs this command
 (``OWNS_SIGNALS``) with them still blocked; ``_Stop.installed`` unblocks them, so a signal that came
 meanwhile reaches ``_Stop``, not a half-loaded parser (a traceback) or ``main`` (exit 130). A client
-that stalls mid-request holds the shutdown for at most ``GRACE`` seconds; a second Ctrl-C stops at
-once, without a traceback.
+that stalls mid-request holds the shutdown for at most ``GRACE`` seconds; requests queued for the
+model are skipped (``_server``: ``Session.stop``), since uvicorn's cancellation waits for each worker
+thread's forward pass; a second Ctrl-C stops at once, without a traceback.
 """
 
 from __future__ import annotations
@@ -177,12 +178,12 @@ def _read_catalogue(path: str):
         raise ValueError(f"--catalogue {e}") from None
 
 
-def _serve(args: argparse.Namespace, sock: socket.socket, stop: _Stop, catalogue=None) -> None:
+def _server(config, session, announce: str | None = None):
+    """uvicorn's server as this command runs it: the command's own signal handlers stay in place
+    (uvicorn's capture off); ``announce`` is printed once the server answers; a shutdown first stops
+    the session (``Session.stop``), so requests still queued for the model are skipped and the
+    shutdown waits for at most the forward pass already running, not for the whole queue."""
     import uvicorn
-
-    from analyses.explore.server import allowed_hosts, create_app
-    from analyses.explore.session import Session
-    from analyses.report.page import read_heads
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
@@ -191,8 +192,22 @@ def _serve(args: argparse.Namespace, sock: socket.socket, stop: _Stop, catalogue
 
         async def startup(self, sockets=None) -> None:
             await super().startup(sockets=sockets)
-            if self.started:  # the address is printed once the server answers on it
-                print(f"interp explore: {session.view.name} at http://{shown}:{port}/ (Ctrl-C stops it)", flush=True)
+            if self.started and announce:  # the address is printed once the server answers on it
+                print(announce, flush=True)
+
+        async def shutdown(self, sockets=None) -> None:
+            session.stop()
+            await super().shutdown(sockets=sockets)
+
+    return Server(config)
+
+
+def _serve(args: argparse.Namespace, sock: socket.socket, stop: _Stop, catalogue=None) -> None:
+    import uvicorn
+
+    from analyses.explore.server import allowed_hosts, create_app
+    from analyses.explore.session import Session
+    from analyses.report.page import read_heads
 
     heads = read_heads(args.heads) if args.heads else None
     session = Session(load_model(args), heads=heads, max_tokens=args.max_tokens, catalogue=catalogue)
@@ -200,7 +215,9 @@ def _serve(args: argparse.Namespace, sock: socket.socket, stop: _Stop, catalogue
     shown = f"[{args.host}]" if ":" in args.host and not args.host.startswith("[") else args.host
     app = create_app(session, allowed_hosts(args.host, port))
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=GRACE)
-    server = Server(config)
+    server = _server(
+        config, session, f"interp explore: {session.view.name} at http://{shown}:{port}/ (Ctrl-C stops it)"
+    )
     logging.getLogger("uvicorn.error").addFilter(_quiet_cancellations)
     stop.server = server  # from here a signal shuts the server down (before it starts: at once)
     if stop.signals:

@@ -126,7 +126,8 @@ class Session:
             check_model(table, self.view.name, self.view.n_layers, self.view.n_heads)
             self.verdicts, self.catalogue_info = by_head(table), summary(table)
         self._lock = threading.Lock()
-        self.skipped = 0  # requests whose client had gone away by the time the model was free
+        self.skipped = 0  # requests skipped: their client had gone away, or the server was stopping
+        self._stopping = False
         self._mean: dict[int, torch.Tensor] | None = None  # [head, d_head] per layer, on first use
         self._has_norm = self.adapter.output_weights(0) is not None
         self._labels: dict[str, list[int]] | None = None  # a token as shown -> its ids, on first use
@@ -190,15 +191,22 @@ class Session:
 
     # -- forward passes -----------------------------------------------------------------------------
 
+    def stop(self) -> None:
+        """The server is shutting down: work still waiting for the model is skipped (``Abandoned``),
+        so the shutdown waits for the forward pass already running at most, not for the queue."""
+        self._stopping = True
+
     @contextlib.contextmanager
     def _model(self):
         """The model for one request's work: the lock (one forward pass at a time), then, if the
-        request's client went away while it waited (``CLIENT_GONE``), ``Abandoned`` instead of the work."""
+        request's client went away while it waited (``CLIENT_GONE``) or the server is stopping
+        (``stop``), ``Abandoned`` instead of the work."""
         with self._lock:
             gone = CLIENT_GONE.get()
-            if gone is not None and gone.is_set():
+            if self._stopping or (gone is not None and gone.is_set()):
                 self.skipped += 1
-                raise Abandoned("the client went away while the request waited for the model: skipped")
+                why = "the server is stopping" if self._stopping else "the client went away"
+                raise Abandoned(f"{why} while the request waited for the model: skipped")
             yield
 
     def _forward_kwargs(self, batch) -> dict:
