@@ -380,6 +380,13 @@ class Session:
         """A typed target token: the form the page shows (``_were``), the vocabulary's own (``Ġwere``),
         or text that is one token (`` were``: the leading space is kept, never trimmed)."""
         hf = self.adapter.tokenizer.hf
+        try:
+            target.encode("utf-8")
+        except UnicodeEncodeError as e:  # the tokenizer cannot look it up (a 500)
+            raise InputError(
+                f"target {target!r:.40} holds a lone surrogate at character {e.start}, which is not valid Unicode; "
+                "type the token as the page shows it"
+            ) from None
         if self._labels is None:  # built whole, then published: a parallel request never sees half of it
             labels: dict[str, list[int]] = {}
             for tok, i in hf.get_vocab().items():

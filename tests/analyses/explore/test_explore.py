@@ -246,9 +246,15 @@ def test_a_bad_target_is_refused_before_any_forward_pass(client, tiny_lm):
     """Issue 41: the table promises every bad input is checked before any forward pass, but a target
     not in the vocabulary (or not a token) was refused after the clean and ablated passes."""
     with _counting_forwards(tiny_lm.blocks[0]) as calls:  # every pass runs block 0
-        for target, message in (("<b>x</b>", "is not in the vocabulary"), (10**9, "an id in 0..21"), ([1], "got [1]")):
-            r = client.post("/api/ablate", json={"text": TEXT, "heads": [[0, 0]], "mode": "mean", "target": target})
-            assert r.status_code == 422 and message in r.json()["error"], r.json()
+        for target, message in (
+            ("<b>x</b>", "is not in the vocabulary"),
+            (10**9, "an id in 0..21"),
+            ([1], "got [1]"),
+            ("\ud800", "lone surrogate"),  # a 500 (UnicodeEncodeError in the tokenizer)
+        ):
+            body = {"text": TEXT, "heads": [[0, 0]], "mode": "mean", "target": target}
+            r = client.post("/api/ablate", content=json.dumps(body), headers={"content-type": "application/json"})
+            assert r.status_code == 422 and message in r.json()["error"], r.text
     assert calls == []
 
 
