@@ -15,7 +15,9 @@ raises with a one-line message naming the file) are printed as ``interp <command
 exit status 2; anything else is a bug and keeps its traceback (``INTERP_TRACEBACK=1`` shows the
 traceback for every error). An interrupt (Ctrl-C, or SIGTERM) exits with status 130 (143) after the
 command's cleanup: its output folder is left as it was before the run, or, when the signal came
-after an output set was committed, the message names the folders that hold the new set."""
+after an output set was committed, the message names the folders that hold the new set. A signal that
+comes while the command line loads is held (``_hold_signals``) until the command runs, then handled
+there; a command with ``OWNS_SIGNALS`` (explore) releases them itself, once its own handler is in place."""
 
 from __future__ import annotations
 
@@ -60,6 +62,24 @@ def _on_sigterm(signum, frame):
     raise Terminated
 
 
+HELD = (signal.SIGINT, signal.SIGTERM)
+
+
+def _hold_signals():
+    """Block SIGINT and SIGTERM (main thread, POSIX): one that comes while the command line loads
+    (Python imports the commands) is not lost and raises no traceback there; it waits, pending, until
+    the command can answer it. Returns the mask to put back (None: nothing was held)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+
+
+def _release_signals(mask) -> None:
+    """Put back the mask ``_hold_signals`` returned: a signal held meanwhile is handled now."""
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from interp.io import OutputError  # light: no torch, no pandas
 
@@ -96,12 +116,22 @@ def build_parser() -> argparse.ArgumentParser:
             p.set_defaults(_missing=module)
             continue
         mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+        # a command that answers SIGINT/SIGTERM itself (OWNS_SIGNALS) is run with them still held, and
+        # releases them once its handlers are in place (interp explore: "stopped" however early)
+        p.set_defaults(_run=mod.run, _owns_signals=getattr(mod, "OWNS_SIGNALS", False))
     return parser
 
 
 def main(argv=None) -> int:
-    _passive_openmp()  # first: OpenMP reads it once, when torch loads
+    held = _hold_signals()  # first: a Ctrl-C from here on reaches the command, never a half-loaded parser
+    try:
+        return _main(argv, held)
+    finally:
+        _release_signals(held)
+
+
+def _main(argv, held) -> int:
+    _passive_openmp()  # before torch: OpenMP reads it once, when torch loads
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "_missing", None):
@@ -112,6 +142,8 @@ def main(argv=None) -> int:
 
     before = len(committed_sets())
     try:
+        if not args._owns_signals:
+            _release_signals(held)  # a signal held while the command line loaded: interrupted, here
         with _threads(getattr(args, "threads", None)):
             return int(args._run(args) or 0)
     except KeyboardInterrupt:

@@ -22,9 +22,14 @@ down, put the previous handler back and raise the signal again, which asyncio's 
 cancelled main task and then a KeyboardInterrupt) loses the signal whenever a link of that chain does
 not hold: a SIGINT inherited as ignored (a background job, some CI runners) is put back as ignored and
 re-raised into nothing; a signal in the window before uvicorn installs its handler cancels the task
-instead. Here one flag records the signal, and "interp explore: stopped" is printed from it. A client
-that stalls mid-request holds the shutdown for at most ``GRACE`` seconds; a second Ctrl-C stops at
-once, without a traceback.
+instead. Here one flag records the signal, and "interp explore: stopped" is printed from it. The
+window before this command's handler is in place (Python importing the commands, binding the port)
+is closed too: ``interp``'s ``main`` blocks both signals first thing, and runs this command
+(``OWNS_SIGNALS``) with them still blocked; ``_Stop.installed`` unblocks them, so a signal that came
+meanwhile reaches ``_Stop``, not a half-loaded parser (a traceback) or ``main`` (exit 130). A client
+that stalls mid-request holds the shutdown for at most ``GRACE`` seconds; requests queued for the
+model are skipped (``_server``: ``Session.stop``), since uvicorn's cancellation waits for each worker
+thread's forward pass; a second Ctrl-C stops at once, without a traceback.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import threading
 from analyses.cli.common import Terminated, add_model_arguments, load_model
 from analyses.explore.limits import DEFAULT_MAX_TOKENS
 
+OWNS_SIGNALS = True  # interp's main holds SIGINT/SIGTERM until _Stop is installed (analyses.cli.main)
 GRACE = 5  # seconds a shutdown waits for requests still running (a client stalled mid-body) before cancelling them
 
 
@@ -116,6 +122,10 @@ class _Stop:
             return
         previous = {sig: signal.signal(sig, self) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            # interp's main holds both signals until now (OWNS_SIGNALS): one that came meanwhile is
+            # handled here, by this handler, the moment they are released
+            if hasattr(signal, "pthread_sigmask"):
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM))
             yield self
         finally:
             for sig, handler in previous.items():
@@ -131,23 +141,25 @@ def _quiet_cancellations(record: logging.LogRecord) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.max_tokens < 1:
-        raise ValueError(f"--max-tokens must be a positive integer, got {args.max_tokens}")
-    catalogue = _read_catalogue(args.catalogue) if args.catalogue is not None else None
-    if not _is_loopback(args.host):
-        sys.stderr.write(
-            f"interp explore: warning: --host {args.host} is not loopback: anyone who can reach this machine on "
-            "that address can run the model through the page\n"
-        )
-    sock = _bind(args.host, args.port)
     stop = _Stop()
+    sock = None
     try:
-        with stop.installed():
+        with stop.installed():  # first: a signal from here on (or held by interp's main until now) says stopped
+            if args.max_tokens < 1:
+                raise ValueError(f"--max-tokens must be a positive integer, got {args.max_tokens}")
+            catalogue = _read_catalogue(args.catalogue) if args.catalogue is not None else None
+            if not _is_loopback(args.host):
+                sys.stderr.write(
+                    f"interp explore: warning: --host {args.host} is not loopback: anyone who can reach this machine "
+                    "on that address can run the model through the page\n"
+                )
+            sock = _bind(args.host, args.port)
             _serve(args, sock, stop, catalogue)
-    except (KeyboardInterrupt, Terminated):  # a signal while the model loaded
+    except (KeyboardInterrupt, Terminated):  # a signal before the server was set up (loading the model)
         pass
     finally:
-        sock.close()
+        if sock is not None:
+            sock.close()
     if stop.signals:
         sys.stderr.write("interp explore: stopped\n")
     return 0
@@ -166,12 +178,12 @@ def _read_catalogue(path: str):
         raise ValueError(f"--catalogue {e}") from None
 
 
-def _serve(args: argparse.Namespace, sock: socket.socket, stop: _Stop, catalogue=None) -> None:
+def _server(config, session, announce: str | None = None):
+    """uvicorn's server as this command runs it: the command's own signal handlers stay in place
+    (uvicorn's capture off); ``announce`` is printed once the server answers; a shutdown first stops
+    the session (``Session.stop``), so requests still queued for the model are skipped and the
+    shutdown waits for at most the forward pass already running, not for the whole queue."""
     import uvicorn
-
-    from analyses.explore.server import allowed_hosts, create_app
-    from analyses.explore.session import Session
-    from analyses.report.page import read_heads
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
@@ -180,8 +192,22 @@ def _serve(args: argparse.Namespace, sock: socket.socket, stop: _Stop, catalogue
 
         async def startup(self, sockets=None) -> None:
             await super().startup(sockets=sockets)
-            if self.started:  # the address is printed once the server answers on it
-                print(f"interp explore: {session.view.name} at http://{shown}:{port}/ (Ctrl-C stops it)", flush=True)
+            if self.started and announce:  # the address is printed once the server answers on it
+                print(announce, flush=True)
+
+        async def shutdown(self, sockets=None) -> None:
+            session.stop()
+            await super().shutdown(sockets=sockets)
+
+    return Server(config)
+
+
+def _serve(args: argparse.Namespace, sock: socket.socket, stop: _Stop, catalogue=None) -> None:
+    import uvicorn
+
+    from analyses.explore.server import allowed_hosts, create_app
+    from analyses.explore.session import Session
+    from analyses.report.page import read_heads
 
     heads = read_heads(args.heads) if args.heads else None
     session = Session(load_model(args), heads=heads, max_tokens=args.max_tokens, catalogue=catalogue)
@@ -189,7 +215,9 @@ def _serve(args: argparse.Namespace, sock: socket.socket, stop: _Stop, catalogue
     shown = f"[{args.host}]" if ":" in args.host and not args.host.startswith("[") else args.host
     app = create_app(session, allowed_hosts(args.host, port))
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=GRACE)
-    server = Server(config)
+    server = _server(
+        config, session, f"interp explore: {session.view.name} at http://{shown}:{port}/ (Ctrl-C stops it)"
+    )
     logging.getLogger("uvicorn.error").addFilter(_quiet_cancellations)
     stop.server = server  # from here a signal shuts the server down (before it starts: at once)
     if stop.signals:

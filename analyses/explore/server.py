@@ -15,13 +15,18 @@ server reads nothing but its own templates, and writes nothing); the Host header
 (DNS rebinding); POST bodies must be JSON (``application/json``: a cross-site form cannot send one
 without a CORS preflight, which this server never grants) and at most ``MAX_BODY`` bytes; the page
 runs only its own script (a Content-Security-Policy nonce) and renders user text as text.
+
+A request whose client closes its connection while it waits for the model is skipped when its turn
+comes (``_while_connected``, ``session.CLIENT_GONE``): abandoned clicks do not queue model work.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import socket
+import threading
 from collections.abc import Iterable
 from functools import cache, lru_cache
 from pathlib import Path
@@ -33,7 +38,7 @@ from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
 from analyses.explore.limits import MAX_BODY
-from analyses.explore.session import InputError, Session
+from analyses.explore.session import CLIENT_GONE, Abandoned, InputError, Session
 
 __all__ = ["create_app", "allowed_hosts", "MAX_BODY"]
 
@@ -114,9 +119,32 @@ async def _body(request: Request) -> dict:
     return data
 
 
+async def _watch_client(request: Request, gone: threading.Event) -> None:
+    """Set ``gone`` when the client closes its connection before its answer (the body is read by now,
+    so the next message the server has for this request is its disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
+
+
+async def _while_connected(request: Request, fn, **kwargs):
+    """``fn(**kwargs)`` in a worker thread, with ``CLIENT_GONE`` set to an Event that a watcher sets
+    when the client goes away: the session skips the work of a request abandoned while it waited for
+    the model (``Abandoned``); a forward pass already running is not interrupted."""
+    gone = threading.Event()
+    token = CLIENT_GONE.set(gone)  # run_in_threadpool runs fn in a copy of this context
+    watcher = asyncio.ensure_future(_watch_client(request, gone))
+    try:
+        return await run_in_threadpool(fn, **kwargs)
+    finally:
+        CLIENT_GONE.reset(token)
+        watcher.cancel()
+
+
 def _api(session: Session, method: str, fields: tuple[str, ...], optional: tuple[str, ...] = ()):
     """A POST route that calls ``session.<method>`` with the body's fields, in a worker thread (the
-    session's lock queues the model work); the session's ``InputError`` becomes its status."""
+    session's lock queues the model work; a request whose client has gone away by the time the model
+    is free is skipped); the session's ``InputError`` becomes its status."""
 
     async def endpoint(request: Request) -> JSONResponse:
         try:
@@ -127,11 +155,13 @@ def _api(session: Session, method: str, fields: tuple[str, ...], optional: tuple
             missing = [f for f in fields if f not in data]
             if missing:
                 raise _ApiError(400, f"missing field(s) {missing}; this route takes {list(fields + optional)}")
-            result = await run_in_threadpool(getattr(session, method), **data)
+            result = await _while_connected(request, getattr(session, method), **data)
         except _ApiError as e:
             return _error(e.status, str(e))
         except InputError as e:
             return _error(e.status, str(e))
+        except Abandoned as e:  # nobody to answer: the reply is dropped
+            return _error(499, str(e))
         return JSONResponse(result, headers=_security_headers())
 
     return endpoint

@@ -21,6 +21,8 @@ What it computes, and from which of the toolkit's definitions (imported, never c
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import threading
 
 import numpy as np
@@ -40,7 +42,17 @@ from interp.display import token_label
 from interp.interventions import ablation_source, cache_z, normalize_heads, run_ablated
 from interp.names import act_name
 
-__all__ = ["Session", "InputError", "TextTooLong", "NoCatalogue", "MODES", "REFERENCE_NAME", "DEFAULT_MAX_TOKENS"]
+__all__ = [
+    "Session",
+    "InputError",
+    "TextTooLong",
+    "NoCatalogue",
+    "Abandoned",
+    "CLIENT_GONE",
+    "MODES",
+    "REFERENCE_NAME",
+    "DEFAULT_MAX_TOKENS",
+]
 
 MODES = ("zero", "mean")
 TOP_K = 10
@@ -66,6 +78,16 @@ class NoCatalogue(InputError):
     """A head's verdicts asked of a session started without a catalogue."""
 
     status = 404
+
+
+class Abandoned(Exception):
+    """The request's client went away while it waited for the model: its work was skipped."""
+
+
+# the server's request (``server._api``) sets this to an Event that is set when its client goes away;
+# a request that finds it set once the model is free is skipped (``Abandoned``), so a burst of abandoned
+# clicks does not keep the model busy. Unset (a Python caller): every call runs.
+CLIENT_GONE: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("client_gone", default=None)
 
 
 def _floats(t: torch.Tensor) -> list:
@@ -104,6 +126,8 @@ class Session:
             check_model(table, self.view.name, self.view.n_layers, self.view.n_heads)
             self.verdicts, self.catalogue_info = by_head(table), summary(table)
         self._lock = threading.Lock()
+        self.skipped = 0  # requests skipped: their client had gone away, or the server was stopping
+        self._stopping = False
         self._mean: dict[int, torch.Tensor] | None = None  # [head, d_head] per layer, on first use
         self._has_norm = self.adapter.output_weights(0) is not None
         self._labels: dict[str, list[int]] | None = None  # a token as shown -> its ids, on first use
@@ -167,6 +191,24 @@ class Session:
 
     # -- forward passes -----------------------------------------------------------------------------
 
+    def stop(self) -> None:
+        """The server is shutting down: work still waiting for the model is skipped (``Abandoned``),
+        so the shutdown waits for the forward pass already running at most, not for the queue."""
+        self._stopping = True
+
+    @contextlib.contextmanager
+    def _model(self):
+        """The model for one request's work: the lock (one forward pass at a time), then, if the
+        request's client went away while it waited (``CLIENT_GONE``) or the server is stopping
+        (``stop``), ``Abandoned`` instead of the work."""
+        with self._lock:
+            gone = CLIENT_GONE.get()
+            if self._stopping or (gone is not None and gone.is_set()):
+                self.skipped += 1
+                why = "the server is stopping" if self._stopping else "the client went away"
+                raise Abandoned(f"{why} while the request waited for the model: skipped")
+            yield
+
     def _forward_kwargs(self, batch) -> dict:
         kw = {"attention_mask": batch.attention_mask}
         if batch.token_type_ids is not None and not self.view.causal:
@@ -225,7 +267,7 @@ class Session:
         batch = self.encode(text)
         out = self._tokens(batch, text)
         if self.view.causal and self.view.lm_head:
-            with self._lock, torch.no_grad():
+            with self._model(), torch.no_grad():
                 logits = self.model.run_with_hooks(batch.input_ids, fwd_hooks=[], **self._forward_kwargs(batch))
             probs = torch.softmax(logits[0, -1].double(), -1)
             top = torch.topk(probs, min(TOP_K, probs.shape[0]))
@@ -247,7 +289,7 @@ class Session:
                 f"text has {n} tokens; the head view's token x token pattern takes at most {PATTERN_MAX_TOKENS} "
                 f"(the layer view and the ablation take up to {self.limit}); shorten it to see a head's pattern"
             )
-        with self._lock:
+        with self._model():
             pattern, norm = self._patterns(batch, layer)
         align, labels = _word_groups(batch.token_to_word[0], batch.words[0])
         out = {**self._tokens(batch, text), "layer": layer, "head": head, "word_labels": labels}
@@ -283,7 +325,7 @@ class Session:
         n = int(batch.input_ids.shape[1])
         if isinstance(query, bool) or not isinstance(query, int) or not 0 <= query < n:
             raise InputError(f"query must be a token index in 0..{n - 1}, got {query!r}")
-        with self._lock:
+        with self._model():
             pattern, norm = self._patterns(batch, layer)
         return {
             **self._tokens(batch, text),
@@ -319,24 +361,37 @@ class Session:
     def _token(self, tid: int) -> str:
         return self.adapter.tokenizer.hf.convert_ids_to_tokens(tid)
 
-    def _target(self, target, clean: torch.Tensor) -> tuple[int, str | None]:
-        """The target's id and, when typed as text, what was typed (None for the default or an id)."""
+    def _target(self, target) -> tuple[int | None, str | None]:
+        """The target's id (None: the default, the clean top token, known after the pass) and, when
+        typed as text, what was typed; checked before any forward pass."""
         if target is None:
-            return int(clean.argmax()), None
+            return None, None
+        n = self.view.d_vocab
         if isinstance(target, str):
-            return self._target_token(target), target
-        if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < clean.shape[0]:
-            raise InputError(f"target must be a token (string) or an id in 0..{clean.shape[0] - 1}, got {target!r}")
+            tid = self._target_token(target)
+            if tid >= n:  # a token the tokenizer added beyond the model's logits
+                raise InputError(f"target {target!r:.40} is token {tid}; the model has logits for ids 0..{n - 1} only")
+            return tid, target
+        if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < n:
+            raise InputError(f"target must be a token (string) or an id in 0..{n - 1}, got {target!r:.40}")
         return target, None
 
     def _target_token(self, target: str) -> int:
         """A typed target token: the form the page shows (``_were``), the vocabulary's own (``Ġwere``),
         or text that is one token (`` were``: the leading space is kept, never trimmed)."""
         hf = self.adapter.tokenizer.hf
-        if self._labels is None:
-            self._labels = {}
+        try:
+            target.encode("utf-8")
+        except UnicodeEncodeError as e:  # the tokenizer cannot look it up (a 500)
+            raise InputError(
+                f"target {target!r:.40} holds a lone surrogate at character {e.start}, which is not valid Unicode; "
+                "type the token as the page shows it"
+            ) from None
+        if self._labels is None:  # built whole, then published: a parallel request never sees half of it
+            labels: dict[str, list[int]] = {}
             for tok, i in hf.get_vocab().items():
-                self._labels.setdefault(token_label(tok), []).append(int(i))
+                labels.setdefault(token_label(tok), []).append(int(i))
+            self._labels = labels
         ids = set(self._labels.get(target, []))
         raw = hf.convert_tokens_to_ids(target)
         if raw is not None and (raw != hf.unk_token_id or target == hf.unk_token):
@@ -373,9 +428,10 @@ class Session:
         position = n - 1 if position is None else position
         if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < n:
             raise InputError(f"position must be a token index in 0..{n - 1}, got {position!r}")
+        tid, typed = self._target(target) if self.view.lm_head else (None, None)
         kw = self._forward_kwargs(batch)
         mask = kw.pop("attention_mask")
-        with self._lock, torch.no_grad():
+        with self._model(), torch.no_grad():
             source = None
             if mode == "mean":
                 mean = self.mean_source()
@@ -391,7 +447,7 @@ class Session:
             "position_token": batch.tokens[0][position],
         }
         if self.view.lm_head:
-            tid, typed = self._target(target, clean[0, position])
+            tid = int(clean[0, position].argmax()) if tid is None else tid
             out.update(_logit_change(clean[0, position], ablated[0, position], tid))
             for row in out["top"]:
                 row["token"] = self._token(row["id"])

@@ -26,27 +26,33 @@
   const lens = () => ($("lens-norm").checked ? "norm" : "pattern");
   const level = () => ($("level-words").checked ? "words" : "tokens");
 
-  async function post(url, body) {
-    const r = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  async function post(url, body, signal) {
+    const r = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body), signal: signal });
     let data = null;
     try { data = await r.json(); } catch (e) { data = { error: "the server answered " + r.status }; }
     if (!r.ok) throw new Error(data.error || "the server answered " + r.status);
     return data;
   }
   // per view, only the newest request counts: a reply to an older request of the same view is dropped
-  // (each view has its own counter, so an ablation does not cancel the layer view it does not touch)
+  // (each view has its own counter, so an ablation does not cancel the layer view it does not touch),
+  // and the older request itself is aborted: its connection closes, so the server skips its work if
+  // it is still waiting for the model
+  const pending = {};
   async function guarded(what, fn) {
     const seq = (state.seq[what] = (state.seq[what] || 0) + 1);
     const current = () => seq === state.seq[what];
+    if (pending[what]) pending[what].abort();
+    const control = (pending[what] = new AbortController());
     state.busy = (state.busy || 0) + 1;
     document.body.classList.add("busy");
     try {
-      const out = await fn();
+      const out = await fn(control.signal);
       return current() ? out : null;
     } catch (e) {
       if (current()) message(what + ": " + e.message, "error");
       return null;
     } finally {
+      if (pending[what] === control) delete pending[what];
       if (--state.busy === 0) document.body.classList.remove("busy");
     }
   }
@@ -114,7 +120,7 @@
   async function runText() {
     const text = $("text").value;
     if (!text.trim()) { message("Type a sentence first: the text is empty.", "error"); return; }
-    const run = await guarded("run", () => post("/api/run", { text: text }));
+    const run = await guarded("run", (signal) => post("/api/run", { text: text }, signal));
     if (!run) return;
     message(run.notes.join(" "), run.notes.length ? "note" : "");
     state.text = text;
@@ -171,7 +177,7 @@
     drawRoles(l, h);
     drawCatalogue(l, h);  // needs no text: not awaited, so the pattern does not wait for it
     if (state.text === null) { message("Type a text and press Run to see this head's attention.", ""); return; }
-    const d = await guarded("head", () => post("/api/head", { text: state.text, layer: l, head: h }));
+    const d = await guarded("head", (signal) => post("/api/head", { text: state.text, layer: l, head: h }, signal));
     if (!d) return;
     state.detail = d;
     $("lens-norm").disabled = d.norm === null;
@@ -218,7 +224,7 @@
     delete box.dataset.layer;
     delete box.dataset.head;
     if (!info.catalogue) { box.appendChild(el("p", "No catalogue given (--catalogue): no verdicts to show.", "caption")); return; }
-    const d = await guarded("catalogue", () => post("/api/catalogue", { layer: l, head: h }));
+    const d = await guarded("catalogue", (signal) => post("/api/catalogue", { layer: l, head: h }, signal));
     if (!d || d.layer !== state.layer || d.head !== state.head) return;
     box.appendChild(el("h3", "Catalogue verdicts"));
     if (!d.rows.length) {
@@ -299,7 +305,7 @@
   async function drawLayer() {
     if (state.text === null || state.layer === null) return;
     const l = state.layer, q = state.query;
-    const d = await guarded("layer", () => post("/api/layer", { text: state.text, layer: l, query: q }));
+    const d = await guarded("layer", (signal) => post("/api/layer", { text: state.text, layer: l, query: q }, signal));
     if (!d) return;
     $("layer-name").textContent = "layer " + l + " (query token " + q + ": " + d.labels[q] + ")";
     const m = lens() === "norm" && d.norm !== null ? d.norm : d.pattern;
@@ -348,7 +354,7 @@
     const body = { text: state.text, heads: state.ablate, mode: $("mode").value, position: Number($("position").value) };
     const target = $("target");
     if (target && target.value.trim()) body.target = target.value;  // as typed: a leading space is part of a token
-    const r = await guarded("ablate", () => post("/api/ablate", body));
+    const r = await guarded("ablate", (signal) => post("/api/ablate", body, signal));
     if (r) drawAblation(r);
   }
   function valueSpan(id, v) { const s = el("span", fmt(v, 4)); s.id = id; s.dataset.v = String(v); return s; }
