@@ -54,10 +54,13 @@ def test_bad_task_is_refused_before_loading_with_the_known_ones(tmp_path, monkey
         (["--steps", "x"], "--steps"),
     ],
 )
-def test_bad_numbers_are_refused_at_parse_time_naming_the_flag(tmp_path, monkeypatch, capsys, flags, named):
+@pytest.mark.parametrize("command", ["circuit", "agreement"])
+def test_bad_numbers_are_refused_at_parse_time_naming_the_flag(tmp_path, monkeypatch, capsys, flags, named, command):
     monkeypatch.setattr(models, "load", lambda *a, **k: pytest.fail("loaded a model before checking the flags"))
+    if command == "agreement" and named == "--steps":
+        flags, named = ["--top", "0"], "--top"  # agreement has no --steps
     with pytest.raises(SystemExit) as e:
-        main(["circuit", "--task", "ioi", "--out", str(tmp_path / "o"), *flags])
+        main([command, "--task", "ioi", "--out", str(tmp_path / "o"), *flags])
     err = capsys.readouterr().err
     assert e.value.code == 2 and f"argument {named}:" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
