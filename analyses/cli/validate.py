@@ -99,16 +99,16 @@ def run(args) -> int:
     from analyses import validation as V
     from interp import distributed
 
-    n_null = 30 if args.powered and args.n_null is None else args.n_null  # the powered run's default null
-    floor = V.p_floor_problem(n_null, args.alpha)
-    if floor and distributed.is_main_process():
-        given = "" if args.n_null is not None else " (the default)"
-        sys.stderr.write(f"interp validate: warning: --n-null {n_null}{given}: {floor}\n")
     table = None
     if args.labels and args.labels != "patterns":
         table = V.read_labels(args.labels)  # checked before the model is loaded (and before any worker starts)
         if not table["label"].any() and distributed.is_main_process():
             sys.stderr.write(f"interp validate: warning: no row of {args.labels} has label true; nothing to validate\n")
+    n_null = 30 if args.powered and args.n_null is None else args.n_null  # the powered run's default null
+    floor = V.p_floor_problem(n_null, args.alpha)
+    if floor and distributed.is_main_process():  # after the refusals: a refused input gets its one line only
+        given = "" if args.n_null is not None else " (the default)"
+        sys.stderr.write(f"interp validate: warning: --n-null {n_null}{given}: {floor}\n")
     if args.powered:
         run_with_workers(args, "interp validate --powered", V.POWERED_OUTPUTS, _compute_powered, _write_powered, table)
         return 0
