@@ -48,6 +48,7 @@ __all__ = [
     "output_lock",
     "staged_dir",
     "output_dir",
+    "undo_created",
     "write_set",
     "committed_sets",
     "check_recorded",
@@ -385,7 +386,9 @@ def _journal_plan(path: Path, old: Path, journal: dict, manifest: Any) -> tuple[
     if _lexists(tmp) and not stat.S_ISDIR(os.lstat(tmp).st_mode):
         raise damaged(f"{tmp} is not a folder")
     staged = _read_json(tmp / MANIFEST, "manifest") if tmp.is_dir() else None
-    known = _manifest_names(manifest) | _manifest_names(_read_json(old / MANIFEST, "manifest"))
+    # not the backup's own manifest: it lies in the folder the journal came with, so a planted backup
+    # could name any file in it (a commit moves new names in from the staging folder, whose manifest lists them)
+    known = _manifest_names(manifest)
     if _manifest_names(staged, commit):  # the set the commit was moving in: its manifest, and what it lists
         known |= _manifest_names(staged, commit) | {MANIFEST}
     moved_back = set()
@@ -630,8 +633,7 @@ def output_dir(
             raise ValueError(f"{command} writes {missing}, not among the files of the output set open in {path}")
         yield real
         return
-    created = _missing_top(Path(os.path.abspath(path)))
-    try:
+    with undo_created(path):
         path = check_out(path, what, must_exist)
         with output_lock(path, command), staged_dir(path, owned, command, force=force, owner=owner) as tmp:
             _STAGING[tmp] = tuple(owned)
@@ -639,6 +641,18 @@ def output_dir(
                 yield tmp
             finally:
                 _STAGING.pop(tmp, None)
+
+
+@contextlib.contextmanager
+def undo_created(path: str | os.PathLike) -> Iterator[None]:
+    """For a command that creates its ``--out`` (``check_out``) and may fail before it writes there:
+    the folder ``path`` and the parents that did not exist when the block began are removed again
+    when the block fails and leaves them empty (a folder that existed before, or holds anything,
+    stays). ``output_dir`` does this; ``interp tour`` and ``interp train``, which lock and stage
+    their folder themselves, call it."""
+    created = _missing_top(Path(os.path.abspath(path)))
+    try:
+        yield
     except BaseException:
         if created is not None:
             _remove_empty(Path(os.path.abspath(path)), created)

@@ -80,6 +80,11 @@ _OMITTED_AT_DEFAULT = {
     "d_shared_expert": 0,
     "moe_layers": None,
     "first_attn_norm": True,
+    "attn_sinks": False,
+    "router": "softmax_topk",
+    "expert_kind": "swiglu",
+    "swiglu_limit": None,
+    "swiglu_alpha": 1.702,
 }
 
 
@@ -224,6 +229,19 @@ class Config:
     # False: block 0's attention reads resid_pre without ln1 (ModernBERT: the embedding norm stands in
     # for it; blocks.0.ln1 is then None)
     first_attn_norm: bool = True
+    # gpt-oss: a learned logit per head (``attn.sinks`` [head]) that takes part in every row's softmax
+    # as one more key with no value; the pattern is the share of the real keys (rows sum to 1 minus
+    # the sink's share). Such layers always run the eager path: Hugging Face has no SDPA path for them.
+    attn_sinks: bool = False
+    # the router: "softmax_topk" (Mixtral, Qwen: softmax over every expert, then the top k) or
+    # "topk_softmax" (gpt-oss, Granite-MoE: the top k logits, then a softmax over those k)
+    router: str = "softmax_topk"
+    # the experts: "swiglu" (act(gate) * up, no biases) or "gpt_oss" (biases on the router and both
+    # expert projections; gate and up interleaved in one [expert, d_model, 2 d_expert] weight; the gate
+    # clamped above at swiglu_limit, up clamped to +-swiglu_limit; (up + 1) * gate * sigmoid(alpha gate))
+    expert_kind: str = "swiglu"
+    swiglu_limit: float | None = None
+    swiglu_alpha: float = 1.702
 
     def __post_init__(self) -> None:
         for field, allowed in _CHOICES.items():
@@ -296,6 +314,12 @@ class Config:
                 raise ValueError(f"Config.top_k={self.top_k} must lie in 1..n_experts={self.n_experts}")
             if self.mlp != "gated":
                 raise ValueError("mixture-of-experts layers are gated (SwiGLU) experts; set mlp='gated'")
+        if self.router not in ("softmax_topk", "topk_softmax"):
+            raise ValueError(f"Config.router={self.router!r} is not one of ('softmax_topk', 'topk_softmax')")
+        if self.expert_kind not in ("swiglu", "gpt_oss"):
+            raise ValueError(f"Config.expert_kind={self.expert_kind!r} is not one of ('swiglu', 'gpt_oss')")
+        if self.expert_kind == "gpt_oss" and not (self.swiglu_limit and self.swiglu_limit > 0):
+            raise ValueError(f"Config.expert_kind='gpt_oss' needs a positive swiglu_limit, got {self.swiglu_limit!r}")
         if self.moe_layers is not None:
             layers = tuple(bool(x) for x in self.moe_layers)
             object.__setattr__(self, "moe_layers", layers)

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from models.config import Config
 from models.decoders import DECODERS
-from models.encoders import ENCODERS
+from models.encoders import ENCODERS, post_norm_encoder
 from models.families import FAMILIES, CheckpointError, UnsupportedModelError, _decoder, _expect, _get, _strip_prefix
 from models.tokenizer import Tokenizer
 from models.transformer import Transformer
@@ -103,31 +103,12 @@ def _bert(
     # of its table serve padding only, so the model's position p reads row p + padding_idx + 1
     offset = hf_cfg.pad_token_id + 1 if family == "RoBERTa" else 0
     h = hf_cfg.num_attention_heads
-    cfg = Config(
-        d_model=hf_cfg.hidden_size,
-        n_layers=hf_cfg.num_hidden_layers,
-        n_heads=h,
-        d_head=hf_cfg.hidden_size // h,
-        d_mlp=hf_cfg.intermediate_size,
-        d_vocab=hf_cfg.vocab_size,
-        n_ctx=hf_cfg.max_position_embeddings - offset,
-        attention="bidirectional",
-        positional="learned",
-        norm="layernorm",
-        norm_placement="post",
-        act=act,
-        mlp="standard",
-        eps=hf_cfg.layer_norm_eps,
-        n_token_types=hf_cfg.type_vocab_size,
-        embed_norm=True,
-        final_norm=False,
-        attn_bias=True,
-        attn_out_bias=True,
-        mlp_bias=True,
-        lm_head=False,
-        pad_token_id=hf_cfg.pad_token_id,
+    cfg = post_norm_encoder(
+        d_model=hf_cfg.hidden_size, n_layers=hf_cfg.num_hidden_layers, n_heads=h, d_head=hf_cfg.hidden_size // h,
+        d_mlp=hf_cfg.intermediate_size, d_vocab=hf_cfg.vocab_size, n_ctx=hf_cfg.max_position_embeddings - offset,
+        act=act, eps=hf_cfg.layer_norm_eps, n_token_types=hf_cfg.type_vocab_size, pad_token_id=hf_cfg.pad_token_id,
         name=name,
-    )
+    )  # fmt: skip
     sd = _strip_prefix(sd, (prefix,))
     src = f"{family} checkpoint {name!r}"
     g = lambda k: _get(sd, k, src)  # noqa: E731

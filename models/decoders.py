@@ -10,6 +10,7 @@ other ([head, 3, d_head] on the output axis); it is split at load into our q, k 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
@@ -50,6 +51,25 @@ def _layers(cfg: Config, sd: dict[str, Tensor], src: str, names: dict[str, str],
     return out
 
 
+def _outer(
+    cfg: Config, sd: dict[str, Tensor], src: str, prefixes: tuple[str, ...], embed: str, final_norm: str | None
+) -> tuple[dict[str, Tensor], Callable[[str], Tensor], dict[str, Tensor]]:
+    """(``sd`` with ``prefixes`` stripped and the LM head kept, a getter of its tensors, the state of the
+    token embedding ``embed``, the final LayerNorm named ``final_norm`` (None: none), the logits' bias
+    where ``cfg.lm_head_bias`` and the unembedding unless tied)."""
+    head = {k: sd[k] for k in ("lm_head.weight", "lm_head.bias") if k in sd}
+    sd = _strip_prefix(sd, prefixes) | head
+    g = lambda k: _get(sd, k, src)  # noqa: E731
+    out = {"W_E": g(embed)}
+    if final_norm is not None:
+        out |= {"ln_final.w": g(f"{final_norm}.weight"), "ln_final.b": g(f"{final_norm}.bias")}
+    if cfg.lm_head_bias:
+        out["b_U"] = g("lm_head.bias")
+    if not cfg.tie_embeddings:
+        out["unembed_weight"] = g("lm_head.weight")
+    return sd, g, out
+
+
 def _gpt_neox(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
     h, m = hf_cfg.num_attention_heads, hf_cfg.hidden_size
     d = m // h
@@ -64,16 +84,7 @@ def _gpt_neox(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tup
         tie_embeddings=bool(getattr(hf_cfg, "tie_word_embeddings", False)),
     )  # fmt: skip
     src = f"GPT-NeoX checkpoint {name!r}"
-    head = {"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {}
-    sd = _strip_prefix(sd, ("gpt_neox.",)) | head
-    g = lambda k: _get(sd, k, src)  # noqa: E731
-    out = {
-        "W_E": g("embed_in.weight"),
-        "ln_final.w": g("final_layer_norm.weight"),
-        "ln_final.b": g("final_layer_norm.bias"),
-    }
-    if not cfg.tie_embeddings:
-        out["unembed_weight"] = g("lm_head.weight")
+    sd, g, out = _outer(cfg, sd, src, ("gpt_neox.",), "embed_in.weight", "final_layer_norm")
     names = {
         "ln1.w": "input_layernorm.weight", "ln1.b": "input_layernorm.bias",
         "ln2.w": "post_attention_layernorm.weight", "ln2.b": "post_attention_layernorm.bias",
@@ -110,17 +121,7 @@ def _gptj(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[C
         tie_embeddings=bool(getattr(hf_cfg, "tie_word_embeddings", False)),
     )  # fmt: skip
     src = f"GPT-J checkpoint {name!r}"
-    head = {k: sd[k] for k in ("lm_head.weight", "lm_head.bias") if k in sd}
-    sd = _strip_prefix(sd, ("transformer.",)) | head
-    g = lambda k: _get(sd, k, src)  # noqa: E731
-    out = {
-        "W_E": g("wte.weight"),
-        "ln_final.w": g("ln_f.weight"),
-        "ln_final.b": g("ln_f.bias"),
-        "b_U": g("lm_head.bias"),
-    }
-    if not cfg.tie_embeddings:
-        out["unembed_weight"] = g("lm_head.weight")
+    sd, g, out = _outer(cfg, sd, src, ("transformer.",), "wte.weight", "ln_f")
     names = {
         "ln1.w": "ln_1.weight", "ln1.b": "ln_1.bias",
         "attn.q_weight": "attn.q_proj.weight", "attn.k_weight": "attn.k_proj.weight",
@@ -146,15 +147,7 @@ def _phi(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Co
         tie_embeddings=bool(getattr(hf_cfg, "tie_word_embeddings", False)),
     )  # fmt: skip
     src = f"Phi checkpoint {name!r}"
-    head = {k: sd[k] for k in ("lm_head.weight", "lm_head.bias") if k in sd}
-    sd = _strip_prefix(sd, ("model.",)) | head
-    g = lambda k: _get(sd, k, src)  # noqa: E731
-    out = {
-        "W_E": g("embed_tokens.weight"), "ln_final.w": g("final_layernorm.weight"),
-        "ln_final.b": g("final_layernorm.bias"), "b_U": g("lm_head.bias"),
-    }  # fmt: skip
-    if not cfg.tie_embeddings:
-        out["unembed_weight"] = g("lm_head.weight")
+    sd, g, out = _outer(cfg, sd, src, ("model.",), "embed_tokens.weight", "final_layernorm")
     names = {"ln1.w": "input_layernorm.weight", "ln1.b": "input_layernorm.bias"}
     for ours, theirs in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "dense")):
         names[f"attn.{ours}_weight"] = f"self_attn.{theirs}.weight"
@@ -188,15 +181,11 @@ def _opt(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Co
         pad_token_id=getattr(hf_cfg, "pad_token_id", None),
     )  # fmt: skip
     src = f"OPT checkpoint {name!r}"
-    head = {"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {}
-    sd = _strip_prefix(sd, ("model.decoder.", "decoder.")) | head
-    g = lambda k: _get(sd, k, src)  # noqa: E731
+    sd, g, out = _outer(
+        cfg, sd, src, ("model.decoder.", "decoder."), "embed_tokens.weight", "final_layer_norm" if affine else None
+    )
     positions = _expect(g("embed_positions.weight"), (cfg.n_ctx + 2, m), "embed_positions.weight", src)
-    out = {"W_E": g("embed_tokens.weight"), "W_pos": positions[2:]}
-    if affine:
-        out |= {"ln_final.w": g("final_layer_norm.weight"), "ln_final.b": g("final_layer_norm.bias")}
-    if not cfg.tie_embeddings:
-        out["unembed_weight"] = g("lm_head.weight")
+    out["W_pos"] = positions[2:]
     names = {}
     for ours, theirs in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "out_proj")):
         names[f"attn.{ours}_weight"] = f"self_attn.{theirs}.weight"
@@ -234,12 +223,7 @@ def _falcon(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple
         rotary_dim=rot, rope_scaling=scaling, tie_embeddings=bool(getattr(hf_cfg, "tie_word_embeddings", True)),
     )  # fmt: skip
     src = f"Falcon checkpoint {name!r}"
-    head = {"lm_head.weight": sd["lm_head.weight"]} if "lm_head.weight" in sd else {}
-    sd = _strip_prefix(sd, ("transformer.",)) | head
-    g = lambda k: _get(sd, k, src)  # noqa: E731
-    out = {"W_E": g("word_embeddings.weight"), "ln_final.w": g("ln_f.weight"), "ln_final.b": g("ln_f.bias")}
-    if not cfg.tie_embeddings:
-        out["unembed_weight"] = g("lm_head.weight")
+    sd, g, out = _outer(cfg, sd, src, ("transformer.",), "word_embeddings.weight", "ln_f")
     norms = (("ln1", "ln_attn"), ("ln2", "ln_mlp")) if two_norms else (("ln1", "input_layernorm"),)
     if not parallel:
         norms = (("ln1", "input_layernorm"), ("ln2", "post_attention_layernorm"))

@@ -5,7 +5,7 @@ registered in ``models.convert.CONVERTERS`` through ``ENCODERS``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
@@ -19,35 +19,27 @@ if TYPE_CHECKING:
 __all__ = ["ENCODERS"]
 
 
+def post_norm_encoder(**fields: Any) -> Config:
+    """The Config of BERT's layout (BERT, RoBERTa, ELECTRA, DistilBERT): bidirectional, learned
+    positions, post-norm LayerNorm blocks with an embedding norm and no final norm, biases everywhere,
+    a standard MLP, no LM head; ``fields`` give the shapes and what differs (``n_token_types``, eps...)."""
+    layout = dict(
+        attention="bidirectional", positional="learned", norm="layernorm", norm_placement="post", mlp="standard",
+        embed_norm=True, final_norm=False, attn_bias=True, attn_out_bias=True, mlp_bias=True, lm_head=False,
+    )  # fmt: skip
+    return Config(**(layout | fields))
+
+
 def _distilbert(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tuple[Config, dict[str, Tensor]]:
     """DistilBERT: BERT's post-norm blocks without token types, LayerNorm eps 1e-12 (fixed in HF's
     code, not in the config). ``sinusoidal_pos_embds``: HF writes the sinusoid into the position
     table, which the weights hold; it is read as the learned table it is."""
     h, m = hf_cfg.n_heads, hf_cfg.dim
-    cfg = Config(
-        d_model=m,
-        n_layers=hf_cfg.n_layers,
-        n_heads=h,
-        d_head=m // h,
-        d_mlp=hf_cfg.hidden_dim,
-        d_vocab=hf_cfg.vocab_size,
-        n_ctx=hf_cfg.max_position_embeddings,
-        attention="bidirectional",
-        positional="learned",
-        norm="layernorm",
-        norm_placement="post",
-        act=_act(hf_cfg, "DistilBERT", hf_cfg.activation),
-        mlp="standard",
-        eps=1e-12,
-        embed_norm=True,
-        final_norm=False,
-        attn_bias=True,
-        attn_out_bias=True,
-        mlp_bias=True,
-        lm_head=False,
-        pad_token_id=hf_cfg.pad_token_id,
-        name=name,
-    )
+    cfg = post_norm_encoder(
+        d_model=m, n_layers=hf_cfg.n_layers, n_heads=h, d_head=m // h, d_mlp=hf_cfg.hidden_dim,
+        d_vocab=hf_cfg.vocab_size, n_ctx=hf_cfg.max_position_embeddings,
+        act=_act(hf_cfg, "DistilBERT", hf_cfg.activation), eps=1e-12, pad_token_id=hf_cfg.pad_token_id, name=name,
+    )  # fmt: skip
     if m % h:
         raise UnsupportedModelError(f"DistilBERT dim={m} is not a multiple of n_heads={h}")
     sd = _strip_prefix(sd, ("distilbert.",))

@@ -118,18 +118,34 @@ def _stablelm(hf_cfg: PretrainedConfig) -> dict[str, Any]:
 
 
 def _moe(hf_cfg: PretrainedConfig) -> dict[str, Any]:
-    """Mixtral, Qwen2-MoE, Qwen3-MoE: the router and experts (models/mlp.py ``MoE``)."""
+    """Mixtral, Qwen2-MoE, Qwen3-MoE, Granite-MoE, gpt-oss: the router and experts (models/mlp.py ``MoE``)."""
     kind = hf_cfg.model_type
-    experts = getattr(hf_cfg, "num_local_experts", None) if kind == "mixtral" else hf_cfg.num_experts
+    experts = getattr(hf_cfg, "num_local_experts", None) or hf_cfg.num_experts
     if getattr(hf_cfg, "router_jitter_noise", 0.0):  # training only in HF; refused so a run never differs
         raise UnsupportedModelError(f"{kind} router_jitter_noise != 0 is not supported")
     step, dense = getattr(hf_cfg, "decoder_sparse_step", 1) or 1, set(getattr(hf_cfg, "mlp_only_layers", []) or [])
     layers = tuple(l not in dense and (l + 1) % step == 0 for l in range(hf_cfg.num_hidden_layers))
-    return dict(
+    extra = dict(
         n_experts=int(experts), top_k=int(hf_cfg.num_experts_per_tok),
-        d_expert=getattr(hf_cfg, "moe_intermediate_size", None), norm_topk=kind == "mixtral" or hf_cfg.norm_topk_prob,
+        d_expert=getattr(hf_cfg, "moe_intermediate_size", None),
+        norm_topk=kind == "mixtral" or bool(getattr(hf_cfg, "norm_topk_prob", True)),
         router_fp32=kind == "mixtral", d_shared_expert=int(getattr(hf_cfg, "shared_expert_intermediate_size", 0) or 0),
         moe_layers=None if all(layers) else layers,
+    )  # fmt: skip
+    if kind in ("granitemoe", "gpt_oss"):  # softmax over the top k logits only
+        extra |= dict(router="topk_softmax", norm_topk=False)
+    return extra
+
+
+def _granite_moe(hf_cfg: PretrainedConfig) -> dict[str, Any]:
+    return _granite(hf_cfg) | _moe(hf_cfg)
+
+
+def _gpt_oss(hf_cfg: PretrainedConfig) -> dict[str, Any]:
+    """gpt-oss: learned attention sinks, clamped-SwiGLU experts with biases, RMSNorm weights kept fp32."""
+    return _moe(hf_cfg) | dict(
+        attn_sinks=True, expert_kind="gpt_oss", swiglu_limit=float(hf_cfg.swiglu_limit),
+        swiglu_alpha=float(hf_cfg.swiglu_alpha),
     )  # fmt: skip
 
 
@@ -153,6 +169,9 @@ FAMILIES: dict[str, Family] = {
     "mixtral": Family("Mixtral", extra=_moe),
     "qwen2_moe": Family("Qwen2-MoE", extra=_moe),
     "qwen3_moe": Family("Qwen3-MoE", qk_norm="head", extra=_moe),
+    "granitemoe": Family("Granite-MoE", extra=_granite_moe),
+    # its RMSNorm multiplies the fp32 weight before the cast back, like OLMo-2's
+    "gpt_oss": Family("gpt-oss", placement="pre", extra=_gpt_oss),
 }
 
 # Hugging Face's activation names -> ours, each the same function op for op (bitwise): "gelu_new" is
@@ -265,7 +284,7 @@ def _decoder(hf_cfg: PretrainedConfig, sd: dict[str, Tensor], name: str) -> tupl
         norm=fam.norm,
         norm_placement=fam.placement,
         # their RMSNorm multiplies the weight before the cast back
-        norm_scale_fp32=fam.gemma or fam.placement == "reordered",
+        norm_scale_fp32=fam.gemma or fam.placement == "reordered" or kind == "gpt_oss",
         rope_fp32=fam.placement == "reordered" or extra.pop("rope_fp32", False),  # OLMo: cos/sin stay fp32
         qk_norm=fam.qk_norm,
         act=act,
@@ -322,6 +341,8 @@ def _decoder_weights(cfg: Config, fam: Family, sd: dict[str, Tensor], src: str) 
                 if cfg.attn_bias:
                     out[f"{q}attn.{ours}_bias"] = g(f"{p}self_attn.{ours}_proj.bias")
         out[f"{q}attn.o_weight"] = g(f"{p}self_attn.o_proj.weight")
+        if cfg.attn_sinks:
+            out[f"{q}attn.sinks"] = g(f"{p}self_attn.sinks")
         if cfg.attn_out_bias:
             out[f"{q}attn.o_bias"] = g(f"{p}self_attn.o_proj.bias")
         if cfg.is_moe(l):  # a router and experts (models/mlp.py MoE)
@@ -346,12 +367,20 @@ def _decoder_weights(cfg: Config, fam: Family, sd: dict[str, Tensor], src: str) 
 
 
 def _moe_weights(sd: dict[str, Tensor], p: str, q: str, src: str) -> dict[str, Tensor]:
-    """A mixture-of-experts layer's router, experts and shared expert, as Hugging Face stores them."""
+    """A mixture-of-experts layer's router, experts and shared expert, as Hugging Face stores them
+    (Granite-MoE under ``block_sparse_moe``, its router under ``router``; gpt-oss's router under
+    ``router`` with a bias, its experts with biases)."""
+    m = f"{p}block_sparse_moe." if f"{p}block_sparse_moe.router.weight" in sd else f"{p}mlp."
+    router = f"{m}router." if f"{m}router.weight" in sd else f"{m}gate."
     out = {
-        f"{q}mlp.router_weight": _get(sd, f"{p}mlp.gate.weight", src),
-        f"{q}mlp.gate_up_weight": _get(sd, f"{p}mlp.experts.gate_up_proj", src),
-        f"{q}mlp.down_weight": _get(sd, f"{p}mlp.experts.down_proj", src),
+        f"{q}mlp.router_weight": _get(sd, f"{router}weight", src),
+        f"{q}mlp.gate_up_weight": _get(sd, f"{m}experts.gate_up_proj", src),
+        f"{q}mlp.down_weight": _get(sd, f"{m}experts.down_proj", src),
     }
+    if f"{router}bias" in sd:  # gpt-oss
+        out[f"{q}mlp.router_bias"] = sd[f"{router}bias"]
+        out[f"{q}mlp.gate_up_bias"] = _get(sd, f"{m}experts.gate_up_proj_bias", src)
+        out[f"{q}mlp.down_bias"] = _get(sd, f"{m}experts.down_proj_bias", src)
     if f"{p}mlp.shared_expert_gate.weight" in sd:  # Qwen2-MoE
         out[f"{q}mlp.shared_gate_weight"] = sd[f"{p}mlp.shared_expert_gate.weight"]
         for ours, theirs in (("gate", "gate_proj"), ("in", "up_proj"), ("out", "down_proj")):

@@ -29,20 +29,53 @@ __all__ = ["KVCache", "generate"]
 
 class _LayerKV:
     """One layer's keys (after RoPE) and values of the tokens seen so far, [batch, kv_head, pos,
-    d_head]: what Hugging Face's ``DynamicCache`` holds, concatenated the same way."""
+    d_head]: what Hugging Face's ``DynamicCache`` holds. Stored in buffers whose capacity doubles
+    when full, so that decoding n tokens copies O(n) entries in all (concatenating at every step, as
+    ``DynamicCache`` does, copies O(n^2)); ``k`` and ``v`` are views of the filled part. The first
+    update (the prompt) is stored at its exact size, so a cache that is never extended costs no more."""
 
-    __slots__ = ("k", "v")
+    __slots__ = ("_k", "_v", "n")
 
     def __init__(self) -> None:
-        self.k: Tensor | None = None
-        self.v: Tensor | None = None
+        self._k: Tensor | None = None
+        self._v: Tensor | None = None
+        self.n = 0  # positions filled
+
+    @property
+    def k(self) -> Tensor | None:
+        return None if self._k is None else self._k[:, :, : self.n]
+
+    @property
+    def v(self) -> Tensor | None:
+        return None if self._v is None else self._v[:, :, : self.n]
+
+    def set(self, k: Tensor, v: Tensor) -> None:
+        """Hold exactly ``k`` and ``v`` (copies where they are not contiguous)."""
+        self._k, self._v, self.n = k.contiguous(), v.contiguous(), k.shape[-2]
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self._k is None else self._k.shape[-2]
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        if self.k is None:
-            self.k, self.v = k.contiguous(), v.contiguous()
-        else:
-            self.k, self.v = torch.cat([self.k, k], dim=-2), torch.cat([self.v, v], dim=-2)
+        if self._k is None:
+            self.set(k, v)
+            return self._k, self._v
+        end = self.n + k.shape[-2]
+        if end > self.capacity:  # grow geometrically: amortised O(1) copies per new position
+            cap = max(end, 2 * self.capacity)
+            self._k, self._v = _grown(self._k, self.n, cap), _grown(self._v, self.n, cap)
+        self._k[:, :, self.n : end] = k
+        self._v[:, :, self.n : end] = v
+        self.n = end
         return self.k, self.v
+
+
+def _grown(buf: Tensor, n: int, cap: int) -> Tensor:
+    """A buffer of ``cap`` positions holding ``buf``'s first ``n``."""
+    out = buf.new_empty(*buf.shape[:2], cap, buf.shape[-1])
+    out[:, :, :n] = buf[:, :, :n]
+    return out
 
 
 class KVCache:
@@ -66,8 +99,7 @@ class KVCache:
         out.mask = None if self.mask is None else self.mask.repeat(copies, 1)
         for mine, theirs in zip(out.layers[start:], self.layers[start:]):
             if theirs.k is not None:
-                mine.k = theirs.k.repeat(copies, 1, 1, 1)
-                mine.v = theirs.v.repeat(copies, 1, 1, 1)
+                mine.set(theirs.k.repeat(copies, 1, 1, 1), theirs.v.repeat(copies, 1, 1, 1))
         return out
 
     def _extend_mask(self, new: Tensor | None, batch: int, n: int) -> Tensor | None:

@@ -1,6 +1,6 @@
 """The MLP sublayers of the toolkit's transformer: the dense MLP (standard or gated) and the
-mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE), each in its Hugging Face counterpart's operation
-order, so the bits are its bits.
+mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE, Granite-MoE, gpt-oss), each in its Hugging Face
+counterpart's operation order, so the bits are its bits.
 
 Mixture-of-experts hooks (TransformerLens's names where it has them):
 
@@ -9,6 +9,8 @@ hook                            shape                         what it is
 ==============================  ============================  ======================================
 ``mlp.hook_router_logits``      ``[batch, pos, expert]``      the router's logits
 ``mlp.hook_expert_weights``     ``[batch, pos, expert]``      their softmax (fp32), TransformerLens's
+                                                              (not on gpt-oss and Granite-MoE, whose
+                                                              softmax runs over the top k only)
 ``mlp.hook_expert_indices``     ``[batch, pos, top_k]``       the chosen experts, largest weight first
 ``mlp.hook_routing_weights``    ``[batch, pos, top_k]``       the weights the chosen outputs are summed with
 ``mlp.hook_expert_out``         ``[batch, pos, top_k, d_model]``  each chosen expert's output, unweighted
@@ -125,62 +127,109 @@ class MoE(nn.Module):
     the experts in index order, each on the tokens that chose it, added into zeros with
     ``index_add_``). Stored as Hugging Face stores them: ``router_weight`` [expert, d_model],
     ``gate_up_weight`` [expert, 2 d_expert, d_model] (gate rows first), ``down_weight`` [expert,
-    d_model, d_expert]."""
+    d_model, d_expert]. gpt-oss (``cfg.expert_kind == "gpt_oss"``) stores ``gate_up_weight``
+    [expert, d_model, 2 d_expert] (gate and up columns interleaved) and ``down_weight`` [expert,
+    d_expert, d_model], and adds ``router_bias``, ``gate_up_bias`` and ``down_bias``."""
 
     def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
         self.act = _ACTS[cfg.act]
         e, m, d = cfg.n_experts, cfg.d_model, cfg.d_expert or cfg.d_mlp
+        self.oss = cfg.expert_kind == "gpt_oss"
         self.router_weight = nn.Parameter(torch.empty(e, m))
-        self.gate_up_weight = nn.Parameter(torch.empty(e, 2 * d, m))
-        self.down_weight = nn.Parameter(torch.empty(e, m, d))
+        self.router_bias = nn.Parameter(torch.zeros(e)) if self.oss else None
+        if self.oss:  # x @ W + b, as gpt-oss multiplies
+            self.gate_up_weight = nn.Parameter(torch.empty(e, m, 2 * d))
+            self.down_weight = nn.Parameter(torch.empty(e, d, m))
+        else:  # F.linear(x, W)
+            self.gate_up_weight = nn.Parameter(torch.empty(e, 2 * d, m))
+            self.down_weight = nn.Parameter(torch.empty(e, m, d))
+        self.gate_up_bias = nn.Parameter(torch.zeros(e, 2 * d)) if self.oss else None
+        self.down_bias = nn.Parameter(torch.zeros(e, m)) if self.oss else None
         self.shared = MLP(cfg.replace(d_mlp=cfg.d_shared_expert)) if cfg.d_shared_expert else None
         self.shared_gate_weight = nn.Parameter(torch.empty(1, m)) if cfg.d_shared_expert else None
         self.hook_router_logits = HookPoint()  # [batch, pos, expert]
-        self.hook_expert_weights = HookPoint()  # [batch, pos, expert]
+        if cfg.router == "softmax_topk":  # a top-k-then-softmax router has no softmax over every expert
+            self.hook_expert_weights = HookPoint()  # [batch, pos, expert]
         self.hook_expert_indices = HookPoint()  # [batch, pos, top_k]
         self.hook_routing_weights = HookPoint()  # [batch, pos, top_k]
         self.hook_expert_out = HookPoint()  # [batch, pos, top_k, d_model]
 
     # per-expert views in TransformerLens orientation (edits through them edit the experts)
     def _view_W_gate(self):
+        if self.oss:
+            return self.gate_up_weight[:, :, ::2]
         return self.gate_up_weight[:, : self.gate_up_weight.shape[1] // 2].transpose(1, 2)
 
     def _view_W_in(self):
+        if self.oss:
+            return self.gate_up_weight[:, :, 1::2]
         return self.gate_up_weight[:, self.gate_up_weight.shape[1] // 2 :].transpose(1, 2)
 
     def _view_W_out(self):
-        return self.down_weight.transpose(1, 2)
+        return self.down_weight if self.oss else self.down_weight.transpose(1, 2)
 
     def _view_W_router(self):
         return self.router_weight.T
+
+    def _view_b_gate(self):
+        return None if self.gate_up_bias is None else self.gate_up_bias[:, ::2]
+
+    def _view_b_in(self):
+        return None if self.gate_up_bias is None else self.gate_up_bias[:, 1::2]
+
+    def _view_b_out(self):
+        return self.down_bias
+
+    def _view_b_router(self):
+        return self.router_bias
 
     W_gate = _view_param("W_gate", "[expert, d_model, d_expert]")
     W_in = _view_param("W_in", "[expert, d_model, d_expert]")
     W_out = _view_param("W_out", "[expert, d_expert, d_model]")
     W_router = _view_param("W_router", "[d_model, expert]")
-    b_in = b_gate = b_out = None  # the experts have no biases
+    b_gate = _view_param("b_gate", "[expert, d_expert] or None (gpt-oss only)")
+    b_in = _view_param("b_in", "[expert, d_expert] or None (gpt-oss only)")
+    b_out = _view_param("b_out", "[expert, d_model] or None (gpt-oss only)")
+    b_router = _view_param("b_router", "[expert] or None (gpt-oss only)")
 
     def route(self, flat: Tensor, shape: tuple[int, int]) -> tuple[Tensor, Tensor]:
         """(chosen experts [tokens, top_k], their weights [tokens, top_k]) of the tokens ``flat``
         [tokens, d_model], through the router hooks (``shape``: batch, pos)."""
         cfg, (b, p) = self.cfg, shape
-        logits = self.hook_router_logits(F.linear(flat, self.router_weight).view(b, p, -1)).reshape(-1, cfg.n_experts)
-        probs = F.softmax(logits, dim=-1, dtype=torch.float32)
-        probs = self.hook_expert_weights(probs.view(b, p, -1)).reshape(-1, cfg.n_experts)
-        top, chosen = torch.topk(probs, cfg.top_k, dim=-1)
-        if cfg.norm_topk:
-            top /= top.sum(dim=-1, keepdim=True)
-        if not cfg.router_fp32:  # Qwen casts the weights to the model's dtype; Mixtral keeps fp32
-            top = top.to(logits.dtype)
+        logits = F.linear(flat, self.router_weight, self.router_bias)
+        logits = self.hook_router_logits(logits.view(b, p, -1)).reshape(-1, cfg.n_experts)
+        if cfg.router == "topk_softmax":  # the top k logits, then a softmax over those k
+            if self.oss:  # gpt-oss: in the model's dtype
+                top, chosen = torch.topk(logits, cfg.top_k, dim=-1)
+                top = F.softmax(top, dim=1, dtype=top.dtype)
+            else:  # Granite-MoE: in fp32, cast back
+                top, chosen = torch.topk(logits.float(), cfg.top_k, dim=-1)
+                top = torch.softmax(top, dim=-1).type_as(flat)
+        else:
+            probs = F.softmax(logits, dim=-1, dtype=torch.float32)
+            probs = self.hook_expert_weights(probs.view(b, p, -1)).reshape(-1, cfg.n_experts)
+            top, chosen = torch.topk(probs, cfg.top_k, dim=-1)
+            if cfg.norm_topk:
+                top /= top.sum(dim=-1, keepdim=True)
+            if not cfg.router_fp32:  # Qwen casts the weights to the model's dtype; Mixtral keeps fp32
+                top = top.to(logits.dtype)
         chosen = self.hook_expert_indices(chosen.view(b, p, -1)).reshape(-1, cfg.top_k)
         top = self.hook_routing_weights(top.view(b, p, -1)).reshape(-1, cfg.top_k)
         return chosen, top
 
     def expert(self, e: int, x: Tensor) -> Tensor:
         """Expert ``e``'s output on tokens ``x`` [n, d_model], unweighted (HF's op order: one fused
-        gate/up projection, chunked, the activation on the strided gate half)."""
+        gate/up projection, chunked, the activation on the strided gate half; gpt-oss's clamped
+        SwiGLU on its interleaved halves)."""
+        if self.oss:
+            gate_up = x @ self.gate_up_weight[e] + self.gate_up_bias[e]
+            limit = self.cfg.swiglu_limit
+            gate = gate_up[..., ::2].clamp(min=None, max=limit)
+            up = gate_up[..., 1::2].clamp(min=-limit, max=limit)
+            glu = gate * torch.sigmoid(gate * self.cfg.swiglu_alpha)
+            return ((up + 1) * glu) @ self.down_weight[e] + self.down_bias[e]
         gate, up = F.linear(x, self.gate_up_weight[e]).chunk(2, dim=-1)
         return F.linear(self.act(gate) * up, self.down_weight[e])
 

@@ -328,6 +328,26 @@ ARCHITECTURES: dict[str, Tiny] = {
         num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, norm_topk_prob=True,
         tol={"eager": 1e-6}, note=_MOE_PADDING,
     ),
+    "granitemoe": _dec(  # top-2 of 4, softmax over the top-2 logits, Granite's four multipliers
+        "granitemoe", "GraniteMoeConfig", "GraniteMoeForCausalLM",
+        dict(n_experts=4, top_k=2, router="topk_softmax", embed_multiplier=3.0, residual_multiplier=0.4,
+             attn_scale=0.3, logit_divisor=2.5),
+        num_local_experts=4, num_experts_per_tok=2, embedding_multiplier=3.0, residual_multiplier=0.4,
+        attention_multiplier=0.3, logits_scaling=2.5, tol={"eager": 1e-6}, note=_MOE_PADDING,
+    ),
+    "gpt_oss": _dec(  # learned sinks, top-2 of 4 biased experts with the clamped SwiGLU (limit 1.5 binds on
+        # the perturbed weights), sliding and full layers, YaRN past an original context of 8
+        "gpt_oss", "GptOssConfig", "GptOssForCausalLM",
+        dict(attn_sinks=True, expert_kind="gpt_oss", router="topk_softmax", n_experts=4, top_k=2,
+             swiglu_limit=1.5, layer_types=("sliding", "full"), sliding_window=WINDOW,
+             attn_bias=True, attn_out_bias=True, norm_scale_fp32=True),
+        num_key_value_heads=2, head_dim=8, num_local_experts=4, num_experts_per_tok=2, swiglu_limit=1.5,
+        sliding_window=WINDOW, layer_types=["sliding_attention", "full_attention"], attention_bias=True,
+        rope_parameters={
+            "rope_type": "yarn", "rope_theta": 150000.0, "factor": 8.0, "beta_fast": 32.0, "beta_slow": 1.0,
+            "truncate": False, "original_max_position_embeddings": 8,
+        },
+    ),
     "falcon": Tiny(  # Falcon 7B's layout: multi-query, parallel with one norm. d_head 16, not 8: the one k
         # (v) head's rows of the fused projection, computed alone, are a GEMM with 8 outputs, which this CPU's
         # BLAS rounds differently from the same rows inside the fused GEMM (3.8e-6 measured); 16 and up match

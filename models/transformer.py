@@ -172,6 +172,8 @@ class Attention(nn.Module):
         self.o_bias = nn.Parameter(torch.zeros(m)) if cfg.attn_out_bias else None
         if cfg.positional == "alibi":
             self.register_buffer("alibi_slopes", alibi_slopes(h), persistent=False)
+        # gpt-oss: each head's learned sink logit, one more column of every softmax row (no value)
+        self.sinks = nn.Parameter(torch.zeros(h)) if cfg.attn_sinks else None
         if cfg.qk_norm != "none":  # RMSNorm weights: one [d_head] shared by the heads, or the full width
             full = cfg.qk_norm == "full"
             self.q_norm_w = nn.Parameter(torch.full((h * d if full else d,), 1.0 - cfg.norm_offset))
@@ -276,8 +278,9 @@ class Attention(nn.Module):
             k, v = kv.update(k, v)
         if self.window is not None and masks.window != self.window:
             masks = masks.sliding  # the sliding layers' masks, built beside the full ones
-        # soft-capped scores exist only on the eager path (HF's SDPA attention refuses a softcap)
-        if exact or cfg.attn_softcap is not None or _watched(self.hook_attn_scores) or _watched(self.hook_pattern):
+        # soft-capped scores and learned sinks exist only on the eager path (HF's SDPA refuses both)
+        eager = exact or cfg.attn_softcap is not None or cfg.attn_sinks
+        if eager or _watched(self.hook_attn_scores) or _watched(self.hook_pattern):
             z = self._eager(q, k, v, positions, masks)
         else:
             z = self._fused(q, k, v, positions, masks)
@@ -370,8 +373,13 @@ class Attention(nn.Module):
             scores = scores.masked_fill(~allowed, float("-inf"))
         scores = self.hook_attn_scores(scores)
 
-        # softmax in fp32 at least (Hugging Face Llama's eager attention upcasts bf16/fp16; a no-op in fp32)
-        pattern = F.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(v.dtype)
+        if self.sinks is not None:  # gpt-oss: the sink logit as one more key, its share dropped after the softmax
+            sink = self.sinks.reshape(1, -1, 1, 1).expand(scores.shape[0], -1, scores.shape[2], -1)
+            logits = torch.cat([scores, sink], dim=-1)
+            logits = logits - logits.max(dim=-1, keepdim=True).values  # in the scores' dtype, as HF
+            pattern = F.softmax(logits, dim=-1, dtype=logits.dtype)[..., :-1].to(v.dtype)
+        else:  # softmax in fp32 at least (Hugging Face Llama's eager attention upcasts bf16/fp16; a no-op in fp32)
+            pattern = F.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(v.dtype)
         if empty_rows is not None:  # padded query rows that may see no key: zero, not NaN
             pattern = pattern.masked_fill(empty_rows, 0.0)
         pattern = self.hook_pattern(pattern)

@@ -9,6 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 OUT=${OUT:-out}
+if [ -e "$OUT" ] && [ ! -d "$OUT" ]; then  # one line, not interp's "Not a directory" on $OUT/smollm2/heads.csv
+  echo "scripts/powered.sh: OUT=$OUT is a file, not a folder; set OUT to the main job's output folder (default: out)" >&2
+  exit 2
+fi
 start=$SECONDS
 # each role's best 5 heads by score (SmolLM2 labels 32 local and 23 previous-token heads), alone and as
 # one group; arguments after these replace them (--max-heads-per-role 10, --n 60, --n-null 20)

@@ -203,6 +203,8 @@ def test_every_analysis_keeps_the_contract(case, tmp_path):
     assert names and all(_owned(n, owned) for n in names), f"{pkg.name} wrote {names - set(owned)} not in OUTPUTS"
     missing = [o for o in owned if not any(c in o for c in "*?[") and o not in names and o not in pkg.optional]
     assert missing == [], f"{pkg.name}: OUTPUTS names {missing}, which write() did not write"
+    for name in sorted(n for n in names if n.endswith(".csv")):  # an empty table still has its header row
+        assert len(pd.read_csv(tmp_path / "alone" / name).columns), f"{pkg.name}: {name} has no columns"
     with output_dir(tmp_path / "in-a-set", owned, command=f"the {pkg.name} command") as staging:
         write(result, staging)
         assert _written(staging) == names

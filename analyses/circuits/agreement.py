@@ -329,6 +329,11 @@ class AgreementResult:
         return head_table(self.per_head, self.model_name)
 
 
+# summary.csv: one row per solved task and reading (the header alone when no task is solved)
+SUMMARY_COLUMNS = ["task", "reading", "target", "n_pairs", "n_heads", "rho", "rho_low", "rho_high", "rho_abs",
+                   "rho_abs_low", "rho_abs_high", "top_overlap", "top_chance", "top_score", "top_effect"]  # fmt: skip
+
+
 def _task_tables(model: Any, t: TaskAgreement, top: int) -> tuple[pd.DataFrame, list[dict]]:
     heads = all_heads(model)
     effect = t.effects.per_pair
@@ -426,7 +431,7 @@ def run(
             info["first_token"] = info.get("first_token") or _first_token(model, t.pairs)
         info[f"t_{task}"] = time.perf_counter() - t0
     per = pd.concat(per_head, ignore_index=True) if per_head else pd.DataFrame(columns=["layer", "head", "task"])
-    return AgreementResult(v.name, pd.DataFrame(rows), per, pd.DataFrame(summary), info, raw)
+    return AgreementResult(v.name, pd.DataFrame(rows), per, pd.DataFrame(summary, columns=SUMMARY_COLUMNS), info, raw)
 
 
 def _first_token(model: Any, pairs: Pairs) -> str:

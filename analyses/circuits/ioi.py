@@ -33,7 +33,6 @@ import functools
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,10 +42,11 @@ import torch
 from analyses.circuits.attribution import node_scores
 from analyses.circuits.runner import pairs_metric
 from interp.display import md_table
-from interp.io import atomic_write, write_set
+from interp.io import OutputError, atomic_write
 from interp.names import act_name
 from interp.pairs import Pairs, logit_diff
 from interp.stats import bootstrap_ci
+from interp.view import view
 
 __all__ = ["WANG_CLASSES", "PROBE_CLASSES", "attention_to", "copy_scores", "path_patch_queries", "classify",
            "OUTPUTS", "main"]  # fmt: skip
@@ -184,9 +184,13 @@ def classify(
 ) -> pd.DataFrame:
     """Wang et al.'s class of each of the circuit's heads (the ``top`` heads by |score|; ``scores``:
     node name -> attribution score): see the module docstring. ``labels``: a probe's heads table
-    (``layer``, ``head``, ``role``, ``label``) for the pattern classes. One row per head, in rank order."""
+    (``layer``, ``head``, ``role``, ``label``) for the pattern classes; one written for another model
+    (its ``model`` column) is refused (``check_labels_model``). One row per head, in rank order."""
     from analyses.circuits.nodes import parse_node
+    from analyses.validation import check_labels_model
 
+    if labels is not None:
+        check_labels_model(labels, [view(model).name])
     ranked = scores[[n for n in scores.index if parse_node(n)[0] == "head"]]
     ranked = ranked.reindex(ranked.abs().sort_values(ascending=False).index)[:top]
     heads = [parse_node(n)[1:] for n in ranked.index]
@@ -266,27 +270,29 @@ def main(argv: list[str] | None = None) -> int:
             labels = read_labels(args.labels)
         import models
         from analyses.circuits.tasks import circuit_task
+        from interp.io import output_dir
 
         started = time.perf_counter()
-        model = models.load(args.model).eval()
-        ct = circuit_task(model, "ioi", n=args.n, seed=args.seed)
-        scores = node_scores(model, ct.pairs, method="eap-ig", steps=args.steps, progress=True)
-        table = classify(model, ct.pairs, scores.set_index("node")["score"], labels, top=args.top, seed=args.seed)
-        params = dict(n=args.n, top=args.top, steps=args.steps, min_attention=0.1, min_copy=0.5,
-                      labels=str(args.labels))  # fmt: skip
-        info = dict(analysis="circuits.ioi", model=model.cfg.name, seed=args.seed, params=params,
-                    n_pairs=len(ct.pairs), accuracy=ct.accuracy, name_movers=table.attrs["name_movers"],
-                    seconds=round(time.perf_counter() - started, 1))  # fmt: skip
+        # the folder first (a file, another run's, files no toolkit run wrote: one line, before the work)
+        with output_dir(args.out, OUTPUTS, command="python -m analyses.circuits.ioi", what="--out",
+                        force=args.force) as tmp:  # fmt: skip
+            model = models.load(args.model).eval()
+            if labels is not None:  # another model's table: refused now, not after the attribution
+                from analyses.validation import check_labels_model
 
-        def files(tmp: Path) -> None:
-            tmp.mkdir(parents=True, exist_ok=True)
+                check_labels_model(labels, [view(model).name])
+            ct = circuit_task(model, "ioi", n=args.n, seed=args.seed)
+            scores = node_scores(model, ct.pairs, method="eap-ig", steps=args.steps, progress=True)
+            table = classify(model, ct.pairs, scores.set_index("node")["score"], labels, top=args.top, seed=args.seed)
+            params = dict(n=args.n, top=args.top, steps=args.steps, min_attention=0.1, min_copy=0.5,
+                          labels=str(args.labels))  # fmt: skip
+            info = dict(analysis="circuits.ioi", model=model.cfg.name, seed=args.seed, params=params,
+                        n_pairs=len(ct.pairs), accuracy=ct.accuracy, name_movers=table.attrs["name_movers"],
+                        seconds=round(time.perf_counter() - started, 1))  # fmt: skip
             atomic_write(tmp / "ioi_classes.csv", table.to_csv(index=False))
             atomic_write(tmp / "ioi_classes.md", _markdown(table, info))
             atomic_write(tmp / "ioi_classes.json", json.dumps(info, indent=2, default=str) + "\n")
-
-        write_set(args.out, OUTPUTS, lambda tmp: files(Path(tmp)), command="python -m analyses.circuits.ioi",
-                  force=args.force)  # fmt: skip
-    except (ValueError, FileNotFoundError, FileExistsError) as e:
+    except (ValueError, OSError, OutputError) as e:
         sys.stderr.write(f"python -m analyses.circuits.ioi: {e}\n")
         return 2
     sys.stdout.write(_markdown(table, info))

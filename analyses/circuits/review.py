@@ -249,16 +249,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true")
     args = parser.parse_args(argv)
     from analyses.tasks import check_task
+    from interp.io import OutputError, output_dir
 
     try:
         check_task(args.task)
         import models
 
-        model = models.load(args.model).eval()
-        result = run(model, args.task, n=args.n, seed=args.seed, n_boot=args.n_boot, n_random=args.n_random,
-                     batch_size=args.batch_size, min_pairs=args.min_pairs, progress=True)  # fmt: skip
-        write(result, args.out, force=args.force)
-    except (ValueError, FileExistsError) as e:
+        # the folder first (a file, another run's, files no toolkit run wrote: one line, before the work)
+        with output_dir(args.out, OUTPUTS, command="python -m analyses.circuits.review", what="--out",
+                        force=args.force) as tmp:  # fmt: skip
+            model = models.load(args.model).eval()
+            result = run(model, args.task, n=args.n, seed=args.seed, n_boot=args.n_boot, n_random=args.n_random,
+                         batch_size=args.batch_size, min_pairs=args.min_pairs, progress=True)  # fmt: skip
+            write(result, tmp)
+    except (ValueError, OSError, OutputError) as e:
         sys.stderr.write(f"python -m analyses.circuits.review: {e}\n")
         return 2
     sys.stdout.write(review_markdown(result))

@@ -193,18 +193,25 @@ def pick_labels(model: Any, task: str, choice: Any = "auto", seed: int = 0) -> t
     """The pattern-label baseline's heads table and where it came from: ``choice`` is a table, None,
     "none", "patterns" (previous-token and induction heads read off attention patterns:
     ``analyses.validation.pattern_labels``), "auto" (patterns where the task's role is one of
-    ``PATTERN_ROLES``, else none) or the path of ``interp probe``'s heads.csv."""
-    from analyses.validation import pattern_labels, read_labels
+    ``PATTERN_ROLES``, else none) or the path of ``interp probe``'s heads.csv. A table written for
+    another model (its ``model`` column) is refused, as ``interp validate`` refuses it
+    (``check_labels_model``)."""
+    from analyses.validation import check_labels_model, pattern_labels, read_labels
 
-    if choice is None or isinstance(choice, pd.DataFrame):
-        return choice, "given" if choice is not None else "none"
+    if isinstance(choice, pd.DataFrame):
+        check_labels_model(choice, [view(model).name])
+        return choice, "given"
+    if choice is None:
+        return None, "none"
     if choice == "auto":
         choice = "patterns" if set(TASK_ROLES[task]) & set(PATTERN_ROLES) else "none"
     if choice == "none":
         return None, "none (pass --labels heads.csv from `interp probe` for this task's role)"
     if choice == "patterns":
         return pattern_labels(model, seed=seed), "previous-token and induction heads from patterns"
-    return read_labels(choice), f"read from `{choice}`"
+    table = read_labels(choice)
+    check_labels_model(table, [view(model).name])
+    return table, f"read from `{choice}`"
 
 
 def _check_run(model: Any, task: str, methods: Sequence[str]) -> Any:

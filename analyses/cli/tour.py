@@ -21,26 +21,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from interp.io import check_out, output_lock, staged_dir
+    from interp.io import check_out, output_lock, staged_dir, undo_created
 
     if args.text is not None and not args.text.strip():
         raise ValueError("--text is empty; give a sentence, or leave --text out for the default one")
-    out = check_out(args.out, "--out")
-    with output_lock(out, "interp tour"):
-        from analyses.report.tour import DEFAULT_TEXT, hook_shapes, plot_pattern
+    with undo_created(args.out):  # a failed run leaves no new empty --out
+        out = check_out(args.out, "--out")
+        with output_lock(out, "interp tour"):
+            from analyses.report.tour import DEFAULT_TEXT, hook_shapes, plot_pattern
 
-        text = DEFAULT_TEXT if args.text is None else args.text
-        model = load_model(args)
-        layer = model.cfg.n_layers // 2 if args.layer is None else args.layer
-        if not 0 <= layer < model.cfg.n_layers or not 0 <= args.head < model.cfg.n_heads:
-            raise ValueError(
-                f"--layer {layer} --head {args.head}: expected layer 0..{model.cfg.n_layers - 1} "
-                f"and head 0..{model.cfg.n_heads - 1}"
-            )
-        table = hook_shapes(model, text)
-        name = f"pattern_L{layer}H{args.head}.png"
-        with staged_dir(out, [name], "interp tour", force=args.force) as tmp:
-            plot_pattern(model, text, layer, args.head, tmp / name)
+            text = DEFAULT_TEXT if args.text is None else args.text
+            model = load_model(args)
+            layer = model.cfg.n_layers // 2 if args.layer is None else args.layer
+            if not 0 <= layer < model.cfg.n_layers or not 0 <= args.head < model.cfg.n_heads:
+                raise ValueError(
+                    f"--layer {layer} --head {args.head}: expected layer 0..{model.cfg.n_layers - 1} "
+                    f"and head 0..{model.cfg.n_heads - 1}"
+                )
+            table = hook_shapes(model, text)
+            name = f"pattern_L{layer}H{args.head}.png"
+            with staged_dir(out, [name], "interp tour", force=args.force) as tmp:
+                plot_pattern(model, text, layer, args.head, tmp / name)
     print(model)
     print(f"{len(model.hook_names())} hook points; block 0 on {text!r}:")
     first = table[~table.hook.str.startswith("blocks.") | table.hook.str.startswith("blocks.0.")]

@@ -67,40 +67,41 @@ def _model_differences(model_conf: dict, saved: dict) -> list[str]:
 
 
 def run(args) -> int:
-    from interp.io import check_out, check_recorded, output_lock
+    from interp.io import check_out, check_recorded, output_lock, undo_created
 
     out = Path(args.out)
     if args.resume and args.force:
         raise ValueError("--resume and --force: give either (continue the checkpoint, or replace it), not both")
-    check_out(out, "--out", must_exist=args.resume)  # first: fails in well under a second
-    with output_lock(out, "interp train"):
-        from models.training import TrainConfig, read_config
+    with undo_created(out):  # a failed run leaves no new empty --out
+        check_out(out, "--out", must_exist=args.resume)  # first: fails in well under a second
+        with output_lock(out, "interp train"):
+            from models.training import TrainConfig, read_config
 
-        conf = read_config(args.config)
+            conf = read_config(args.config)
 
-        tc = TrainConfig.from_dict(conf.get("training", {}))  # bad settings fail here, before any work
-        if args.steps is not None:
-            tc = tc.replace(steps=args.steps)
-        if args.resume and not _has_checkpoint(out):
-            raise FileNotFoundError(f"--out {out}: no checkpoint to resume (no interp_config.json there)")
-        if _has_checkpoint(out) and not (args.resume or args.force):
-            raise ValueError(
-                f"--out {out} already holds a checkpoint; pass --resume to continue it, or --force to replace it"
-            )
-        from models.training import CHECKPOINT_FILES
-
-        # a user's vocab.txt or an older version's checkpoint: refused now, not at the first checkpoint
-        check_recorded(out, CHECKPOINT_FILES, "interp train", args.resume or args.force, "pass --force")
-        if args.resume:
-            saved = json.loads((out / "interp_config.json").read_text(encoding="utf-8"))
-            diff = _model_differences(conf["model"], saved["config"])
-            if diff:
+            tc = TrainConfig.from_dict(conf.get("training", {}))  # bad settings fail here, before any work
+            if args.steps is not None:
+                tc = tc.replace(steps=args.steps)
+            if args.resume and not _has_checkpoint(out):
+                raise FileNotFoundError(f"--out {out}: no checkpoint to resume (no interp_config.json there)")
+            if _has_checkpoint(out) and not (args.resume or args.force):
                 raise ValueError(
-                    f"--resume: the [model] of {args.config} differs from the checkpoint in {out}: "
-                    + ", ".join(diff)
-                    + "; resume with the checkpoint's model, or --force to train a new one"
+                    f"--out {out} already holds a checkpoint; pass --resume to continue it, or --force to replace it"
                 )
-        return _train(args, conf, tc, out)
+            from models.training import CHECKPOINT_FILES
+
+            # a user's vocab.txt or an older version's checkpoint: refused now, not at the first checkpoint
+            check_recorded(out, CHECKPOINT_FILES, "interp train", args.resume or args.force, "pass --force")
+            if args.resume:
+                saved = json.loads((out / "interp_config.json").read_text(encoding="utf-8"))
+                diff = _model_differences(conf["model"], saved["config"])
+                if diff:
+                    raise ValueError(
+                        f"--resume: the [model] of {args.config} differs from the checkpoint in {out}: "
+                        + ", ".join(diff)
+                        + "; resume with the checkpoint's model, or --force to train a new one"
+                    )
+            return _train(args, conf, tc, out)
 
 
 def _train(args, conf: dict, tc, out: Path) -> int:

@@ -175,14 +175,17 @@ def prefill(model, trial: Trial, masked: Iterable[tuple[int, int]] = ()):
 
 
 def branch(cache):
-    """A copy of a ``KVCache`` that decoding may extend without changing ``cache``: the layers'
-    tensors are shared, not copied (the cache only ever replaces them, by concatenation)."""
+    """A copy of a ``KVCache`` that decoding may extend without changing ``cache``. A layer holds its
+    keys and values in a buffer that grows when full (``models.generate._LayerKV``); ``set`` shares a
+    buffer filled to capacity (the prefill's, stored at its exact size), so the branch's first new
+    position reallocates rather than writing into it, and copies the filled part of any other."""
     from models.tl_api import KVCache
 
     out = KVCache(len(cache.layers))
     out.length, out.mask = cache.length, cache.mask
     for mine, theirs in zip(out.layers, cache.layers):
-        mine.k, mine.v = theirs.k, theirs.v
+        if theirs.k is not None:
+            mine.set(theirs.k, theirs.v)
     return out
 
 
@@ -356,6 +359,15 @@ def solved_lengths(accuracy: pd.DataFrame, threshold: float = 0.5) -> list[int]:
     return [int(r.length) for r in overall.itertuples() if r.exact >= threshold]
 
 
+# the columns of trials.csv (``_trial_row``), of mask_trials.csv (those and the masking run's own) and
+# of masking.csv (``masking_table``): what an empty table (no masking run) still writes as its header
+TRIAL_COLUMNS = ["length", "depth", "window", "insert_at", "prompt_tokens", "code", "generated", "exact", "token_share"]
+MASK_TRIAL_COLUMNS = [*TRIAL_COLUMNS, "trial", "condition", "draw"]
+MASKING_COLUMNS = ["length", "condition", "draw", "k", "n"] + [
+    f"{metric}{part}" for metric in ("exact", "token_share") for part in ("", "_drop", "_drop_low", "_drop_high")
+]
+
+
 def _trial_row(d: Decoded, tokenizer, **extra) -> dict:
     hf = getattr(tokenizer, "hf", tokenizer)
     t = d.trial
@@ -461,7 +473,7 @@ def run(
     for length in lengths:  # each length's own score, beside the pooled one
         s = scores[length].scores
         heads[f"retrieval_{length}"] = [s[r.layer, r.head] for r in heads.itertuples()]
-    masking, mask_trials = pd.DataFrame(), pd.DataFrame()
+    masking, mask_trials = pd.DataFrame(columns=MASKING_COLUMNS), pd.DataFrame(columns=MASK_TRIAL_COLUMNS)
     to_mask = [length for length in mask_lengths if length in solved]
     info["masked_lengths"] = to_mask
     info["ranking"] = "given" if ranking is not None else "this run"

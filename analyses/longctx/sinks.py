@@ -18,6 +18,7 @@ from __future__ import annotations
 from analyses.longctx.deprecated import renamed_getattr
 from analyses.longctx.sinks_measure import (
     INPUTS,
+    LEARNED_SINK,
     LENGTHS,
     MASS_MARGIN,
     N_WINDOWS,
@@ -28,6 +29,7 @@ from analyses.longctx.sinks_measure import (
     SinksResult,
     check_arguments,
     combine,
+    has_learned_sinks,
     head_table,
     layer_table,
     length_summary,
@@ -44,6 +46,8 @@ __all__ = [
     "LENGTHS",
     "N_WINDOWS",
     "ROLES",
+    "LEARNED_SINK",
+    "has_learned_sinks",
     "ROLE_INPUT",
     "INPUTS",
     "MASS_MARGIN",

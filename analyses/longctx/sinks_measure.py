@@ -59,9 +59,12 @@ __all__ = [
     "LENGTHS",
     "N_WINDOWS",
     "ROLES",
+    "LEARNED_SINK",
     "ROLE_INPUT",
+    "has_learned_sinks",
     "INPUTS",
     "MASS_MARGIN",
+    "GU_EPSILON",
     "POSITION_BINS",
     "PatternReducer",
     "sequence_plan",
@@ -82,11 +85,17 @@ LENGTHS = (64, 512, 2048, 4096)
 # few windows at the long lengths: an eager SmolLM2 forward at 4,096 tokens costs ~45 s on 2 cores
 N_WINDOWS = (8, 8, 4, 3)
 ROLES = ("attention_sink", "previous_token", "induction")
-ROLE_INPUT = {"attention_sink": "text", "previous_token": "text", "induction": "repeated"}
+# a model with learned sink logits (gpt-oss, Config.attn_sinks) also gets each head's learned sink share:
+# the part of each softmax row its sink logit takes, 1 - the pattern's row sum (a uniform head: 0)
+LEARNED_SINK = "learned_sink"
+ROLE_INPUT = {"attention_sink": "text", "previous_token": "text", "induction": "repeated", LEARNED_SINK: "text"}
 INPUTS = ("text", "repeated")
 # the probe's minimum attention mass above a uniform head for a mass-role label: read from its
 # signature, so there is one number
 MASS_MARGIN = float(inspect.signature(probe_items).parameters["mass_margin"].default)
+# Gu et al. (2024, "When attention sink emerges"): a head has a sink where its mean attention on the
+# first token exceeds this threshold; ``length_summary``'s gu_ratio is the share of such heads
+GU_EPSILON = 0.3
 # query-position bins for the sink profile: [1, 2), [2, 4), ..., [2048, 4096)
 POSITION_BINS = tuple(2**i for i in range(13))
 _SINK = SET_ROLES.index("attention_sink")
@@ -120,9 +129,9 @@ class PatternReducer:
     the profile by query position."""
 
     def __init__(self, plan: TokenPlan, n_layers: int, n_heads: int, roles: Sequence[str] = ROLES):
-        unknown = [r for r in roles if r not in ROLES]
+        unknown = [r for r in roles if r not in (*ROLES, LEARNED_SINK)]
         if unknown:
-            raise ValueError(f"PatternReducer scores {list(ROLES)}; got {unknown}")
+            raise ValueError(f"PatternReducer scores {[*ROLES, LEARNED_SINK]}; got {unknown}")
         self.plan, self.roles = plan, tuple(roles)
         self.n_layers, self.n_heads = n_layers, n_heads
         b, t = plan.mask.shape
@@ -151,13 +160,18 @@ class PatternReducer:
         p = rows.float()
         sink = self._sink_mass(p)  # [b, h, q]: each row's weight on the sink
         self.sink_rows[:, layer, :, q0:q1] = sink
+        probe_roles = tuple(r for r in self.roles if r != LEARNED_SINK)
         if q0 == 0 and nq == nk:  # the whole pattern: the probe's own scorer
-            got = token_role_scores(p, self.plan, self.roles)
-            for r in self.roles:
+            got = token_role_scores(p, self.plan, probe_roles)
+            for r in probe_roles:
                 self.sums[r][:, layer] += got[r].double()
         else:
             for r, v in self._block_scores(p, sink, q0, q1).items():
                 self.sums[r][:, layer] += v.double()
+        if LEARNED_SINK in self.roles:  # the rows the sink share is scored on, weighted as it is
+            learned = (1.0 - p.sum(-1)).clamp(min=0.0)  # [b, h, q]
+            w = self.plan.set_rows[:, q0:q1, _SINK]
+            self.sums[LEARNED_SINK][:, layer] += (learned * w[:, None]).sum(-1).double()
         self.covered[layer, q0:q1] += 1
 
     def _block_scores(self, p: Tensor, sink: Tensor, q0: int, q1: int) -> dict:
@@ -190,12 +204,21 @@ class PatternReducer:
         return dict(self.sums)
 
     def baselines(self) -> dict:
-        """role -> [batch] the probe's uniform-head baseline on these sequences."""
-        return {r: self.plan.uniform[r].double() for r in self.roles}
+        """role -> [batch] the probe's uniform-head baseline on these sequences (a learned sink: 0)."""
+        b = self.plan.mask.shape[0]
+        return {
+            r: torch.zeros(b, dtype=torch.float64) if r == LEARNED_SINK else self.plan.uniform[r].double()
+            for r in self.roles
+        }
 
 
 # --------------------------------------------------------------------------------------------------
 # Inputs and the measurement
+
+
+def has_learned_sinks(model) -> bool:
+    """Whether ``model`` (the toolkit's transformer) has learned per-head sink logits (gpt-oss)."""
+    return bool(getattr(getattr(model, "cfg", None), "attn_sinks", False))
 
 
 def repeated_window(ids: Sequence[int]) -> list[int]:
@@ -271,13 +294,17 @@ def run(
     if adapter.n_ctx is not None and max(lengths) > adapter.n_ctx:
         raise ValueError(f"length {max(lengths)} exceeds {adapter.name}'s context of {adapter.n_ctx} tokens")
     tok = adapter.tokenizer
-    sink_id = tok.bos_token_id if getattr(tok, "prepend_bos", False) else None
+    sink_id = _sink_id(tok)
     if sink_id is None:
-        raise ValueError(f"{adapter.name}'s tokenizer puts no sink token first (heads.sink_tokenizer found none)")
+        raise ValueError(
+            f"{adapter.name}'s tokenizer puts no special token first and knows none to prepend "
+            "(heads.sink_tokenizer: <|endoftext|> or its BOS); the sink analysis needs one at position 0"
+        )
     L, H = adapter.n_layers, adapter.n_heads
+    roles = (*ROLES, LEARNED_SINK) if has_learned_sinks(model) else ROLES
     frames, profiles, cost = [], [], []
     bar = tqdm(total=len(inputs) * sum(n_windows), desc="sink windows", unit="window", disable=not progress)
-    attrs = dict(sink=adapter.sink, seed=seed, mass_margin=MASS_MARGIN, n_layers=L, n_heads=H)
+    attrs = dict(sink=adapter.sink, seed=seed, mass_margin=MASS_MARGIN, n_layers=L, n_heads=H, roles=list(roles))
     params = dict(lengths=lengths, n_windows=n_windows, inputs=list(inputs), query_block=query_block)
     info = make_info("longctx.sinks", adapter.name, seed, **params)
 
@@ -297,7 +324,7 @@ def run(
         for name in inputs:
             for rng in _batches(n, k):
                 ids = torch.tensor([seqs[name][i] for i in rng], dtype=torch.long)
-                red = PatternReducer(sequence_plan(ids), L, H)
+                red = PatternReducer(sequence_plan(ids), L, H, roles)
                 c0, w0 = time.process_time(), time.perf_counter()
                 with torch.inference_mode(), _blocks(model, query_block):
                     adapter.view.run_with_hooks(
@@ -343,6 +370,18 @@ def check_arguments(
         isinstance(query_block, bool) or not isinstance(query_block, int) or query_block < 1
     ):
         raise ValueError(f"query_block={query_block!r}: give the query rows per block, a whole number >= 1 (or None)")
+
+
+def _sink_id(tok) -> int | None:
+    """The id of the special token at position 0 of every sequence under ``tok`` (the adapter's
+    tokenizer): the token it prepends (SmolLM2's ``<|endoftext|>``), or the special token its own
+    post-processor puts first (Gemma's ``<bos>``, BERT's ``[CLS]``); None without one."""
+    if getattr(tok, "prepend_bos", False) and tok.bos_token_id is not None:
+        return int(tok.bos_token_id)
+    hf = tok.hf
+    ids = list(hf("x")["input_ids"])
+    special = set(hf.all_special_ids) - {hf.unk_token_id}
+    return int(ids[0]) if ids and ids[0] in special else None
 
 
 def _blocks(model, query_block: int | None):
@@ -499,6 +538,9 @@ def length_summary(run: SinksResult, n_boot: int = 1000, seed: int = 0) -> pd.Da
                 n_label_low=float(np.quantile(counts, 0.025)),
                 n_label_high=float(np.quantile(counts, 0.975)),
                 n_heads=effw.shape[1],
+                # Gu et al. (2024)'s metric beside the project's: the share of heads whose mean attention on
+                # the first token exceeds GU_EPSILON (the sink rows only)
+                gu_ratio=float((per.mean(0) > GU_EPSILON).mean()) if role == "attention_sink" else np.nan,
                 cpu_s_per_window=float(c["cpu_s"].sum() / c["n_windows"].sum()),
                 wall_s_per_window=float(c["wall_s"].sum() / c["n_windows"].sum()),
             )

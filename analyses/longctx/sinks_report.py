@@ -9,6 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from analyses.longctx.sinks_measure import (
+    GU_EPSILON,
+    LEARNED_SINK,
     MASS_MARGIN,
     ROLES,
     SinksResult,
@@ -26,6 +28,7 @@ ROLE_TITLES = {
     "attention_sink": "sink share (attention on position 0)",
     "previous_token": "previous-token score",
     "induction": "induction score (repeated text; ceiling 0.5)",
+    LEARNED_SINK: "learned sink share (the head's sink logit's part of each softmax row)",
 }
 
 
@@ -88,7 +91,8 @@ def report(run: SinksResult, heads: pd.DataFrame, summary: pd.DataFrame, persist
     sink_layers = layers[layers["role"] == "attention_sink"].pivot(index="layer", columns="length", values="score")
     sink_layers.columns = [f"{c} tokens" for c in sink_layers.columns]
     top = []
-    for role in ROLES:
+    learned = LEARNED_SINK in set(heads["role"])
+    for role in (*ROLES, LEARNED_SINK) if learned else ROLES:
         h = heads[heads["role"] == role]
         best = h.groupby(["layer", "head"])["score"].max().nlargest(8).index
         piv = (
@@ -111,8 +115,17 @@ def report(run: SinksResult, heads: pd.DataFrame, summary: pd.DataFrame, persist
         f"score over windows exceeds a uniform head's by {MASS_MARGIN:g} (the probe's `mass_margin`). "
         "Sink share and previous-token score on real text (BoolQ passages), induction on the same text "
         "with its second half repeating its first. Intervals: 95% t over windows (mean score), "
-        "percentile bootstrap over windows (head counts).\n\n"
-        "## By length\n\n"
+        "percentile bootstrap over windows (head counts). `gu_ratio`: Gu et al.'s (2024) sink metric beside "
+        f"the project's, the share of heads whose mean attention on position 0 exceeds {GU_EPSILON:g}.\n\n"
+        + (
+            f"**{LEARNED_SINK}**: this model has a learned sink logit per head (gpt-oss), one more column of "
+            "every softmax row with no value; its share is 1 minus the pattern's row sum, averaged over the "
+            "rows the sink share is scored on (a head without one: 0). A head can park its attention there "
+            "instead of on position 0, so read the two sink rows together.\n\n"
+            if learned
+            else ""
+        )
+        + "## By length\n\n"
         + md_table(
             summary,
             [
@@ -125,6 +138,7 @@ def report(run: SinksResult, heads: pd.DataFrame, summary: pd.DataFrame, persist
                 "n_label",
                 "n_label_low",
                 "n_label_high",
+                "gu_ratio",
             ],
         )
         + "\n## Do roles persist?\n\n"

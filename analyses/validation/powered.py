@@ -162,13 +162,16 @@ GROUP_COLUMNS = [
     "verdict",
     "reason",
 ]
+# the accuracy table's columns (``powered_prompts``; a subject-verb metric adds the attractor split):
+# what an empty one (prompts given) still writes as its header
+ACCURACY_COLUMNS = ["metric", "task", "kind", "n_generated", "accuracy", "n_kept", "kept", "clean_mean"]
 
 
 @dataclass
 class PoweredResult:
     table: pd.DataFrame  # one row per labelled non-sink (head, role), TABLE_COLUMNS
     groups: pd.DataFrame  # one row per role: the group ablation, GROUP_COLUMNS
-    accuracy: pd.DataFrame  # per metric: the model's own accuracy and the prompts kept
+    accuracy: pd.DataFrame  # per metric: the model's own accuracy and the prompts kept, ACCURACY_COLUMNS
     info: dict = field(default_factory=dict)  # the run's settings; analyses.contract's keys
     labels_source: str = "given"  # where the labels came from, in words (powered.md, .json)
     labels_sha256: str | None = None  # the SHA-256 of the labels file read, if any (powered.json)
@@ -536,7 +539,7 @@ def run_powered(
         missing = sorted(set(wanted) - set(prompts))
         if missing:
             raise ValueError(f"no prompts given for metrics {missing} (the labelled roles need them)")
-        accuracy = pd.DataFrame()
+        accuracy = pd.DataFrame(columns=ACCURACY_COLUMNS)
     cfg = dict(n_boot=n_boot, seed=seed, alpha=alpha)
     heads_rows, group_rows, cost = [], [], 0
     for (metric, _site), plan in tqdm(plans.items(), desc="powered validation", leave=False):

@@ -689,6 +689,29 @@ def test_a_planted_backup_never_replaces_a_users_file(previous):
     assert (previous / "thesis.txt").read_text() == "the user's thesis"
 
 
+def test_a_planted_backup_with_its_own_manifest_removes_no_file(previous):
+    """A planted backup folder that brings a manifest naming `thesis.txt` along with its journal: the
+    backup's manifest is not a record of what the toolkit wrote in the folder (it came with the
+    journal), so the user's file stays and the run is refused with one line."""
+    import json
+
+    from interp.io import OutputError, output_dir
+
+    (previous / "thesis.txt").write_text("the user's thesis")
+    files = {"thesis.txt": "interp probe", "heads.csv": "interp probe"}
+    _plant_journal(
+        previous,
+        {"commit": "x", "new_dir": ".interp-new.x", "old": [], "new": ["thesis.txt"]},
+        {".interp-manifest.json": json.dumps({"written_by": "interp", "commit": "y", "files": files}).encode()},
+    )
+    before = _tree(previous)
+    with pytest.raises(OutputError, match=r"damaged \(no manifest records 'thesis.txt'") as e:
+        with output_dir(previous, owned=OWNED, command="interp probe"):
+            pass
+    assert "\n" not in str(e.value)
+    assert _tree(previous) == before and (previous / "thesis.txt").read_text() == "the user's thesis"
+
+
 def test_another_commands_file_of_a_name_we_own_is_refused_unless_forced(previous):
     """`interp circuit --out <a probe folder>`: the manifest records report.md as interp probe's; a
     set of interp circuit owning report.md is refused (one line naming the command and the file)

@@ -239,3 +239,53 @@ def test_validation_sweep_on_minilm_null_patch_is_zero(minilm):
         token_type_ids=b.token_type_ids,
     )
     assert (swept["norm"] == metric["norm"](clean).numpy()[None]).all()
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_the_kv_cache_grows_geometrically_and_keeps_the_concatenated_bits(exact, monkeypatch):
+    """Decoding token by token, the cache's buffers double when full (log2 n reallocations, not one
+    per token) and every step's logits equal those of a cache that concatenates at each step, as
+    Hugging Face's ``DynamicCache`` does (the reference, planted through ``_LayerKV.update``)."""
+    from models import generate as g
+    from models.transformer import KVCache
+
+    model = tiny_model("llama_like")
+    tokens, _ = tiny_batch(model.cfg)
+    n = tokens.shape[1]
+
+    def decode() -> tuple[torch.Tensor, KVCache]:
+        cache = KVCache(model.cfg.n_layers)
+        with torch.no_grad():
+            steps = [model(tokens[:, :3], past_kv_cache=cache, exact=exact)]
+            steps += [model(tokens[:, i : i + 1], past_kv_cache=cache, exact=exact) for i in range(3, n)]
+        return torch.cat(steps, dim=1), cache
+
+    grown, cache = decode()
+    layer = cache.layers[0]
+    assert layer.n == n and layer.capacity >= n and layer.capacity < 2 * n
+    assert layer.k.shape[-2] == n and torch.equal(layer.k, cache.layers[0]._k[:, :, :n])
+
+    def concatenate(self, k, v):
+        if self._k is None:
+            self.set(k, v)
+        else:
+            self.set(torch.cat([self.k, k], dim=-2), torch.cat([self.v, v], dim=-2))
+        return self.k, self.v
+
+    monkeypatch.setattr(g._LayerKV, "update", concatenate)
+    concatenated, reference = decode()
+    assert reference.layers[0].capacity == n
+    assert torch.equal(grown, concatenated)
+
+
+def test_the_kv_cache_reallocates_log2_times():
+    from models.generate import _LayerKV
+
+    kv, grown = _LayerKV(), 0
+    kv.update(torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4))
+    for i in range(200):
+        before = kv._k
+        kv.update(torch.full((1, 2, 1, 4), float(i)), torch.full((1, 2, 1, 4), float(i)))
+        grown += kv._k is not before
+    assert grown == 6  # 5 -> 10 -> 20 -> 40 -> 80 -> 160 -> 320 positions
+    assert kv.k.shape == (1, 2, 205, 4) and torch.equal(kv.k[0, 0, 5:, 0], torch.arange(200.0))

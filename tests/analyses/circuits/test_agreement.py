@@ -8,6 +8,7 @@ targets are the words the templates put there."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -182,6 +183,9 @@ def test_an_unsolved_task_is_listed_and_skipped(tmp_path):
     assert len(res.summary) == 0 and res.raw == {}
     A.write(res, tmp_path / "out")
     assert "**No solved task**" in (tmp_path / "out" / "agreement.md").read_text()
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")  # the header row, not a 1-byte file
+    assert len(summary) == 0 and list(summary.columns) == A.SUMMARY_COLUMNS
+    assert {"layer", "head", "task"} <= set(pd.read_csv(tmp_path / "out" / "heads.csv").columns)
 
 
 def test_magnitude_ranks_the_absolute_mean_effect():

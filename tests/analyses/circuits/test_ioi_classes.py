@@ -86,3 +86,29 @@ def test_classify_gives_every_circuit_head_one_class(ioi):
     assert t.set_index("node").loc["a1.h0", "probe_labels"] == ""  # not labelled: label False
     assert (t.set_index("node").loc[["a0.h0"], "wang_class"] == "previous token").all()
     assert t.attrs["name_movers"] == []  # min_copy 2.0: no head can be a name mover, so no path to patch
+
+
+def test_another_models_labels_are_refused(ioi, tmp_path, monkeypatch, capsys):
+    """A probe's heads.csv of another model (its ``model`` column) is refused by ``classify`` and by
+    ``python -m analyses.circuits.ioi --labels``, as ``interp validate`` refuses it; the command says so
+    in one line before the attribution runs."""
+    import models
+    from analyses.circuits import ioi as I
+    from interp.view import view
+
+    model, pairs = ioi
+    scores = pd.Series({f"a{l}.h{h}": float(l + h) for l in range(2) for h in range(4)})
+    rows = dict(model=["minilm"], layer=[0], head=[0], role=["previous_token"], label=[True])
+    with pytest.raises(ValueError, match=r"column 'model' is 'minilm'.*" + repr(view(model).name)):
+        classify(model, pairs, scores, pd.DataFrame(rows), top=3, n_boot=10)
+    heads = tmp_path / "heads.csv"
+    pd.DataFrame(rows).to_csv(heads, index=False)
+
+    def no_attribution(*a, **k):
+        raise AssertionError("the labels must be refused before the attribution")
+
+    monkeypatch.setattr(models, "load", lambda name, **k: model)
+    monkeypatch.setattr(I, "node_scores", no_attribution)
+    assert I.main(["--labels", str(heads), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{heads}:2: column 'model' is 'minilm'" in err, err

@@ -154,3 +154,41 @@ def test_an_unsolved_task_is_reported_not_analysed(tiny_lm, tmp_path, monkeypatc
     assert "not analysed" in capsys.readouterr().out
     assert (out / "tasks.csv").is_file() and not (out / "nodes.csv").exists()
     assert "No circuit analysis for `ioi`" in (out / "report.md").read_text()
+
+
+def _heads_csv(path, model: str):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [dict(model=model, layer=0, head=1, role="subject_verb", reading="predictive", score=0.9, label=True)]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_labels_of_another_model_are_refused(tiny_lm, tmp_path, monkeypatch, capsys):
+    """`interp circuit --labels` refuses another model's heads.csv (MiniLM's labels as SmolLM2's
+    pattern-label baseline) as `interp validate` does: one line naming the row and both models,
+    before any pair is generated; nothing is written."""
+    import importlib
+
+    from interp.view import view
+
+    circuit_run = importlib.import_module("analyses.circuits.run")  # the module, not the package's run()
+
+    def no_pairs(*a, **k):
+        raise AssertionError("the labels must be refused before the analysis")
+
+    monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: tiny_lm)
+    monkeypatch.setattr(circuit_run, "_analyse", no_pairs)
+    heads = _heads_csv(tmp_path / "minilm" / "heads.csv", "minilm")
+    out = tmp_path / "out"
+    assert main(["circuit", "--task", "subject_verb", "--labels", str(heads), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("interp circuit: ") and "Traceback" not in err, err
+    name = view(tiny_lm).name
+    assert f"{heads}:2" in err and "'minilm'" in err and repr(name) in err, err
+    assert not out.exists()
+    # the model's own table, from any folder, is taken (as a path and as a table)
+    own = _heads_csv(tmp_path / "elsewhere" / "heads.csv", name)
+    table, source = circuit_run.pick_labels(tiny_lm, "subject_verb", str(own))
+    assert list(table["model"]) == [name] and source == f"read from `{own}`"
+    with pytest.raises(ValueError, match=r"column 'model' is 'minilm'"):
+        circuit_run.pick_labels(tiny_lm, "subject_verb", pd.read_csv(heads))

@@ -510,3 +510,50 @@ def test_summary_refused_by_a_model_folder_writes_nothing(tmp_path, capsys, word
     assert "report.html (written by interp circuit)" in _one_line_error(capsys, "summary")
     assert {n: ((out / n).stat().st_ino, (out / n).read_bytes()) for n in names} == before
     assert not [p for p in out.rglob(".interp-*") if p.is_dir()]
+
+
+# ---- issue 41: a failed run leaves no new empty --out (the commands that lock their folder themselves)
+
+
+def test_a_failed_train_or_tour_removes_the_empty_out_it_created(tmp_path, capsys, word_planted):
+    """`interp train` (a config with a syntax error) and `interp tour` (a head the model lacks) fail
+    after --out was created and locked: the folders they created are removed again; a folder that
+    existed before stays, with what it holds."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text("x = [\n")
+    new = tmp_path / "new" / "run"
+    assert main(["train", "--config", str(bad), "--out", str(new), "--no-progress"]) == 2
+    assert "bad.toml" in _one_line_error(capsys, "train")
+    assert main(["tour", "--model", "planted", "--layer", "99", "--out", str(new)]) == 2
+    assert "--layer 99" in _one_line_error(capsys, "tour")
+    assert sorted(os.listdir(tmp_path)) == ["bad.toml"]  # neither new/ nor new/run, nor a lock file
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    assert main(["tour", "--model", "planted", "--layer", "99", "--out", str(kept)]) == 2
+    capsys.readouterr()
+    assert kept.is_dir() and os.listdir(kept) == []
+
+
+# ---- issue 41: the module commands (python -m analyses.circuits.ioi / review) check --out first ----
+
+
+@pytest.mark.parametrize("module", ["ioi", "review"])
+def test_module_commands_refuse_a_bad_out_in_one_line_before_the_work(module, tmp_path, capsys, no_work):
+    """`python -m analyses.circuits.ioi|review --out` a file, or a folder holding a file of their names
+    that no toolkit run wrote: one line, exit status 2, before any model is loaded (it was a traceback
+    after the whole run); the file stays."""
+    import importlib
+
+    mod = importlib.import_module(f"analyses.circuits.{module}")
+    name = next(iter(mod.OUTPUTS))
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / name).write_text("a user's table")
+    for out, says in ((afile, "is a file, not a folder"), (theirs, "no toolkit run recorded writing them")):
+        assert mod.main(["--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"python -m analyses.circuits.{module}: ") and says in err, err
+        assert "\n" not in err and "Traceback" not in err, err
+    assert afile.read_text() == "mine" and (theirs / name).read_text() == "a user's table"

@@ -418,7 +418,7 @@ def planted_study():
     return run_planted_study()
 
 
-def run_planted_study():
+def run_planted_study(mask_lengths=(16,)):
     """``R.run`` end to end on the planted model: niah's trials replaced by planted haystacks (one
     needle token: the code), the model given a stand-in tokenizer (the rows decode ids) and room for
     the chat prompt the length check counts."""
@@ -438,7 +438,7 @@ def run_planted_study():
     m.tokenizer = SimpleNamespace(decode=lambda ids: " ".join(map(str, ids)))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(niah, "trials", planted_trials)
-        return R.run(m, lengths=(16,), n=1, mask_lengths=(16,), mask_n=4, k=1, draws=1, seed=2, progress=False)
+        return R.run(m, lengths=(16,), n=1, mask_lengths=mask_lengths, mask_n=4, k=1, draws=1, seed=2, progress=False)
 
 
 def test_run_gives_the_contract_result(planted_study):
@@ -470,6 +470,17 @@ def test_write_is_the_output_set_and_read_retrieval_reads_it_back(planted_study,
     assert list(record) == [k for k in res.info if k not in ("analysis", "params")]
     assert (out / "retrieval.png").read_bytes()[:4] == b"\x89PNG"
     R.write(res, out)  # a set the toolkit wrote is replaced without --force
+
+
+def test_no_masking_run_writes_its_tables_header_rows(planted_study, tmp_path):
+    """No solved length to mask at: masking.csv and mask_trials.csv are empty tables that pandas
+    reads, with the columns a masking run writes (not 1-byte files)."""
+    res = run_planted_study(mask_lengths=(32,))  # 32 was not run, so not solved
+    assert res.info["masked_lengths"] == [] and len(res.masking) == 0
+    R.write(res, tmp_path / "out")
+    for name, full in (("masking.csv", planted_study.masking), ("mask_trials.csv", planted_study.mask_trials)):
+        back = pd.read_csv(tmp_path / "out" / name)
+        assert len(back) == 0 and list(back.columns) == list(full.columns), name
 
 
 def test_old_names_warn_and_still_work(planted_study, tmp_path):

@@ -3,6 +3,8 @@ model, block-fed reducers against whole patterns and a loop reference, and the t
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -225,7 +227,7 @@ def test_run_refuses_bad_arguments():
         S.run(m, (8, 32), (2, 2), progress=False, tokenizer=tok)
     with pytest.raises(ValueError, match="at least 2 windows"):
         S.run(m, (8,), (1,), progress=False, tokenizer=tok)
-    with pytest.raises(ValueError, match="no sink token"):
+    with pytest.raises(ValueError, match="puts no special token first"):
         S.run(planted_model(attention="causal"), (8,), (2,), progress=False)
 
 
@@ -283,6 +285,10 @@ def test_length_tables_bookkeeping():
     assert summary.loc[("induction", 64), "cpu_s_per_window"] == pytest.approx(2.0)  # 4 s for 2 windows
     # the count's interval resamples windows: window 1 alone labels 2 sink heads at 64, so does window 0
     assert summary.loc[("attention_sink", 64), ["n_label_low", "n_label_high"]].tolist() == [2, 2]
+    # Gu et al.'s ratio: heads whose mean share exceeds 0.3 (0.8 and 0.5 at 64; 0.9 and 0.5 at 512), sink rows only
+    assert summary.loc[("attention_sink", 64), "gu_ratio"] == pytest.approx(2 / 3)
+    assert summary.loc[("attention_sink", 512), "gu_ratio"] == pytest.approx(2 / 3)
+    assert summary.loc[("previous_token", 64), ["gu_ratio"]].isna().all()
     per = S.persistence(S.head_table(run)).set_index(["role", "length_a", "length_b"])
     assert per.loc[("previous_token", 64, 512), "spearman"] == pytest.approx(-1.0)
     assert per.loc[("attention_sink", 64, 512), "n_both"] == 1  # head 0 keeps it, head 2 loses it
@@ -382,3 +388,61 @@ def test_cli_checks_the_lengths_and_windows_before_loading(tmp_path, monkeypatch
     )
     with pytest.raises(ValueError, match="query_block=0: give the query rows per block"):
         S.check_arguments([64], [8], query_block=0)
+
+
+def test_a_gpt_oss_models_learned_sinks_appear_in_the_sink_analysis(tmp_path):
+    """The tiny gpt-oss (``models/tiny.py``: learned sink logits, experts, sliding and full layers)
+    with the planted model's vocabulary and [CLS]-first tokenizer: ``learned_sink`` is scored for every
+    head, equals 1 - the pattern's row sum over the rows the sink share reads (by hand from the cache),
+    separates a head whose sink logit is 8 from one at -30, and reaches the report."""
+    from analyses.longctx.text import long_windows
+    from models.tiny import save_tiny
+
+    _, tok = _sink_model()
+    folder, _ = save_tiny("gpt_oss", tmp_path / "gpt_oss")
+    cfg = models.load(str(folder)).cfg.replace(d_vocab=len(tok.hf), n_ctx=N_CTX, name="tiny-gpt-oss")
+    m = models.Transformer(cfg, tokenizer=tok, seed=0).eval()
+    with torch.no_grad():
+        for b in m.blocks:
+            b.attn.sinks.copy_(torch.tensor([8.0, -30.0, -30.0, -30.0]))
+    assert S.has_learned_sinks(m) and not S.has_learned_sinks(_sink_model()[0])
+    run = S.run(m, lengths=(8, 16), n_windows=(2, 2), progress=False, tokenizer=tok)
+    w = run.windows
+    learned = S.main_rows(w)[lambda d: d.role == S.LEARNED_SINK]  # on its own input, text
+    assert len(learned) == (2 + 2) * cfg.n_layers * cfg.n_heads and set(learned.input) == {"text"}
+    assert (learned.baseline == 0).all()
+    # by hand: window 0 of length 8, its text ids (the sink first), each layer's pattern from the cache
+    ids = torch.tensor([[tok.hf.bos_token_id, *long_windows(tok.hf, 7, 2, 0)[0]]])
+    _, cache = m.run_with_cache(ids)
+    for l in range(cfg.n_layers):
+        share = 1 - cache[f"blocks.{l}.attn.hook_pattern"][0].sum(-1)  # [head, query]
+        expect = share[:, 1:].mean(-1)  # every row but the sink's own, as the sink share
+        got = learned[(learned.length == 8) & (learned.window == 0) & (learned.layer == l)].sort_values("head")
+        np.testing.assert_allclose(got.score, expect.numpy(), rtol=1e-5, atol=1e-6)
+    heads = S.head_table(run)
+    lab = heads[(heads.role == S.LEARNED_SINK) & heads.label]
+    assert set(lab["head"]) == {0} and set(lab["layer"]) == set(range(cfg.n_layers))
+    off = heads[(heads.role == S.LEARNED_SINK) & (heads["head"] == 1)]
+    assert (off.score < 1e-6).all()
+    S.write(run, tmp_path / "out")
+    text = (tmp_path / "out" / "sinks.md").read_text()
+    assert "**learned_sink**" in text and "| learned_sink |" in text
+
+
+def test_a_tokenizer_that_puts_its_own_bos_first_is_run_as_one_that_is_given_it():
+    """Gemma's tokenizer adds ``<bos>`` itself (nothing is prepended, ``prepend_bos`` is False): its
+    sink is that token, and the run equals the run whose tokenizer is told to prepend the same token
+    (it was refused: "puts no sink token first")."""
+    from tokenizers.processors import TemplateProcessing
+    from transformers import PreTrainedTokenizerFast
+
+    m, prepending = _sink_model()
+    backend = copy.deepcopy(prepending.hf._tokenizer)
+    backend.post_processor = TemplateProcessing(single="[CLS] $A", special_tokens=[("[CLS]", ID["[CLS]"])])
+    own = models.Tokenizer(
+        PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", bos_token="[CLS]")
+    )
+    assert own.hf("the cat")["input_ids"][0] == ID["[CLS]"] and not own.prepend_bos
+    a = S.run(m, (8, 16), (2, 2), progress=False, tokenizer=prepending)
+    b = S.run(m, (8, 16), (2, 2), progress=False, tokenizer=own)
+    pd.testing.assert_frame_equal(a.windows, b.windows)
