@@ -399,6 +399,40 @@ def head_sweep(
     return {name: values[i].cpu().numpy() for i, name in enumerate(result.metric_names)}
 
 
+def _token_batch(name: str, value: IdsLike) -> Tensor:
+    """``value`` as one tensor of token ids; a batch whose rows have different lengths (a ragged
+    list, a list of 1-d tensors) is refused in one line naming ``name`` and the lengths."""
+    if isinstance(value, (list, tuple)) and value and all(hasattr(r, "__len__") for r in value):
+        lengths = [len(r) for r in value]
+        if len(set(lengths)) > 1:
+            raise ValueError(
+                f"{name}: rows of different lengths {lengths}; pad them to one length and pass attention_mask "
+                "(0 on padding): patching copies activations position by position"
+            )
+        if all(isinstance(r, Tensor) for r in value):
+            return torch.stack(list(value))
+    return torch.as_tensor(value)
+
+
+def _same_padding(tokens: Tensor, clean_mask: IdsLike | None, corrupted_mask: IdsLike | None) -> None:
+    """Refuse a pair of batches whose rows are of different real lengths (their masks differ): position
+    i of a clean row would be copied into position i of a corrupted row that holds another token or
+    padding."""
+    if corrupted_mask is None:
+        return
+    clean = _mask_or_none(tokens, clean_mask)
+    corrupted = _mask_or_none(tokens, corrupted_mask).bool()
+    clean = torch.ones_like(corrupted) if clean is None else clean.bool()
+    differ = (clean != corrupted).any(-1)
+    if differ.any():
+        row = int(differ.nonzero()[0, 0])
+        raise ValueError(
+            f"row {row}: the clean prompt has {int(clean[row].sum())} real tokens and the corrupted one "
+            f"{int(corrupted[row].sum())} (or the padding sits elsewhere); patching copies activations position by "
+            "position, so each pair needs the same length and padding"
+        )
+
+
 @torch.no_grad()
 def patch_heads(
     model: Model,
@@ -412,13 +446,14 @@ def patch_heads(
     """Activation patching: run the corrupted input with one head's ``z`` taken from the clean run.
     Clean and corrupted prompts must have the same shape (token-aligned). Returns
     ``{metric: [n_heads_listed, batch]}``."""
-    clean_tokens = torch.as_tensor(clean_tokens)
-    corrupted_tokens = torch.as_tensor(corrupted_tokens)
+    clean_tokens = _token_batch("clean_tokens", clean_tokens)
+    corrupted_tokens = _token_batch("corrupted_tokens", corrupted_tokens)
     if clean_tokens.shape != corrupted_tokens.shape:
         raise ValueError(
             f"clean tokens {tuple(clean_tokens.shape)} and corrupted tokens {tuple(corrupted_tokens.shape)} must have "
             "the same shape: patching copies activations position by position"
         )
+    _same_padding(clean_tokens, attention_mask, corrupted_attention_mask)
     heads = all_heads(model) if heads is None else normalize_heads(model, heads)
     _, z = cache_z(model, clean_tokens, {layer for layer, _ in heads}, attention_mask=attention_mask)
     mask = corrupted_attention_mask if corrupted_attention_mask is not None else attention_mask
@@ -476,6 +511,8 @@ def patching_table(
     if not (isinstance(min_gap, (int, float)) and min_gap >= 0):
         raise ValueError(f"min_gap must be a number >= 0, got {min_gap!r}")
     heads = all_heads(model) if heads is None else normalize_heads(model, heads)
+    clean_tokens = _token_batch("clean_tokens", clean_tokens)
+    corrupted_tokens = _token_batch("corrupted_tokens", corrupted_tokens)
     patched = patch_heads(
         model, clean_tokens, corrupted_tokens, {"m": metric}, heads, attention_mask, corrupted_attention_mask
     )["m"]

@@ -94,26 +94,24 @@ def circuit_graph(
 ):
     """A networkx DiGraph of a circuit: its nodes with a ``pos`` (x = layer, y = head; MLPs above
     the heads, the input left, the logits right) and, from ``edges`` (columns upstream, downstream,
-    score), the edges whose endpoints are both in it. Without edges, each node is joined to the
-    logits (a node circuit says which components matter, not how they connect)."""
+    score), the edges whose endpoints are both in it. Without edges (None: a node-level run,
+    ``interp circuit --no-edges``) the graph has no edges at all, and ``g.graph["edges"]`` says
+    "not scored": a node circuit says which components matter, not how they connect, so nothing is
+    drawn that could be read as a scored connection. With a scored table it says "scored"."""
     import networkx as nx
 
     parsed = [parse_node(n) for n in nodes if n != INPUT]
     n_layers = n_layers if n_layers is not None else 1 + max((p[1] for p in parsed), default=0)
     n_heads = n_heads if n_heads is not None else 1 + max((p[2] or 0 for p in parsed), default=0)
-    g = nx.DiGraph()
+    g = nx.DiGraph(edges="not scored" if edges is None else "scored")
     for n in [*nodes, "logits"]:
         g.add_node(n, pos=_position(n, n_layers, n_heads))
-    if edges is not None and len(edges):
+    if edges is not None:
         keep = set(g.nodes)
         for r in edges.itertuples():
             u, v = edge_endpoint(r.upstream), edge_endpoint(r.downstream)
             if u in keep and v in keep and u != v:
                 g.add_edge(u, v, score=float(r.score))
-    else:
-        for n in nodes:
-            if n != INPUT:
-                g.add_edge(n, "logits", score=1.0)
     return g
 
 
@@ -126,7 +124,8 @@ def circuit_figure(
     title: str = "",
 ) -> bytes:
     """The circuit graph drawn layer by layer (left to right): heads as circles, MLPs as squares,
-    coloured by score (red positive, blue negative) where ``scores`` has them; edge width by |score|."""
+    coloured by score (red positive, blue negative) where ``scores`` has them; edge width by |score|.
+    Without ``edges`` the nodes stand alone, under a note that edges were not scored."""
     import networkx as nx
 
     plt = _plt()
@@ -164,6 +163,9 @@ def circuit_figure(
     ax.set_xlabel("layer (input left, logits right)")
     ax.set_ylabel("head (MLPs on top)")
     ax.tick_params(left=True, bottom=True, labelleft=True, labelbottom=True)
+    if g.graph["edges"] == "not scored":
+        title = f"{title}\n" if title else ""
+        title += "nodes only: edges not scored (node-level run)"
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()

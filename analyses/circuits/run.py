@@ -23,7 +23,16 @@ from analyses.circuits.attribution import METHODS
 from analyses.circuits.exact import exact_patching, rank_agreement
 from analyses.circuits.faithfulness import MIB_PROPORTIONS, edge_faithfulness_curve, faithfulness_curve, summarise_curve
 from analyses.circuits.nodes import INPUT, all_nodes, node_name, parse_node, scores_to_series, top_nodes
-from analyses.circuits.tasks import TASK_ROLES, TASKS, CircuitTask, check_task, task_accuracy
+from analyses.circuits.tasks import (
+    MIN_ACCURACY,
+    MIN_PAIRS,
+    TASK_ROLES,
+    TASKS,
+    CircuitTask,
+    check_task,
+    check_thresholds,
+    task_accuracy,
+)
 from analyses.contract import head_table, make_info
 from interp.pairs import Pairs, logit_diff
 from interp.view import view
@@ -337,6 +346,7 @@ def run(
 
     methods = list(methods)
     check_task(task)
+    check_thresholds(task_kw.get("min_accuracy", MIN_ACCURACY), task_kw.get("min_pairs", MIN_PAIRS))  # before loading
     before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)

@@ -35,6 +35,7 @@ __all__ = [
     "MIN_ACCURACY",
     "CircuitTask",
     "check_task",
+    "check_thresholds",
     "circuit_task",
     "task_accuracy",
     "clean_logit_diff",
@@ -133,6 +134,15 @@ def _generate(task: str, tokenizer: Any, n: int, seed: int) -> Pairs:
     return contrastive_pairs(task, tokenizer, n=n, seed=seed)
 
 
+def check_thresholds(min_accuracy: float = MIN_ACCURACY, min_pairs: int = MIN_PAIRS) -> None:
+    """Refuse, in one line, a ``min_accuracy`` outside [0, 1] or a ``min_pairs`` below 1 (a task
+    that needs 2 accuracy or -3 pairs is no threshold at all)."""
+    if isinstance(min_accuracy, bool) or not isinstance(min_accuracy, (int, float)) or not 0 <= min_accuracy <= 1:
+        raise ValueError(f"min_accuracy={min_accuracy!r}: give a share in [0, 1] (default {MIN_ACCURACY})")
+    if isinstance(min_pairs, bool) or not isinstance(min_pairs, (int, np.integer)) or min_pairs < 1:
+        raise ValueError(f"min_pairs={min_pairs!r}: give a whole number of solved pairs >= 1 (default {MIN_PAIRS})")
+
+
 def circuit_task(
     model: Any,
     task: str,
@@ -146,6 +156,7 @@ def circuit_task(
     and the solved ones with their held-out flags. ``generator(task, tokenizer, n, seed)`` stands in
     for ``contrastive_pairs`` (tests)."""
     check_task(task)
+    check_thresholds(min_accuracy, min_pairs)
     if n < 2:
         raise ValueError(f"n={n} pairs is too few; a task needs pairs to find and to evaluate circuits on")
     tokenizer = getattr(model, "tokenizer", None)

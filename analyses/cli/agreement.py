@@ -14,7 +14,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, comma_list, load_model
+from analyses.cli.common import (
+    add_force_argument,
+    add_model_arguments,
+    add_seed_argument,
+    comma_list,
+    load_model,
+    positive_int,
+    share,
+)
 
 TASKS = ("subject_verb", "ioi", "pronoun_gender")  # analyses.circuits.agreement.AGREEMENT_TASKS (no torch here)
 
@@ -25,12 +33,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--task", type=comma_list, default=list(TASKS), help=f"comma-separated, of {', '.join(TASKS)} (default: all)"
     )
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--n", type=int, default=200, help="pairs generated per task (default 200; the solved kept)")
-    parser.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples over pairs (default 2000)")
-    parser.add_argument("--top", type=int, default=5, help="the top-k heads compared by score and by effect (5)")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--min-accuracy", type=float, default=None, help="accuracy a task needs (default 0.7)")
-    parser.add_argument("--min-pairs", type=int, default=None, help="solved pairs a task needs (default 20)")
+    parser.add_argument(
+        "--n", type=positive_int, default=200, help="pairs generated per task (default 200; the solved kept)"
+    )
+    parser.add_argument(
+        "--n-boot", type=positive_int, default=2000, help="bootstrap resamples over pairs (default 2000)"
+    )
+    parser.add_argument(
+        "--top", type=positive_int, default=5, help="the top-k heads compared by score and by effect (5)"
+    )
+    parser.add_argument("--batch-size", type=positive_int, default=16)
+    parser.add_argument(
+        "--min-accuracy", type=share, default=None, help="accuracy a task needs, in [0, 1] (default 0.7)"
+    )
+    parser.add_argument("--min-pairs", type=positive_int, default=None, help="solved pairs a task needs (default 20)")
     add_seed_argument(parser)
     add_force_argument(parser)
 

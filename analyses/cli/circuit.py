@@ -3,9 +3,10 @@ a behaviour (attribution patching, EAP and EAP-IG, at node and edge level), and 
 circuits they select are, against random and pattern-label circuits and exact patching.
 
 Writes the files in ``analyses.circuits.OUTPUTS``, committed as a set when the run ends:
-tasks.csv (the model's accuracy on every task; a task it does not solve is reported and not
-analysed, exit status 1), nodes.csv, edges.csv, faithfulness.csv, summary.csv, faithfulness.png,
-circuit.png, report.md and circuit.json. ``--task`` is checked before the model is loaded.
+tasks.csv (the model's accuracy on the asked task, the only one whose pairs are built; a task it
+does not solve is reported and not analysed, exit status 1), nodes.csv, edges.csv,
+faithfulness.csv, summary.csv, faithfulness.png, circuit.png, report.md and circuit.json.
+``--task`` is checked before the model is loaded.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, load_model
+from analyses.cli.common import (
+    add_force_argument,
+    add_model_arguments,
+    add_seed_argument,
+    load_model,
+    positive_int,
+    share,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,12 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", required=True, help=f"{', '.join(TASKS[:-1])} or {TASKS[-1]}")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument(
-        "--n", type=int, default=240, help="pairs generated per task (default 240; a quarter held out for faithfulness)"
+        "--n",
+        type=positive_int,
+        default=240,
+        help="pairs generated for the task (default 240; a quarter held out for faithfulness)",
     )
     parser.add_argument("--methods", default="eap,eap-ig", help="attribution methods, comma-separated (eap, eap-ig)")
-    parser.add_argument("--steps", type=int, default=5, help="EAP-IG interpolation steps (default 5)")
+    parser.add_argument("--steps", type=positive_int, default=5, help="EAP-IG interpolation steps (default 5)")
     parser.add_argument("--no-edges", action="store_true", help="node level only (skip edge attribution)")
-    parser.add_argument("--top-edges", type=int, default=200, help="edges kept per method in edges.csv")
+    parser.add_argument("--top-edges", type=positive_int, default=200, help="edges kept per method in edges.csv")
     parser.add_argument(
         "--labels",
         default="auto",
@@ -37,15 +48,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "and previous-token heads read off attention patterns), 'none', or 'auto' (patterns where the "
         "task's role is one of those; default)",
     )
-    parser.add_argument("--n-random", type=int, default=10, help="random circuits per size (default 10)")
+    parser.add_argument("--n-random", type=positive_int, default=10, help="random circuits per size (default 10)")
     parser.add_argument("--no-exact", action="store_true", help="skip exact per-head patching (the ground truth)")
     parser.add_argument(
         "--exact-pairs", type=int, default=32, help="discovery pairs exact patching runs on (default 32; 0: all)"
     )
     parser.add_argument("--no-edge-curve", action="store_true", help="score edges but skip the edge-level curve")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--min-accuracy", type=float, default=None, help="accuracy a task needs (default 0.7)")
-    parser.add_argument("--min-pairs", type=int, default=None, help="solved pairs a task needs (default 100)")
+    parser.add_argument("--batch-size", type=positive_int, default=16)
+    parser.add_argument(
+        "--min-accuracy", type=share, default=None, help="accuracy the task needs, in [0, 1] (default 0.7)"
+    )
+    parser.add_argument(
+        "--min-pairs", type=positive_int, default=None, help="solved pairs the task needs (default 100)"
+    )
     add_seed_argument(parser)
     add_force_argument(parser)
 
@@ -61,9 +76,6 @@ def _check(args: argparse.Namespace) -> list[str]:
         raise ValueError(f"--methods {args.methods!r}: use a comma-separated list of {', '.join(METHODS)}")
     if args.exact_pairs < 0:
         raise ValueError(f"--exact-pairs must be >= 0 (0: every discovery pair), got {args.exact_pairs}")
-    for name in ("n", "steps", "n_random", "batch_size", "top_edges"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
     return methods
 
 
@@ -83,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             load_model(args, causal=True), args.task, n=args.n, seed=args.seed, methods=methods, steps=args.steps,
             edges=not args.no_edges, n_top_edges=args.top_edges, labels=args.labels, n_random=args.n_random,
             batch_size=args.batch_size, exact=not args.no_exact, exact_pairs=args.exact_pairs or None,
-            edge_curve=not args.no_edge_curve, progress=True, **kw,
+            edge_curve=not args.no_edge_curve, all_tasks=False, progress=True, **kw,
         )  # fmt: skip
         circuits.write(result, tmp)
     out = Path(args.out) / "report.md"

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -47,8 +48,12 @@ __all__ = [
     "add_text_argument",
     "add_worker_arguments",
     "comma_list",
+    "finite_float",
     "load_model",
     "passive_openmp",
+    "positive_int",
+    "probability",
+    "share",
     "threads",
 ]
 
@@ -163,6 +168,44 @@ def comma_list(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError(f"expected a comma-separated list of names, got {text!r}")
     return names
+
+
+def positive_int(text: str) -> int:
+    """A flag's ``type=`` for a count: a whole number >= 1 (argparse names the flag in its error)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give one >= 1") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v} must be at least 1")
+    return v
+
+
+def finite_float(text: str) -> float:
+    """A flag's ``type=`` for a number: finite (not nan or inf)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return v
+
+
+def share(text: str) -> float:
+    """A flag's ``type=`` for a share (an accuracy): a number in [0, 1]."""
+    v = finite_float(text)
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{v:g} is not a share in [0, 1] (e.g. 0.7)")
+    return v
+
+
+def probability(text: str) -> float:
+    """A flag's ``type=`` for a significance level: a number strictly between 0 and 1."""
+    v = finite_float(text)
+    if not 0.0 < v < 1.0:
+        raise argparse.ArgumentTypeError(f"{v:g} is not a probability strictly between 0 and 1 (e.g. 0.05)")
+    return v
 
 
 def load_model(args: argparse.Namespace, causal: bool = False):

@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the IOI prompts, read predictively), and your own files "
         "conllu=FILE (a CoNLL-U treebank: its nsubj arcs) and text=FILE (plain text, one sentence a line, "
         "parsed by spaCy: silver arcs); default: generated, or only your files where --conllu/--text-file or "
-        "a FILE source is given",
+        "a FILE source is given. Every run also adds --n random token sequences (20 to 200) repeated once, for "
+        "the duplicate-token and induction roles, your files' runs too",
     )
     parser.add_argument(
         "--weighting",
@@ -130,6 +131,8 @@ def _compute(world, args):
     from analyses import heads
 
     items = _items(args)  # before the model: a bad --conllu or --sources fails at once
+    if world.is_main:
+        _say_left_out(items)
     mine = _example_sentences(args.examples) if world.is_main else None  # a pipe is read once, here
     res = heads.run(
         args.model,
@@ -157,6 +160,20 @@ def _compute(world, args):
             f"{res.words['changed']} changed by normalisation under {res.name}'s tokenizer\n"
         )
     return res if world.is_main else None
+
+
+def _say_left_out(items) -> None:
+    """One stderr line per text file (``--sources text=FILE``) whose lines did not all give an item:
+    which lines, and why (the report's data section says the same)."""
+    from analyses.data import left_out_lines
+    from analyses.heads.report import left_out_text
+
+    for path, f in left_out_lines(items).items():
+        if f["left_out"]:
+            sys.stderr.write(
+                f"interp probe: {path}: {len(f['left_out'])} of {f['n_lines']} sentences give no subject-verb "
+                f"item and are left out: {left_out_text(f['left_out'])}\n"
+            )
 
 
 def _example_sentences(path) -> list[str] | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, load_model
+from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, load_model, positive_int
 
 
 def _mask_lengths(text: str) -> list[int]:
@@ -32,18 +32,8 @@ def _lengths(text: str) -> list[int]:
     return out
 
 
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} must be at least 1")
-    return v
-
-
 def _counts(text: str) -> list[int]:
-    return [_positive(x) for x in text.split(",") if x.strip()] or [_positive(text)]
+    return [positive_int(x) for x in text.split(",") if x.strip()] or [positive_int(text)]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,9 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[2048],
         help="lengths for the masking check (<= 2048 keeps it affordable on CPU), or 'none' (default 2048)",
     )
-    parser.add_argument("--mask-n", type=_positive, default=20, help="haystacks per masking length (default 20)")
-    parser.add_argument("--k", type=_positive, default=10, help="heads masked (default 10)")
-    parser.add_argument("--draws", type=_positive, default=3, help="draws of k random same-layer heads (default 3)")
+    parser.add_argument("--mask-n", type=positive_int, default=20, help="haystacks per masking length (default 20)")
+    parser.add_argument("--k", type=positive_int, default=10, help="heads masked (default 10)")
+    parser.add_argument("--draws", type=positive_int, default=3, help="draws of k random same-layer heads (default 3)")
     parser.add_argument(
         "--scope",
         choices=["decode", "all"],
@@ -90,10 +80,17 @@ def run(args) -> int:
     from interp.io import output_dir
 
     ranking = None
-    if args.ranking:  # read and checked before the model is loaded
-        from analyses.longctx.retrieval import read_retrieval
+    if args.ranking:  # read and checked before the model is loaded (its shape: before the first haystack)
+        from analyses.longctx.retrieval import check_ranking, read_retrieval
 
-        ranking = read_retrieval(args.ranking)
+        try:
+            ranking = read_retrieval(args.ranking)
+        except ValueError as e:  # its message starts with the file's name
+            raise ValueError(f"--ranking {e}") from None
+        try:
+            check_ranking(ranking, args.k)
+        except ValueError as e:
+            raise ValueError(f"--ranking {args.ranking}: {e}") from None
     from analyses.longctx import retrieval
 
     with output_dir(args.out, retrieval.OUTPUTS, command="interp retrieval", what="--out", force=args.force) as tmp:

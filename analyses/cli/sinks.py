@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import argparse
 
-from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, load_model
+from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, load_model, positive_int
 
 
 def _ints(text: str) -> list[int]:
     try:
-        out = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 64,512, got {text!r}") from None
+        out = [positive_int(x) for x in text.split(",") if x.strip()]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated positive integers such as 64,512, got {text!r}"
+        ) from None
     if not out:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 64,512, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers such as 64,512, got {text!r}")
     return out
 
 
@@ -31,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_seed_argument(parser)  # it shuffles the passages the windows are built from
     parser.add_argument(
         "--query-block",
-        type=int,
+        type=positive_int,
         default=None,
         help="compute each layer's pattern this many query rows at a time (memory block x n, not n^2; e.g. 256)",
     )
@@ -50,6 +52,12 @@ def run(args) -> int:
         raise ValueError("--lengths given without --windows: give one window count per length (e.g. --windows 8,4)")
     if len(windows) != len(lengths):
         raise ValueError(f"--windows has {len(windows)} counts for {len(lengths)} --lengths; give one per length")
+    try:  # the rest of run's checks, before the model is loaded
+        S.check_arguments(lengths, windows, query_block=args.query_block)
+    except ValueError as e:
+        raise ValueError(
+            f"--lengths {','.join(map(str, lengths))} --windows {','.join(map(str, windows))}: {e}"
+        ) from None
     with output_dir(args.out, S.OUTPUTS, command="interp sinks", what="--out", force=args.force) as tmp:
         model = load_model(args, causal=True)
         result = S.run(model, lengths, windows, seed=args.seed, query_block=args.query_block)

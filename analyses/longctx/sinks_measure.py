@@ -71,6 +71,7 @@ __all__ = [
     "repeated_window",
     "SinksResult",
     "run",
+    "check_arguments",
     "combine",
     "main_rows",
     "head_table",
@@ -286,14 +287,7 @@ def run(
     from tqdm.auto import tqdm
 
     lengths, n_windows = [int(x) for x in lengths], [int(x) for x in n_windows]
-    if len(lengths) != len(n_windows) or not lengths:
-        raise ValueError(f"give one window count per length: {len(lengths)} lengths, {len(n_windows)} window counts")
-    if len(set(lengths)) != len(lengths) or any(n < 4 for n in lengths):
-        raise ValueError(f"lengths must be distinct and at least 4 tokens, got {lengths}")
-    if not inputs or any(i not in INPUTS for i in inputs):
-        raise ValueError(f"inputs must be a non-empty subset of {list(INPUTS)}, got {list(inputs)}")
-    if any(k < 2 for k in n_windows):
-        raise ValueError(f"need at least 2 windows per length for an interval over windows, got {n_windows}")
+    check_arguments(lengths, n_windows, inputs, query_block)
     adapter = adapt(model, tokenizer)
     if not adapter.is_causal:
         raise ValueError(f"{adapter.name} is not a causal model; the sink-by-length analysis scores causal LMs")
@@ -356,6 +350,26 @@ def run(
                     checkpoint(so_far())
     bar.close()
     return so_far()
+
+
+def check_arguments(
+    lengths: Sequence[int], n_windows: Sequence[int], inputs: Sequence[str] = INPUTS, query_block: int | None = None
+) -> None:
+    """``run``'s settings checked without a model (``interp sinks`` calls it before loading one):
+    one window count (>= 2) per distinct length (>= 4 tokens), inputs from ``INPUTS``, and a
+    ``query_block`` of at least one row (or None)."""
+    if len(lengths) != len(n_windows) or not lengths:
+        raise ValueError(f"give one window count per length: {len(lengths)} lengths, {len(n_windows)} window counts")
+    if len(set(lengths)) != len(lengths) or any(n < 4 for n in lengths):
+        raise ValueError(f"lengths must be distinct and at least 4 tokens, got {list(lengths)}")
+    if not inputs or any(i not in INPUTS for i in inputs):
+        raise ValueError(f"inputs must be a non-empty subset of {list(INPUTS)}, got {list(inputs)}")
+    if any(k < 2 for k in n_windows):
+        raise ValueError(f"need at least 2 windows per length for an interval over windows, got {list(n_windows)}")
+    if query_block is not None and (
+        isinstance(query_block, bool) or not isinstance(query_block, int) or query_block < 1
+    ):
+        raise ValueError(f"query_block={query_block!r}: give the query rows per block, a whole number >= 1 (or None)")
 
 
 def _sink_id(tok) -> int | None:

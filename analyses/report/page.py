@@ -117,6 +117,7 @@ def _verdicts(validation: pd.DataFrame | None) -> dict[str, list[dict]]:
                 "metric": str(r.metric),
                 "effect": _num(getattr(r, "effect", None)),
                 "p": _num(getattr(r, "p_value", None)),
+                "n": None if pd.isna(getattr(r, "n_items", None)) else int(r.n_items),  # the prompts it rests on
                 "reason": "" if pd.isna(getattr(r, "reason", None)) else str(r.reason),
             }
         )

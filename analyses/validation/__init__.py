@@ -61,8 +61,11 @@ from analyses.validation.verdicts import (
     OLD_VERDICTS,
     UNDER_POWERED,
     VERDICTS,
+    check_settings,
     decide,
     empirical_p,
+    p_floor,
+    p_floor_problem,
     verdict_table,
 )
 
@@ -98,6 +101,9 @@ __all__ = [
     "fit_probe",
     "metric_functions",
     "empirical_p",
+    "p_floor",
+    "p_floor_problem",
+    "check_settings",
     "decide",
     "verdict_table",
     "validate",

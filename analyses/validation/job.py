@@ -15,6 +15,7 @@ import pandas as pd
 
 from analyses.validation.powered import PoweredResult, run_powered
 from analyses.validation.runner import ValidationResult, run
+from analyses.validation.verdicts import check_settings
 
 __all__ = ["default_n", "labels_for", "run_named", "run_powered_named"]
 
@@ -80,9 +81,10 @@ def run_named(
     None). ``info['n_heads_total']``: every head of the model."""
     from interp.distributed import current
 
+    check_settings(kw.get("alpha", 0.05), n=n, probe_n=probe_n, n_null=kw.get("n_null"))  # before the model loads
     loaded = _load(model, dtype, device)
     table, source = labels_for(loaded, labels, labels_path, probe_n=probe_n, seed=kw.get("seed", 0))
-    n = n or default_n(loaded)
+    n = default_n(loaded) if n is None else n
     result = run(loaded, table, n=n, probe_n=probe_n, world=world, **kw)
     if not (world if world is not None else current()).is_main:
         return None
@@ -107,10 +109,12 @@ def run_powered_named(
     as many random groups (None: 30); ``kw``: seed, ablation, max_heads_per_role, alpha."""
     from analyses.validation.prompts import is_lm
 
+    check_settings(kw.get("alpha", 0.05), n=n, n_null=n_null, probe_n=probe_n)  # before the model loads
     loaded = _load(model, dtype, device)
     if not is_lm(loaded):
         raise ValueError(f"--powered needs a causal LM with an LM head (e.g. smollm2); {model} is not one")
     table, source = labels_for(loaded, labels, labels_path, probe_n=probe_n, seed=kw.get("seed", 0))
-    result = run_powered(loaded, table, n=n or 120, n_null=n_null or 30, n_group_null=n_null or 30, **kw)
+    n, n_null = 120 if n is None else n, 30 if n_null is None else n_null
+    result = run_powered(loaded, table, n=n, n_null=n_null, n_group_null=n_null, **kw)
     _provenance(result, labels, labels_path, source)
     return result

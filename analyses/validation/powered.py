@@ -60,7 +60,7 @@ from analyses.validation.prompts import (
     pair_logit_diff,
 )
 from analyses.validation.runner import _labels_frame
-from analyses.validation.verdicts import decide, empirical_p
+from analyses.validation.verdicts import check_settings, decide, empirical_p
 from interp import interventions as iv
 from interp.names import act_name
 from interp.stats import bootstrap_ci
@@ -456,7 +456,9 @@ def _run_metric(model, plan: _Plan, ps: PromptSet, ablation: str, seed: int) -> 
 
 
 def _verdict_cols(row: dict, alpha: float) -> dict:
-    v, why = decide(row["effect"], row["ci_low"], row["ci_high"], row["min_effect"], row["p_value"], alpha)
+    v, why = decide(
+        row["effect"], row["ci_low"], row["ci_high"], row["min_effect"], row["p_value"], alpha, n_null=row["n_null"]
+    )
     return dict(verdict=v, reason=why)
 
 
@@ -524,6 +526,7 @@ def run_powered(
     ``POWERED_METRICS`` (a role outside it reads ``loss``)."""
     if ablation not in iv.ABLATIONS:
         raise ValueError(f"ablation {ablation!r} is unknown; use one of {iv.ABLATIONS}")
+    check_settings(alpha, n=n, n_null=n_null, n_group_null=n_group_null, max_heads_per_role=max_heads_per_role)
     name = model_name or view(model).name
     lab, skipped = _labelled(model, labels, name, max_heads_per_role)
     v = view(model)

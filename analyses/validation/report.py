@@ -10,7 +10,7 @@ import json
 import warnings
 from pathlib import Path
 
-from analyses.validation.verdicts import VERDICTS
+from analyses.validation.verdicts import VERDICTS, p_floor_problem
 from interp.display import md_table
 from interp.io import atomic_write, write_set
 
@@ -44,6 +44,7 @@ def report_markdown(result, labels_source: str, labels_sha256: str | None = None
         "",
         "Verdicts: " + ", ".join(f"{k}: {v}" for k, v in counts.items()) + f" (of {len(t)} labelled head-roles).",
         "",
+        *_floor_warning(t, info["alpha"]),
         "Rule: *validated* = the effect (clean score - ablated score, higher score = better behaviour) has a "
         "95% bootstrap interval above 0, is at least `min_effect`, and its empirical p-value against random "
         f"heads (+1 corrected) is at most {info['alpha']} (smallest attainable: 1/(n_null+1)); `q_value` is "
@@ -85,6 +86,14 @@ def report_markdown(result, labels_source: str, labels_sha256: str | None = None
     if info["n_null"] < info.get("n_heads_total", info["n_null"]):
         lines.append("Only evaluated heads (labelled ones and the random null sample) can appear here.\n")
     return "\n".join(lines) + "\n"
+
+
+def _floor_warning(table, alpha: float) -> list[str]:
+    """The report's loud line when the null is too small for any head to reach p <= alpha
+    (``p_floor_problem``, on the largest null of the table's rows); else nothing."""
+    n = table["n_null"].dropna() if "n_null" in table else table.iloc[:0]
+    why = p_floor_problem(int(n.max()), alpha) if len(n) else ""
+    return [f"**No head can be validated here**: {why}.", ""] if why else []
 
 
 def write(result, folder, force: bool = False) -> Path:
@@ -157,6 +166,7 @@ def powered_markdown(result, labels_source: str, seconds: float | None = None) -
         "position (the mean there over the reference prompts), every other role at all positions. "
         f"Input: {info.get('input', 'not recorded')}.",
         "",
+        *_floor_warning(t, info["alpha"]),
         "### The model's own accuracy per task (prompts it gets wrong are dropped)",
         "",
         md_table(result.accuracy, empty="(prompts given)"),

@@ -25,7 +25,7 @@ from analyses.contract import HEAD_KEYS, head_table, make_info
 from analyses.validation.labels import check_labels, check_labels_model, role_names
 from analyses.validation.metrics import REL_MIN_EFFECT, metric_functions, role_metric
 from analyses.validation.prompts import PromptSet, build_prompts, is_lm
-from analyses.validation.verdicts import empirical_p, null_effects, verdict_table
+from analyses.validation.verdicts import check_settings, empirical_p, null_effects, verdict_table
 from interp import interventions as iv
 from interp.distributed import World, current
 from interp.stats import bootstrap_ci
@@ -292,6 +292,7 @@ def run(
     """
     if ablation not in iv.ABLATIONS:
         raise ValueError(f"ablation {ablation!r} is unknown; use one of {iv.ABLATIONS}")
+    check_settings(alpha, n=n, n_null=n_null, n_layer_null=n_layer_null, max_heads_per_role=max_heads_per_role)
     name = model_name or view(model).name
     if labels is None:
         from analyses.heads import probe_heads  # lazily: heavy, and only needed without a table

@@ -51,6 +51,9 @@ __all__ = [
     "NO_METRIC",
     "UNREADABLE_PROBE",
     "empirical_p",
+    "p_floor",
+    "p_floor_problem",
+    "check_settings",
     "decide",
     "verdict_table",
 ]
@@ -97,10 +100,49 @@ def empirical_p(effect: float, null: Sequence[float]) -> float:
     return float((1 + np.sum(null >= effect)) / (1 + null.size))
 
 
+def p_floor(n_null: int) -> float:
+    """The smallest p ``empirical_p`` can give against ``n_null`` random heads: 1 / (n_null + 1)."""
+    return 1.0 / (n_null + 1)
+
+
+def p_floor_problem(n_null: int | None, alpha: float) -> str:
+    """'' when a head can reach p <= ``alpha`` against ``n_null`` random heads; else the sentence that
+    says it cannot (no head could be validated, whatever its effect) and the smallest null that can.
+    The verdict reads the raw p, not the q-value: BH (or Holm) only raises p, so a null too small for
+    the raw p is too small for any correction."""
+    if n_null is None or not n_null >= 1 or p_floor(n_null) <= alpha:
+        return ""
+    need = math.ceil(1 / alpha - 1 - 1e-9)
+    return (
+        f"the smallest p a head can reach against {n_null} random heads is 1/{n_null + 1} = "
+        f"{p_floor(n_null):.3f}, above alpha {alpha:g}, so no head can be validated; use {need} or more "
+        f"null heads (or a larger alpha)"
+    )
+
+
+def check_settings(alpha: float, **counts: int | None) -> None:
+    """Refuse, in one line naming the setting, an ``alpha`` outside (0, 1) and a count (``n``,
+    ``n_null``, ``max_heads_per_role``, ...) below 1 (None: the default, allowed): ``run`` and
+    ``run_powered`` call it before any model work."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha!r}: give a significance level strictly between 0 and 1 (e.g. 0.05)")
+    for name, v in counts.items():
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+            raise ValueError(f"{name}={v!r}: give a whole number >= 1 (or None for the default)")
+
+
 def decide(
-    effect: float, ci_low: float, ci_high: float, min_effect: float, p_value: float, alpha: float = 0.05
+    effect: float,
+    ci_low: float,
+    ci_high: float,
+    min_effect: float,
+    p_value: float,
+    alpha: float = 0.05,
+    n_null: int | None = None,
 ) -> tuple[str, str]:
-    """(verdict, reason) by the rule in the module docstring."""
+    """(verdict, reason) by the rule in the module docstring; each reason states what the numbers
+    show. ``n_null``: the heads in the null (for the reason of a measurable effect that is not
+    validated: how many random heads did as much, or that none did and p cannot go lower)."""
     if not np.isfinite(effect):
         return "inconclusive", "no prompt measured this metric"
     up = ci_low > 0 and effect >= min_effect
@@ -110,10 +152,31 @@ def decide(
     if -min_effect < ci_low and ci_high < min_effect:
         return "no effect", "the whole interval lies inside +-min_effect (equivalence)"
     if not up and not down:
+        if ci_low > 0:
+            return (
+                UNDER_POWERED,
+                "the interval lies above zero, but the effect is below min_effect and the interval reaches beyond it",
+            )
+        if ci_high < 0:
+            return (
+                UNDER_POWERED,
+                "the interval lies below zero (ablation helps), but the effect is smaller than min_effect "
+                "and the interval reaches beyond -min_effect",
+            )
         return UNDER_POWERED, "the interval does not clear zero and reaches beyond +-min_effect"
     if down:
         return "inconclusive", "ablation helps the behaviour"
-    return "inconclusive", "measurable effect, but random heads do as much"
+    if n_null is None or not n_null >= 1 or not np.isfinite(p_value):
+        return "inconclusive", f"measurable effect, but p = {p_value:.3g} against random heads is above alpha {alpha:g}"
+    as_large = max(0, round(p_value * (n_null + 1)) - 1)  # p = (1 + #{null >= effect}) / (1 + n_null)
+    if as_large == 0:
+        return "inconclusive", (
+            f"measurable effect, larger than all {n_null} random heads, but with {n_null} of them p cannot go "
+            f"below 1/{n_null + 1} = {p_floor(n_null):.3f}, above alpha {alpha:g}: too few null heads"
+        )
+    return "inconclusive", (
+        f"measurable effect, but {as_large} of {n_null} random heads do as much (p = {p_value:.3g} > alpha {alpha:g})"
+    )
 
 
 def null_effects(eff: dict, head: tuple[int, int], metric: str, pool: Sequence) -> np.ndarray:
@@ -163,7 +226,9 @@ def _verdict(row: pd.Series, metric: str | None, unreadable: set, alpha: float) 
         return "inconclusive", NO_METRIC
     if metric in unreadable:  # a probe that does not read the behaviour clean cannot show its loss
         return "inconclusive", UNREADABLE_PROBE
-    return decide(row["effect"], row["ci_low"], row["ci_high"], row["min_effect"], row["p_value"], alpha)
+    return decide(
+        row["effect"], row["ci_low"], row["ci_high"], row["min_effect"], row["p_value"], alpha, n_null=row["n_null"]
+    )
 
 
 def verdict_table(

@@ -331,6 +331,36 @@ def test_patching_table_is_layer_by_head_and_normalised_by_the_clean_corrupted_g
     )
 
 
+def test_patching_table_refuses_rows_of_different_lengths():
+    """Issue 41 item 5: a ragged batch (a list of rows, a list of 1-d tensors) and a pair whose clean
+    and corrupted rows have different real lengths (different masks) are refused in one line: patching
+    copies activations position by position, so position i would meet another token or padding."""
+    import numpy as np
+
+    model = _model()
+
+    def metric(lg):
+        return lg[:, -1, 0] - lg[:, -1, 1]
+
+    with pytest.raises(ValueError, match=r"clean_tokens: rows of different lengths \[3, 2\]"):
+        iv.patching_table(model, [[1, 2, 3], [4, 5]], [[1, 2, 3], [4, 6, 7]], metric, min_gap=0.0)
+    rows = [torch.tensor([1, 2, 3]), torch.tensor([4, 5])]
+    with pytest.raises(ValueError, match=r"corrupted_tokens: rows of different lengths \[3, 2\]"):
+        iv.patching_table(model, [[1, 2, 3], [4, 5, 6]], rows, metric, min_gap=0.0)
+    clean, corrupted = torch.tensor([[1, 2, 3], [4, 5, 6]]), torch.tensor([[1, 2, 3], [4, 5, 7]])
+    full, short = torch.ones(2, 3, dtype=torch.long), torch.tensor([[1, 1, 1], [1, 1, 0]])
+    with pytest.raises(ValueError, match="row 1: the clean prompt has 3 real tokens and the corrupted one 2"):
+        iv.patching_table(model, clean, corrupted, metric, attention_mask=full, corrupted_attention_mask=short)
+    # rows of one length, as tensors or lists, and one mask for both: the same table
+    a = iv.patching_table(model, clean, corrupted, metric, min_gap=0.0)
+    b = iv.patching_table(model, list(clean), [r.tolist() for r in corrupted], metric, min_gap=0.0)
+    c = iv.patching_table(
+        model, clean, corrupted, metric, attention_mask=full, corrupted_attention_mask=full, min_gap=0.0
+    )
+    np.testing.assert_allclose(a.to_numpy(), b.to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(a.to_numpy(), c.to_numpy(), rtol=1e-6)
+
+
 def test_patching_table_warns_when_the_gap_is_too_small_to_normalise_by():
     model = _model()
     clean, corrupted = _tokens(seed=1), _tokens(seed=2)

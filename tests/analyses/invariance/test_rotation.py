@@ -204,6 +204,28 @@ def test_model_checks_on_minilm_agree_and_leave_model_unchanged(minilm):
         assert torch.equal(v, before[k]), k
 
 
+def test_a_qk_rotation_on_minilm_keeps_its_output_only_with_the_biases_rotated(minilm):
+    """MiniLM's attention has biases: the score (x W_Q + b_Q)(x W_K + b_K)^T is unchanged by W_Q, W_K
+    -> W_Q R, W_K R only when b_Q, b_K -> b_Q R, b_K R too (``apply_spec`` rotates both; docs/hooks.md)."""
+    from analyses.invariance.common import model_tokens
+
+    assert minilm.blocks[0].attn.b_Q is not None and minilm.blocks[0].attn.b_Q.abs().max() > 0.1
+    tokens = model_tokens(minilm)
+    spec = rot.qk_orthogonal(minilm.cfg, torch.Generator().manual_seed(0))
+    rotated = rot.transform_heads(minilm, spec)
+    weights_only = rot.transform_heads(minilm, spec)
+    with torch.no_grad():
+        for block, src in zip(weights_only.blocks, minilm.blocks):
+            block.attn.b_Q, block.attn.b_K = src.attn.b_Q.detach(), src.attn.b_K.detach()
+        clean, both, alone = minilm(tokens), rotated(tokens), weights_only(tokens)
+
+    def change(out):
+        return float((out - clean).abs().max() / clean.abs().max())
+
+    assert change(both) < 1e-5  # measured 2.6e-7 (float32)
+    assert change(alone) > 0.05  # measured 0.17: the unrotated biases break the scores
+
+
 def test_rope_and_gqa_checks_on_smollm2(smollm2):
     from analyses.invariance.common import first_layers, model_tokens
 

@@ -342,6 +342,10 @@ def test_page_embeds_the_retrieval_scores_and_report(probed_planted):
         ("layer,head,score\n0,1,0.5\n", r"lacks the columns \['retrieval'\]"),
         ("layer,head,retrieval\n0,1,1.5\n", "line 2: retrieval=1.5 is not a share"),
         ("layer,head,retrieval\n0,x,0.5\n", "line 2: layer and head must be whole numbers"),
+        ("layer,head,retrieval\n0,1,nan\n", r"line 2: retrieval=nan is not a share in \[0, 1\] \(leave the cell empty"),
+        ("layer,head,retrieval\n0,1,inf\n", "line 2: retrieval=inf is not a share"),
+        ("layer,head,retrieval\n0,1,0.5\n0,1,0.2\n", r"line 3: layer 0, head 1 is listed twice \(first on line 2\)"),
+        ("layer,head,retrieval\n-1,1,0.5\n", "line 2: layer -1, head 1: layer and head count from 0"),
     ],
 )
 def test_read_retrieval_refuses_bad_tables_in_one_line(tmp_path, text, message):
@@ -364,6 +368,46 @@ def test_cli_refuses_bad_arguments_before_loading_a_model(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["retrieval", "--out", str(out), "--lengths", "512,x"])
     assert e.value.code == 2 and "comma-separated list of lengths" in capsys.readouterr().err
+
+
+def test_cli_names_the_ranking_flag_and_checks_it_before_loading(tmp_path, monkeypatch, capsys):
+    """Issue 41 item 5: a bad --ranking is refused before the model loads, in one line that names the
+    flag: a written nan, and a ranking with fewer scored heads than --k (the empty cells)."""
+    import models
+    from analyses.cli import main
+
+    monkeypatch.setattr(models, "load", lambda *a, **k: pytest.fail("loaded the model before checking --ranking"))
+    out = tmp_path / "out"
+    for text, message in [
+        ("layer,head,retrieval\n0,1,nan\n", "retrieval=nan is not a share"),
+        ("layer,head,retrieval\n0,1,0.5\n0,2,\n", "the ranking scores 1 heads, fewer than the k=10 to mask"),
+    ]:
+        bad = tmp_path / "ranking.csv"
+        bad.write_text(text)
+        assert main(["retrieval", "--out", str(out), "--ranking", str(bad)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"interp retrieval: --ranking {bad}") and message in err and "\n" not in err, err
+    assert not out.exists()
+    with pytest.raises(SystemExit) as e:
+        main(["retrieval", "--out", str(out), "--k", "0"])
+    assert e.value.code == 2 and "argument --k: 0 must be at least 1" in capsys.readouterr().err
+
+
+def test_run_refuses_a_ranking_outside_the_model_before_the_first_haystack(monkeypatch):
+    """A ranking of another model's heads used to be found after the accuracy run (52 s on SmolLM2);
+    ``run`` checks it against the model's shape before building a haystack."""
+    from types import SimpleNamespace
+
+    import analyses.longctx.niah as niah
+
+    monkeypatch.setattr(niah, "trials", lambda *a, **k: pytest.fail("built a haystack before checking the ranking"))
+    cfg = SimpleNamespace(n_ctx=100_000, n_layers=2, n_heads=4, name="tiny")
+    model = SimpleNamespace(cfg=cfg, tokenizer=object())
+    ranking = pd.DataFrame(dict(layer=[0, 5], head=[1, 0], retrieval=[0.9, 0.8]))
+    with pytest.raises(ValueError, match="names layer 5, head 0 .* but the model has 2 layers of 4 heads"):
+        R.run(model, lengths=[512], n=1, mask_lengths=[512], k=2, ranking=ranking, progress=False)
+    with pytest.raises(ValueError, match="scores 2 heads, fewer than the k=3"):
+        R.run(model, lengths=[512], n=1, mask_lengths=[512], k=3, ranking=ranking, progress=False)
 
 
 # -- the contract face: run, write, heads, info (the whole study on the planted model) ---------------

@@ -359,6 +359,37 @@ def test_the_contract_face_run_write_heads_info(tmp_path):
         S.nothing  # noqa: B018
 
 
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--query-block", "0"], "argument --query-block: 0 must be at least 1"),
+        (["--query-block", "-4"], "argument --query-block: -4 must be at least 1"),
+        (["--lengths", "64,0", "--windows", "8,8"], "argument --lengths: expected comma-separated positive integers"),
+    ],
+)
+def test_cli_refuses_bad_numbers_at_parse_time_naming_the_flag(tmp_path, monkeypatch, capsys, flags, message):
+    """Issue 41 item 5: ``--query-block 0`` was refused only after the model loaded, naming
+    ``pattern_blocks``; now argparse refuses it, naming the flag."""
+    monkeypatch.setattr(models, "load", lambda *a, **k: pytest.fail("loaded the model before checking the flags"))
+    with pytest.raises(SystemExit) as e:
+        main(["sinks", "--out", str(tmp_path / "o"), *flags])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and message in err and "pattern_blocks" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_checks_the_lengths_and_windows_before_loading(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(models, "load", lambda *a, **k: pytest.fail("loaded the model before checking the flags"))
+    assert main(["sinks", "--out", str(tmp_path / "o"), "--lengths", "64,512", "--windows", "8,1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "interp sinks: --lengths 64,512 --windows 8,1: need at least 2 windows per length for an interval over "
+        "windows, got [8, 1]"
+    )
+    with pytest.raises(ValueError, match="query_block=0: give the query rows per block"):
+        S.check_arguments([64], [8], query_block=0)
+
+
 def test_a_gpt_oss_models_learned_sinks_appear_in_the_sink_analysis(tmp_path):
     """The tiny gpt-oss (``models/tiny.py``: learned sink logits, experts, sliding and full layers)
     with the planted model's vocabulary and [CLS]-first tokenizer: ``learned_sink`` is scored for every

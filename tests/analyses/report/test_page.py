@@ -35,7 +35,7 @@ def planted_page(tmp_path_factory):
     report.write_report(df, out, examples=examples)
     validation = pd.DataFrame(
         {"layer": [0], "head": [2], "role": ["subject_verb"], "metric": ["sv"], "effect": [0.4], "p_value": [0.01]}
-    ).assign(verdict="validated")
+    ).assign(verdict="validated", n_items=8)
     html = page.render_page(
         df,
         sections=report.read_sections((out / "report.md").read_text()),
@@ -74,6 +74,7 @@ def test_head_table_round_trips(planted_page):
     assert [h["primary"] for h in data["heads"]] == list(rmap["primary"].astype(str))
     assert data["heads"][2]["primary"] == "subject_verb (retrospective)"  # the planted verb -> subject head
     assert data["verdicts"]["0,2"][0]["verdict"] == "validated"
+    assert data["verdicts"]["0,2"][0]["n"] == 8  # the prompts the verdict rests on (shown beside it)
     # a label carried by a source or subset row shows that row too, with the p-value that labelled it
     lab = df[df["label"].astype(bool) & ((df["source"] != "all") | (df["subset"] != "all"))]
     if "weighting" in df:

@@ -238,3 +238,25 @@ def test_the_detail_and_its_table_name_the_same_roles_and_the_caption_follows_th
         assert errors == []
     finally:
         ctx.close()
+
+
+def test_a_heads_validation_verdict_says_how_many_prompts_it_rests_on(browser, page_file, tmp_path):
+    """Issue 41 item 2: the head's causal verdict in its detail names the prompts it rests on."""
+    import shutil
+
+    import pandas as pd
+
+    folder = tmp_path / "model"
+    shutil.copytree(page_file.parent, folder)
+    (folder / "validation").mkdir()
+    pd.DataFrame({"layer": [0], "head": [2], "role": ["subject_verb"], "metric": ["sv_probe"], "effect": [0.4]}).assign(
+        p_value=0.2, n_items=8, verdict="inconclusive", reason="x"
+    ).to_csv(folder / "validation" / "validation.csv", index=False)
+    ctx, tab, errors = _open(browser, page.write_page(folder))
+    try:
+        tab.click('td.hx-cell[data-layer="0"][data-head="2"]')
+        text = tab.locator(".hx-detail p.hx-verdicts").inner_text()
+        assert "subject_verb inconclusive (sv_probe 0.400, p=0.200, 8 prompts)" in text, text
+        assert errors == []
+    finally:
+        ctx.close()

@@ -39,7 +39,9 @@ def planted_cli(monkeypatch):
 
 
 def _validate(labels, out) -> int:
-    return main(["validate", "--model", "planted", "--labels", str(labels), "--out", str(out), "--n-null", "6"])
+    # alpha 0.2: a null of 6 heads can reach it (p >= 1/7), so no small-null warning precedes a refusal
+    argv = ["validate", "--model", "planted", "--labels", str(labels), "--out", str(out), "--n-null", "6"]
+    return main([*argv, "--alpha", "0.2"])
 
 
 def test_labels_of_another_model_are_refused(tmp_path, capsys, planted_cli):

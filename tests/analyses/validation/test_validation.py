@@ -236,3 +236,104 @@ def test_q_family_is_a_roles_best_labels_by_probe_score(planted):
     assert set(t.index[t["q_value"].notna()]) == {0, 1, 2}  # the three highest probe scores
     full = V.run(model, pd.DataFrame(rows), prompts=V.planted_prompts(n=8, seed=0), seed=0, q_family=None)
     assert full.table["q_value"].notna().all()
+
+
+def test_reasons_follow_from_the_numbers():
+    """Issue 41 item 2: each reason says what the numbers show. A measurable effect that beats every
+    one of 10 random heads is not "random heads do as much" (p = 1/11 is simply the floor); an
+    interval wholly below (or above) zero does not "fail to clear zero"."""
+    verdict, why = V.decide(1.0, 0.5, 1.5, 0.1, 1 / 11, n_null=10)
+    assert verdict == "inconclusive"
+    assert "larger than all 10 random heads" in why and "1/11 = 0.091" in why and "do as much" not in why
+    verdict, why = V.decide(1.0, 0.5, 1.5, 0.1, 6 / 11, n_null=10)  # 5 of the 10 at least as large
+    assert verdict == "inconclusive" and "5 of 10 random heads do as much" in why
+    verdict, why = V.decide(-0.05, -0.2, -0.01, 0.1, 1.0, n_null=10)  # below zero, by less than min_effect
+    assert verdict == V.UNDER_POWERED and "lies below zero" in why and "does not clear zero" not in why
+    verdict, why = V.decide(0.05, 0.01, 0.2, 0.1, 0.01, n_null=10)  # above zero, under min_effect
+    assert verdict == V.UNDER_POWERED and "lies above zero" in why and "does not clear zero" not in why
+    assert "does not clear zero" in V.decide(0.5, -0.1, 1.1, 0.1, 0.01)[1]  # this one does straddle zero
+
+
+def test_a_null_too_small_to_validate_is_said_in_the_report(planted):
+    """p cannot go below 1/(n_null + 1): with 10 null heads (0.091 > alpha 0.05) no head can be
+    validated, and validation.md says so in bold, naming the null it would take."""
+    assert V.p_floor_problem(19, 0.05) == "" and V.p_floor_problem(None, 0.05) == ""
+    why = V.p_floor_problem(10, 0.05)
+    assert "1/11 = 0.091" in why and "above alpha 0.05" in why and "19 or more null heads" in why
+    assert "99 or more" in V.p_floor_problem(50, 0.01)
+    from analyses.validation.report import report_markdown
+
+    model, _ = planted
+    kw = dict(prompts=V.planted_prompts(n=6, seed=0), seed=2, n_boot=50)
+    small = V.run(model, _planted_labels(), n_null=6, **kw)
+    md = report_markdown(small, "given")
+    assert "**No head can be validated here**: the smallest p a head can reach against 6 random heads" in md
+    wide = V.run(model, _planted_labels(), alpha=0.2, n_null=6, **kw)  # 1/7 = 0.143 <= 0.2
+    assert "No head can be validated" not in report_markdown(wide, "given")
+
+
+def test_validation_settings_are_checked_before_the_work(planted):
+    model, _ = planted
+    for kw, name in [
+        (dict(alpha=2.0), "alpha=2.0"),
+        (dict(alpha=0.0), "alpha=0.0"),
+        (dict(n_null=0), "n_null=0"),
+        (dict(max_heads_per_role=0), "max_heads_per_role=0"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            V.run(model, _planted_labels(), prompts=V.planted_prompts(n=4, seed=0), **kw)
+    from analyses.validation.powered import run_powered
+
+    with pytest.raises(ValueError, match="max_heads_per_role=0"):
+        run_powered(model, _planted_labels(), max_heads_per_role=0)
+    with pytest.raises(ValueError, match="n=0"):
+        run_powered(model, _planted_labels(), n=0)
+    from analyses.validation import job
+
+    # the named runs: n=0 is refused (it used to mean the default, 120), before a model is looked up
+    with pytest.raises(ValueError, match="n=0"):
+        job.run_powered_named("no-such-model", n=0)
+    with pytest.raises(ValueError, match="n_null=0"):
+        job.run_named("no-such-model", n_null=0)
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--alpha", "2"], "--alpha"),
+        (["--alpha", "nan"], "--alpha"),
+        (["--n-null", "0"], "--n-null"),
+        (["--n", "0"], "--n"),
+        (["--powered", "--n", "0"], "--n"),
+        (["--powered", "--max-heads-per-role", "0"], "--max-heads-per-role"),
+        (["--n-layer-null", "-1"], "--n-layer-null"),
+    ],
+)
+def test_validate_refuses_bad_numbers_at_parse_time(tmp_path, monkeypatch, capsys, flags, named):
+    import models
+    from analyses.cli import main
+
+    monkeypatch.setattr(models, "load", lambda *a, **k: pytest.fail("loaded a model before checking the flags"))
+    with pytest.raises(SystemExit) as e:
+        main(["validate", "--labels", "patterns", "--out", str(tmp_path / "o"), *flags])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"argument {named}:" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_validate_warns_before_loading_when_no_head_can_be_validated(tmp_path, monkeypatch, capsys):
+    import models
+    from analyses.cli import main
+
+    def stop(*a, **k):
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(models, "load", stop)
+    assert main(["validate", "--labels", "patterns", "--out", str(tmp_path / "o"), "--n-null", "10"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("interp validate: warning: --n-null 10: the smallest p") and "1/11" in err[0]
+    assert err[1] == "interp validate: stop here"
+    main(["validate", "--labels", "patterns", "--out", str(tmp_path / "o"), "--powered", "--alpha", "0.01"])
+    assert "--n-null 30 (the default): the smallest p" in capsys.readouterr().err
+    main(["validate", "--labels", "patterns", "--out", str(tmp_path / "o"), "--n-null", "19"])
+    assert "warning" not in capsys.readouterr().err
