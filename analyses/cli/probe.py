@@ -27,6 +27,7 @@ from analyses.cli.common import (
     add_model_arguments,
     add_seed_argument,
     add_worker_arguments,
+    positive_int,
 )
 from analyses.workers import run_with_workers
 
@@ -82,6 +83,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-null", action="store_true", help="skip the randomly initialised null model")
     parser.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates (default 200)")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument(
+        "--query-block",
+        type=positive_int,
+        default=None,
+        metavar="ROWS",
+        help="reduce each layer's pattern ROWS query rows at a time (the toolkit's own models): memory "
+        "ROWS x n per layer instead of n x n, for long texts of your own (--sources text=FILE); the scores "
+        "are the same sums (default: whole patterns)",
+    )
     parser.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate (Holm), default 0.05")
     add_worker_arguments(parser)
     add_force_argument(parser)
@@ -148,6 +158,7 @@ def _compute(world, args):
         dtype=args.dtype,
         world=world,
         example_sentences=mine,
+        query_block=args.query_block,
     )
     if res.n_dropped and world.is_main:
         sys.stderr.write(

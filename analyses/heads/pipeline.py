@@ -106,6 +106,7 @@ def run(
     progress: bool = True,
     examples: bool = True,
     example_sentences: Sequence[str] | None = None,
+    query_block: int | None = None,
 ) -> ProbeResult:
     """The probe as ``interp probe`` runs it. ``model`` is a name or folder for ``models.load`` (on
     ``device``, in ``dtype``; with several CUDA workers each takes ``cuda:<local rank>``) or a loaded
@@ -115,7 +116,9 @@ def run(
     scores cannot be defined there. ``n`` also sets the random repeated-token sequences
     (``n_repeat_for``). ``examples``: take every head's patterns on the example sentences for the
     figures and the page (``example_sentences``, one string each, replace the built-in ones on the
-    page). The other arguments go to ``probe_items``; defaults are ``DEFAULTS``."""
+    page). ``query_block``: each layer's pattern reduced that many query rows at a time
+    (``models.blockwise``; the toolkit's own models), so a long sentence costs block x n per layer, not
+    n x n. The other arguments go to ``probe_items``; defaults are ``DEFAULTS``."""
     import torch
 
     import models
@@ -143,6 +146,7 @@ def run(
                 progress=progress and w.is_main,
                 weighting=tuple(weighting),
                 world=world,
+                query_block=query_block,
             )
         figures, page = _examples(model, df, example_sentences) if examples and w.is_main else (None, None)
     if w.is_main:
@@ -151,6 +155,8 @@ def run(
             df.attrs["example_sentences"] = len(page["sentences"]) if page else len(list(example_sentences))
     params = dict(n=n, n_repeat=n_repeat_for(n), null_model=null_model, n_boot=n_boot, alpha=alpha)
     params.update(batch_size=batch_size, weighting=list(weighting), device=device, dtype=dtype, workers=w.size)
+    if query_block is not None:
+        params.update(query_block=query_block)
     return ProbeResult(
         heads=df if w.is_main else None,
         info=make_info("heads", model, seed, **params),

@@ -16,7 +16,6 @@ __all__ = [
     "NORM_LABEL_ROLES",
     "MAP_ROLES",
     "SINK_ROLES",
-    "LEARNED_SINK",
     "IDLE",
     "SINK_WRITER",
     "NOOP_IDLE",
@@ -132,7 +131,6 @@ NORM_LABEL_ROLES = ("attention_sink", "delimiter", "punctuation", "sep_eos")
 # learned_sink: a model with learned sink logits (gpt-oss, Config.attn_sinks) only, the part of each
 # softmax row its sink logit takes (1 - the pattern's row sum); part of the sink layer
 SINK_ROLES = ("attention_sink", "noop_sink", "learned_sink")
-LEARNED_SINK = "learned_sink"
 SINK_WRITER = "sink writer"
 NOOP_IDLE = "no-op sink"
 IDLE = "idle (sink)"

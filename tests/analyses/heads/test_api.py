@@ -13,10 +13,12 @@ import pickle
 import pkgutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from analyses import contract, heads
+from analyses.cli import main
 from tests.factories import planted_items, planted_model
 
 # used as modules (``from analyses.heads import report``), not re-exported name by name
@@ -120,6 +122,22 @@ def test_run_gives_a_result_that_keeps_the_contract(result):
     back = pickle.loads(pickle.dumps(result))  # what a worker sends: the model stays behind
     assert back.model is None and result.model is not None
     pd.testing.assert_frame_equal(back.heads, result.heads)
+
+
+def test_run_in_query_blocks_gives_the_whole_pattern_table(result):
+    """``run(query_block=3)`` (``interp probe --query-block 3``): each layer's pattern reduced three
+    query rows at a time gives the whole-pattern run's table (the same sums, to float rounding), and
+    the block size is in ``info``; ``--query-block 0`` is refused naming the flag."""
+    blocked = heads.run(
+        planted_model(values=True), planted_items(40, seed=2), n=20, n_boot=10, null_model=False, query_block=3
+    )
+    assert blocked.info["params"]["query_block"] == 3 and "query_block" not in result.info["params"]
+    a, b = result.heads, blocked.heads
+    numeric = [c for c in a.columns if pd.api.types.is_float_dtype(a[c])]
+    pd.testing.assert_frame_equal(a.drop(columns=numeric), b.drop(columns=numeric))
+    np.testing.assert_allclose(b[numeric].to_numpy(float), a[numeric].to_numpy(float), rtol=1e-5, atol=1e-6)
+    with pytest.raises(SystemExit):
+        main(["probe", "--out", "unused", "--query-block", "0"])
 
 
 def test_write_writes_the_outputs_as_one_set(result, tmp_path, cheap_figures):
