@@ -365,10 +365,7 @@ class Attention(nn.Module):
             scores = torch.tanh(scores / cfg.attn_softcap) * cfg.attn_softcap
         if cfg.positional == "alibi":
             scores = scores - self._alibi_bias(positions, scores.dtype, rows)
-        allowed, empty_rows = masks.allowed, masks.empty_rows
-        if rows is not None:  # the masks' query axis is 1 where every query sees the same keys
-            allowed = allowed if allowed is None or allowed.shape[2] == 1 else allowed[:, :, rows]
-            empty_rows = empty_rows if empty_rows is None else empty_rows[:, :, rows]
+        allowed, empty_rows = masks.rows(rows)  # a block's rows only: no whole mask for a block
         if allowed is not None:
             scores = scores.masked_fill(~allowed, float("-inf"))
         scores = self.hook_attn_scores(scores)

@@ -196,15 +196,14 @@ def test_blocks_are_bitwise_at_head_width_64(key, rows):
 
 def _mask_from_row_zero(monkeypatch):
     """A mutant: every block takes the masks' first rows (the slice forgets the block's start)."""
-    original = Attention._eager_rows
+    original = Masks.rows
 
-    def mutant(self, q, k, v, positions, masks, rows):
-        if rows is not None and masks.allowed is not None and masks.allowed.shape[2] > 1:
-            rolled = torch.roll(masks.allowed, rows.start, dims=2)  # rolled[start + r] = allowed[r]
-            masks = Masks(rolled, masks.empty_rows, masks.padded, masks.n_queries, masks.past, masks.window)
-        return original(self, q, k, v, positions, masks, rows)
+    def mutant(self, rows):
+        if rows is not None:
+            rows = slice(0, rows.stop - rows.start)
+        return original(self, rows)
 
-    monkeypatch.setattr(Attention, "_eager_rows", mutant)
+    monkeypatch.setattr(Masks, "rows", mutant)
 
 
 def _alibi_from_row_zero(monkeypatch):
@@ -396,3 +395,37 @@ def test_probe_with_blocks_gives_the_same_table():
     a, b = whole[num].to_numpy(float), blocked[num].to_numpy(float)
     assert np.array_equal(np.isnan(a), np.isnan(b))
     assert np.nanmax(np.abs(a - b)) < 1e-6
+
+
+@pytest.mark.parametrize("key", ["llama_like", "sliding"])
+def test_no_whole_mask_is_built_where_no_path_needs_one(key, monkeypatch):
+    """The masks are a recipe until asked (``models.masks.Masks``): an unpadded causal forward on the
+    fused path builds none (SDPA gets the causal flag; a sliding layer still gets HF's mask, as HF
+    passes it), and the eager path in blocks of 3 rows builds masks of at most 3 query rows, never the
+    n x n one; the outputs are the whole-mask run's."""
+    model = _family(key)
+    tokens, _ = tiny_batch(model.cfg)
+    n = tokens.shape[1]
+    built: list[tuple[int, int]] = []
+    original = Masks._build
+
+    def counting(self, rows):
+        out = original(self, rows)
+        if out[0] is not None:
+            built.append((out[0].shape[2], self.window or 0))
+        return out
+
+    monkeypatch.setattr(Masks, "_build", counting)
+    with torch.no_grad():
+        model(tokens)
+        fused = list(built)
+        built.clear()
+        with pattern_blocks(model, 3):
+            blocked = model(tokens, exact=True)
+        in_blocks = list(built)
+        built.clear()
+        whole = model(tokens, exact=True)
+    assert all(window for _, window in fused), fused  # only the sliding layers' mask, as HF's SDPA call has it
+    assert in_blocks and max(rows for rows, _ in in_blocks) <= 3, in_blocks
+    assert max(rows for rows, _ in built) == n  # the whole-pattern eager path builds the whole mask
+    torch.testing.assert_close(blocked, whole, rtol=1e-4, atol=1e-5)  # blocks: other GEMM shapes (the bound above)
