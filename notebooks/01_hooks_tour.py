@@ -100,6 +100,43 @@ are, is_ = lm.tokenizer.hf.encode(" are")[0], lm.tokenizer.hf.encode(" is")[0]
 print("logit(are) - logit(is):", (logits[0, -1, are] - logits[0, -1, is_]).item())
 
 # %% [markdown]
+# ## Attention by hand
+#
+# A head's pattern is softmax(q k^T / sqrt(d_head) + mask): the mask is 0 where a query may look and -inf where it
+# may not (the causal LM's upper triangle; MiniLM masks nothing on one unpadded sentence). Two things to mind:
+# - RoPE rotates q and k *after* `hook_q`/`hook_k`: the scores read the rotated ones, `hook_rot_q`/`hook_rot_k`
+#   (on MiniLM, which has no RoPE, these equal `hook_q`/`hook_k`).
+# - Grouped-query attention: SmolLM2 has 9 query heads and 3 key/value heads; query head h reads key head
+#   h // group_size, so each key head is repeated group_size times (`repeat_interleave`).
+
+
+# %%
+def pattern_by_hand(model, ids, layer, q_hook, k_hook, **kwargs):
+    """softmax(q k^T / sqrt(d_head) + mask) for every head of one layer, and the model's own pattern."""
+    name = f"blocks.{layer}.attn."
+    _, c = model.run_with_cache(ids, names_filter=lambda n: n.startswith(name), **kwargs)
+    q, k = c[name + q_hook][0], c[name + k_hook][0]  # [pos, head, d_head], [pos, kv_head, d_head]
+    k = k.repeat_interleave(model.cfg.n_heads // k.shape[1], dim=1)  # key head g serves query heads g*G .. g*G+G-1
+    scores = torch.einsum("qhd,khd->hqk", q, k) / model.cfg.d_head**0.5
+    n = scores.shape[-1]
+    mask = torch.full((n, n), float("-inf")).triu(1) if model.cfg.is_causal else torch.zeros(n, n)
+    return (scores + mask).softmax(-1), c[name + "hook_pattern"][0]
+
+
+for label, m, ids, q_hook, k_hook, kw in [
+    ("SmolLM2 layer 3, rotated q, k", lm, b.input_ids, "hook_rot_q", "hook_rot_k", {}),
+    ("SmolLM2 layer 3, q, k before RoPE", lm, b.input_ids, "hook_q", "hook_k", {}),
+    ("MiniLM layer 2, q, k", model, batch.input_ids, "hook_q", "hook_k", {"attention_mask": batch.attention_mask}),
+]:
+    mine, theirs = pattern_by_hand(m, ids, 2 if m is model else 3, q_hook, k_hook, **kw)
+    diff = (mine - theirs).abs().max().item()
+    print(f"{label:36s} max |by hand - hook_pattern| = {diff:.1e}")
+    if "before RoPE" in label:
+        assert diff > 0.01, diff  # without the rotation the scores are not the model's
+    else:
+        assert diff < 1e-5, diff
+
+# %% [markdown]
 # ## Coming from TransformerLens
 #
 # TransformerLens code runs unchanged: `to_tokens` returns a `[batch, pos]` tensor, `run_with_cache` returns

@@ -63,6 +63,24 @@ heads.sort_values("tv", ascending=False).head(5)
 rot.model_rotation_checks(minilm, tokens, model64=minilm64)[COLS]
 
 # %% [markdown]
+# MiniLM's projections have biases: a query is x W_Q + b_Q, a key x W_K + b_K. The scores keep only if the biases
+# rotate with their weights (b_Q R, b_K R), which `rot.transform_heads` does. Rotating W_Q and W_K alone, keeping
+# b_Q and b_K, changes them: the largest score change over the 6 layers, relative to the largest score, both ways.
+
+# %%
+from analyses.invariance.common import generator, relerr
+
+spec = rot.qk_orthogonal(minilm.cfg, generator(0))
+with_biases = rot.transform_heads(minilm, spec)  # W_Q R, b_Q R, W_K R, b_K R
+without_biases = rot.transform_heads(minilm, spec)
+for block, original in zip(without_biases.blocks, minilm.blocks):  # put the original b_Q, b_K back
+    block.attn.b_Q, block.attn.b_K = original.attn.b_Q.detach().clone(), original.attn.b_K.detach().clone()
+reference = rot.observe(minilm, tokens)["scores"]
+for what, edited in [("biases rotated too", with_biases), ("biases kept", without_biases)]:
+    change = max(relerr(a, b) for a, b in zip(rot.observe(edited, tokens)["scores"], reference))
+    print(f"W_Q R, W_K R, {what:18s} relative score change {change:.1e}")
+
+# %% [markdown]
 # Any invertible A with W_Q A and W_K A^-T keeps the scores; the round-off grows linearly with cond(A) (relative error
 # about u * cond(A)), always inside the a-priori bound.
 

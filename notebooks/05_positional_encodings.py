@@ -1,11 +1,16 @@
 # %% [markdown]
 # # 05 · Positional encodings on trial
 #
-# The seeds say: attention alone is order-blind (shuffle the words, same answer); learned absolute
+# Two meanings of "seed" below. *The seed documents* are the project's source texts (in Japanese, in
+# `../shared/seeds/` beside the repository): the claims this notebook puts on trial come from them, and
+# "what the seeds say" quotes them. *Random seeds* (`seed=0`, "three seeds") are the integers that fix a
+# run's random initialisation and data: a result is repeated over several of them.
+#
+# The seed documents say: attention alone is order-blind (shuffle the words, same answer); learned absolute
 # positions do not extrapolate past the trained length; RoPE and ALiBi depend on distance only. The
 # second-round study (`interp positional --budget full --jobs 2`, see
 # `docs/positional.md`) tests each claim on a task that isolates it, over every scheme and three
-# seeds, and trains one model per scheme on natural text. This notebook shows the study's tables
+# random seeds, and trains one model per scheme on natural text. This notebook shows the study's tables
 # (if the full run is in `docs/positional_study/`), then re-runs small versions of each experiment
 # live: seconds on a CPU.
 
@@ -64,7 +69,7 @@ pd.DataFrame(rows).pivot(index="scheme", columns="attention", values="accuracy")
 # figure is `docs/positional_study/extrapolation.png`). The learned model's position table has 8 L
 # rows, but training sequences have L tokens, so rows L..8L never get a gradient (and are kept out of
 # weight decay): past L it reads position vectors that are still at their random initialisation,
-# which is the seeds' claim about untrained positions, measured.
+# which is the seed documents' claim about untrained positions, measured.
 
 # %%
 spec = quick.copy_back

@@ -6,17 +6,23 @@ Two checks, so that the cheap one runs on every edit and the expensive one once:
 - ``test_committed_notebook_is_what_its_source_builds`` (fast, in process): the source's cells, built
   without executing, equal the committed notebook's cells (type, id, source), and the committed notebook
   is executed: every code cell has run, in order, with no error output.
-- ``test_notebook_runs`` (slow): executes every cell of the source again. To make that cheaper the
-  five notebooks share one kernel (started once: torch, transformers and the models' files are read
-  once), each starting from an emptied namespace (``%reset -f``: a name a notebook forgot to define or
-  import still fails) with torch's grad mode, thread count and default dtype, pandas' options and
-  matplotlib's figures put back; ``models.load("minilm")`` and ``models.load("smollm2")`` load each
-  model once for all five and hand every call a deep copy (``_SHARED_LOADS``); and with
-  ``NOTEBOOKS_SMOKE=1``, which notebooks 02 and 04 read to probe and validate fewer sentences.
-Outputs are not compared byte for byte across machines (numbers may differ in the last bits between
-CPUs); ``build.clean`` strips what differs between two runs on one machine."""
+- ``test_notebook_runs`` (slow): executes every cell of the source again, on the same data as the
+  build, and compares the fresh text outputs with the committed ones cell by cell
+  (``output_differences``): a library change that moves a count, a label or a number the committed
+  notebook shows fails here, naming the notebook, the cell and the number, until the notebook is
+  rebuilt. To make the run cheaper the five notebooks share one kernel (started once: torch,
+  transformers and the models' files are read once), each starting from an emptied namespace
+  (``%reset -f``: a name a notebook forgot to define or import still fails) with torch's grad mode,
+  thread count and default dtype, pandas' options and matplotlib's figures put back; and
+  ``models.load("minilm")`` and ``models.load("smollm2")`` load each model once for all five and hand
+  every call a deep copy (``_SHARED_LOADS``).
+Outputs are not compared byte for byte (numbers may differ in the last bits between CPUs and thread
+counts): ``build.clean`` strips what differs between two runs on one machine, and the comparison
+reads numbers at their printed precision (see ``REL_TOL``)."""
 
+import itertools
 import os
+import re
 
 import nbformat
 import pytest
@@ -64,6 +70,137 @@ def test_a_source_edit_shows_as_a_difference(tmp_path):
     assert _cells(fresh) != _cells(committed)
 
 
+# The comparison of a fresh run's text outputs (stdout, text/plain, text/markdown; figures and HTML
+# are not compared) with the committed ones: the text around the numbers exactly, with runs of
+# whitespace collapsed (a wider number shifts a table's columns); a number written without a decimal
+# point or exponent (a count, an index, a shape, a layer) exactly; any other number within REL_TOL of
+# the committed value or one unit of its last printed digit, whichever is larger; two numbers both
+# under ROUNDOFF in magnitude are equal (measured fp32/fp64 round-off and p-values like 1e-41 differ
+# between CPUs and thread counts); a number followed by "s", "ms" or "seconds" is a timing and is not
+# compared. Object ids (0x...) and temporary folders are masked by build.clean on both sides.
+REL_TOL = 1e-3
+ROUNDOFF = 1e-5
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?!\w)")
+_TIMING = re.compile(r" ?(?:s|ms|seconds)\b")
+
+
+def _texts(cell) -> list[str]:
+    texts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            texts.append(out["text"])
+        elif "data" in out:
+            texts += [out["data"][mime] for mime in ("text/plain", "text/markdown") if mime in out["data"]]
+    return texts
+
+
+def _numbers(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """The text with every compared number replaced by #, whitespace collapsed, and the numbers with
+    the line each sits in."""
+    skeleton, numbers, at = [], [], 0
+    for m in _NUMBER.finditer(text):
+        if _TIMING.match(text, m.end()):
+            skeleton.append(text[at : m.start()] + "<time>")
+        else:
+            skeleton.append(text[at : m.start()] + "#")
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            line_end = text.find("\n", m.end())
+            numbers.append((m.group(), text[line_start : line_end if line_end >= 0 else None].strip()))
+        at = m.end()
+    skeleton.append(text[at:])
+    return " ".join("".join(skeleton).split()), numbers
+
+
+def _unit(number: str) -> float:
+    """One unit of the last printed digit: 0.034 -> 0.001, 6.8205e-24 -> 1e-28."""
+    mantissa, _, exponent = number.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return 10.0 ** (int(exponent or 0) - decimals)
+
+
+def same_number(committed: str, fresh: str) -> bool:
+    """Whether a fresh output's number equals the committed one at its printed precision."""
+    if not re.search(r"[.eE]", committed) or not re.search(r"[.eE]", fresh):
+        return committed.lstrip("+") == fresh.lstrip("+")  # counts, indices, shapes: exactly
+    a, b = float(fresh), float(committed)
+    if abs(a) < ROUNDOFF and abs(b) < ROUNDOFF:
+        return True
+    return abs(a - b) <= max(REL_TOL * abs(b), _unit(committed), _unit(fresh)) * (1 + 1e-9)  # 1e-9: 0.035 - 0.034
+
+
+def output_differences(committed, fresh, name: str) -> list[str]:
+    """Where ``fresh`` (a notebook run again, cleaned by build.clean) shows other text or numbers than
+    ``committed``, cell by cell (cells matched by id), one line per difference."""
+    runs = {c.get("id"): c for c in fresh.cells if c.cell_type == "code"}
+    found = []
+    for cell in (c for c in committed.cells if c.cell_type == "code"):
+        where = f"{name} {cell.id}"
+        old, new = _texts(cell), _texts(runs.get(cell.id, {}))
+        if len(old) != len(new):
+            found.append(f"{where}: {len(old)} text outputs committed, {len(new)} in a fresh run")
+            continue
+        for old_text, new_text in zip(old, new):
+            (old_skeleton, old_numbers), (new_skeleton, new_numbers) = _numbers(old_text), _numbers(new_text)
+            if old_skeleton != new_skeleton:
+                lines = itertools.zip_longest(old_text.splitlines(), new_text.splitlines(), fillvalue="")
+                first = next(((a, b) for a, b in lines if _numbers(a)[0] != _numbers(b)[0]), (old_text, new_text))
+                found.append(f"{where}: the text differs: committed {first[0].strip()!r}, fresh {first[1].strip()!r}")
+                continue
+            for (a, line), (b, fresh_line) in zip(old_numbers, new_numbers):
+                if not same_number(a, b):
+                    found.append(f"{where}: committed {a}, fresh {b} (committed line {line!r}, fresh {fresh_line!r})")
+    return found
+
+
+def _one_cell(text: str):
+    cell = nbformat.v4.new_code_cell("print(...)", id="cell-01")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    return nbformat.v4.new_notebook(cells=[cell])
+
+
+_COMMITTED = "155 hook points\nrelative change 0.034\nlogit 3.4096603393554688\np 6.8205e-24 err 2.5e-07\nran in 3 s\n"
+
+
+@pytest.mark.parametrize(
+    "fresh, shown",
+    [
+        (_COMMITTED, None),
+        (_COMMITTED.replace("155", "156"), "committed 155, fresh 156"),  # a count: exactly
+        (_COMMITTED.replace("0.034", "0.036"), "committed 0.034, fresh 0.036"),  # two units of the last digit
+        (_COMMITTED.replace("0.034", "0.035"), None),  # one unit: the last printed digit may flip
+        (_COMMITTED.replace("3.4096603393554688", "3.4200"), "committed 3.4096603393554688, fresh 3.4200"),
+        (_COMMITTED.replace("3.4096603393554688", "3.4096593141555786"), None),  # within REL_TOL
+        (_COMMITTED.replace("6.8205e-24", "6.9e-24").replace("2.5e-07", "3.1e-07"), None),  # both under ROUNDOFF
+        (
+            _COMMITTED.replace("hook points", "hooks"),
+            "the text differs: committed '155 hook points', fresh '155 hooks'",
+        ),
+        (_COMMITTED.replace("155 hook", "155   hook").replace("3 s", "41 s"), None),  # column widths, timings
+        (_COMMITTED.replace("0.034", "1"), "committed 0.034, fresh 1"),  # a float that became an integer
+    ],
+)
+def test_output_comparison(fresh, shown):
+    """The comparison ``test_notebook_runs`` makes: what it reports, naming the notebook, cell and number."""
+    found = output_differences(_one_cell(_COMMITTED), _one_cell(fresh), "01_hooks_tour")
+    if shown is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0].startswith("01_hooks_tour cell-01: ") and shown in found[0], found
+
+
+def test_a_moved_count_in_a_committed_notebook_shows():
+    """On a committed notebook itself: no difference with itself, one when its hook count moves."""
+    committed = nbformat.read(SOURCES[0].with_suffix(".ipynb"), as_version=4)
+    assert output_differences(committed, committed, "01_hooks_tour") == []
+    moved = nbformat.reads(nbformat.writes(committed), as_version=4)
+    cell = next(c for c in moved.cells if any(" hook points" in t for t in _texts(c)))
+    stream = next(o for o in cell.outputs if o.output_type == "stream")
+    count = int(stream.text.split()[0])
+    stream.text = stream.text.replace(f"{count} hook points", f"{count + 1} hook points")
+    found = output_differences(committed, moved, "01_hooks_tour")
+    assert found and found[0].startswith(f"01_hooks_tour {cell.id}: committed {count}, fresh {count + 1}"), found
+
+
 def _reset_cell() -> str:
     """What one notebook may leave behind for the next in the shared kernel, put back."""
     return (
@@ -84,7 +221,7 @@ def kernel():
     client = NotebookClient(
         nb, timeout=600, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(build.ROOT)}}
     )
-    env = {**os.environ, "NOTEBOOKS_SMOKE": "1", "PYTHONHASHSEED": "0"}
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
     with client.setup_kernel(env=env):
         client.nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(_SHARED_LOADS)])
         client.execute_cell(client.nb.cells[0], 0)
@@ -118,3 +255,6 @@ def test_notebook_runs(source, kernel):
             kernel.execute_cell(cell, index)  # raises CellExecutionError, naming the cell, on any failure
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    committed = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    differences = output_differences(committed, build.clean(nb), source.stem)
+    assert not differences, "\n".join(differences[:12] + [f"rebuild it: python notebooks/build.py {source.stem[:2]}"])
