@@ -6,7 +6,8 @@
 # with ablating random heads. Verdicts: `validated`, `no effect` (labelled by attention; the effect's interval lies
 # inside +-min_effect), `inconclusive (under-powered)` (an interval too wide to say either), `inconclusive`. Section 5
 # follows one head through the head catalogue, where a head's pattern and its effect are joined into one verdict. The
-# notebook runs in about 2 minutes on a CPU, most of it loading MiniLM and SmolLM2 and patching SmolLM2.
+# notebook runs in about 50 seconds on a 2-core CPU (measured), most of it loading MiniLM and SmolLM2 and patching
+# SmolLM2.
 
 # %%
 import pandas as pd
@@ -79,15 +80,20 @@ mres.table[["layer", "head", "role", "metric", "effect", "null_mean", "null_std"
 # Each MiniLM metric is a linear probe read from a final state (`sv_probe`: the subject's number, from the masked verb;
 # `anaphora_probe`: the antecedent's gender, from the masked pronoun; `prev_word_probe`: "the" or "a", from the
 # noun; `delimiter_probe`: "." or "!", from the verb), trained on half of the N prompts of its role and scored on the
-# other half. `clean_accuracy` is the share of those held-out prompts it gets right with nothing ablated; each probe
-# has two answers, so chance is 0.5. An ablation can only show that a head is used through a probe that reads the
-# behaviour in the first place: `sv_probe` at 0.4 (4 of 10 held-out prompts here, below chance) reads nothing, so a
-# subject_verb head validated on it gets `inconclusive` (the probe does not read the behaviour), never `no effect`.
-# The last table lists heads without a label whose ablation still has a significant effect (none here).
+# other half with nothing ablated. `clean_accuracy` is the share of those held-out prompts it gets right; each probe
+# has two answers, so chance is 0.5. `sv_probe` at 0.40 is below chance: the probe does not read the subject's number
+# reliably from MiniLM's masked verb (its mean log-odds is positive only because a few prompts are read with great
+# confidence), so an ablation's effect on it would say little; no head is validated on it here (the labels above are
+# previous-token heads). The run calls a probe unreadable when its mean held-out log-odds is <= 0, and then gives
+# its heads `inconclusive` with that reason instead of a verdict: here `prev_word_probe` (accuracy 0.5, chance), the
+# very metric of the previous-token heads above, which is why all three are inconclusive. The last table lists heads
+# without a label whose ablation still has a significant effect (none here).
 
 # %%
 for metric, acc in mres.info["clean_accuracy"].items():
     print(f"{metric:16s} held-out accuracy {acc:.2f}  mean log-odds {mres.info['clean'][metric]:+.2f}")
+for metric, reason in mres.table.groupby("metric").reason.first().items():
+    print(f"the verdicts on {metric}: {reason}")
 mres.unlabelled.head()
 
 # %% [markdown]

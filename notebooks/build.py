@@ -3,7 +3,7 @@
 ``notebooks/NN_name.ipynb``, executed, so that a reader on a code host sees every figure and table
 without running anything.
 
-    python notebooks/build.py             # all five (about two CPU-minutes)
+    python notebooks/build.py             # all five (about three minutes on 2 cores)
     python notebooks/build.py 02 05       # by number, by name (02_head_roles) or by path
     python notebooks/build.py --no-execute --out /tmp/nb 03   # the cells only, elsewhere
 

@@ -205,6 +205,7 @@ def _reset_cell() -> str:
     """What one notebook may leave behind for the next in the shared kernel, put back."""
     return (
         "%reset -f\n"
+        "%matplotlib inline\n"  # the library's figure functions switch to Agg, where plt.show() shows nothing
         "import warnings as _w, torch as _t, pandas as _pd, matplotlib.pyplot as _plt\n"
         f"_t.set_grad_enabled(True); _t.set_num_threads({torch.get_num_threads()}); _t.set_default_dtype(_t.float32)\n"
         "with _w.catch_warnings():\n"
