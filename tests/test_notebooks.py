@@ -259,3 +259,76 @@ def test_notebook_runs(source, kernel):
     committed = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
     differences = output_differences(committed, build.clean(nb), source.stem)
     assert not differences, "\n".join(differences[:12] + [f"rebuild it: python notebooks/build.py {source.stem[:2]}"])
+
+
+# What the notebooks teach (issue 41, "a student's first day"), read from the committed outputs, which
+# test_notebook_runs keeps equal to a fresh run's.
+def _committed(stem: str):
+    return nbformat.read(build.HERE / f"{stem}.ipynb", as_version=4)
+
+
+def _output_lines(nb) -> list[str]:
+    return [line for c in nb.cells if c.cell_type == "code" for t in _texts(c) for line in t.splitlines()]
+
+
+@pytest.mark.parametrize(
+    "stem, term",
+    [
+        ("02_head_roles", "p_adjusted"),
+        ("02_head_roles", "null_score"),
+        ("02_head_roles", "relative"),
+        ("02_head_roles", "Holm"),
+        ("04_causal_validation", "sv_probe"),
+        ("05_positional_encodings", "seeds"),
+    ],
+)
+def test_a_term_is_explained_before_an_output_shows_it(stem, term):
+    """The first cell that uses ``term`` (code or output) comes after a markdown cell that explains it: its
+    name in backticks followed by a colon or '=' (or, for Holm, the method; for the seeds, both meanings)."""
+    explained = {
+        "Holm": re.compile(r"Holm's method"),
+        "seeds": re.compile(r"seed documents.*\.\./shared/seeds/.*Random seeds", re.S),
+    }.get(term, re.compile(rf"`{term}`\s*(?:\([^)]*\))?\s*(?:[:=]|at|is)"))
+    nb = _committed(stem)
+    used = next(
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and (re.search(rf"\b{term}\b", c.source) or any(term in t for t in _texts(c)))
+    )
+    where = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and explained.search(c.source)), None)
+    assert where is not None and where < used, (
+        f"{stem}: {term} is used in cell {used} before a markdown cell explains it"
+    )
+
+
+def test_01_builds_attention_by_hand():
+    """softmax(q k^T / sqrt(d) + mask) from the rotated q and k equals hook_pattern; from q and k before RoPE it
+    does not; and on MiniLM from hook_q/hook_k."""
+    found = {}
+    for line in _output_lines(_committed("01_hooks_tour")):
+        m = re.match(r"(.+?)\s+max \|by hand - hook_pattern\| = (\S+)", line)
+        if m:
+            found[m.group(1)] = float(m.group(2))
+    assert found.get("SmolLM2 layer 3, rotated q, k", 1) < 1e-5, found
+    assert found.get("MiniLM layer 2, q, k", 1) < 1e-5, found
+    assert found.get("SmolLM2 layer 3, q, k before RoPE", 0) > 1e-2, found
+
+
+def test_02_own_role_labels_a_head_or_says_why_not():
+    lines = _output_lines(_committed("02_head_roles"))
+    counts = {
+        m[1]: int(m[2]) for m in (re.match(r"attends to \[(\w+)\]: (\d+) of \d+ heads labelled", x) for x in lines) if m
+    }
+    assert counts and max(counts.values()) > 0, counts
+    if min(counts.values()) == 0:  # a role that labels nothing shows its best head's effect against the margin
+        assert any(re.match(r"best head L\d+H\d+: score \S+ - uniform \S+ = \S+", x) for x in lines), lines
+        assert any("beat the uniform head by more than the margin" in x for x in lines), lines
+
+
+def test_03_rotating_wq_wk_needs_the_biases_too():
+    changes = {}
+    for line in _output_lines(_committed("03_invariances")):
+        m = re.match(r"W_Q R, W_K R, (.+?)\s+relative score change (\S+)", line)
+        if m:
+            changes[m.group(1)] = float(m.group(2))
+    assert changes.get("biases rotated too", 1) < 1e-5 and changes.get("biases kept", 0) > 0.1, changes
