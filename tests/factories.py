@@ -289,3 +289,29 @@ def save_tiny_family(key: str, folder, vocab_size: int = 97, tokenizer=None, see
     if tokenizer is not None:
         tokenizer.save_pretrained(str(folder))
     return folder
+
+
+def run_unblocking_fifo(call, fifo, timeout: float = 30.0) -> tuple[dict, bool]:
+    """``call()`` in a thread: ({"value": its result} or {"error": what it raised}, whether it hung). A
+    call that blocks reading the FIFO ``fifo`` is unblocked (a writer opened and closed) after
+    ``timeout`` seconds, so a test fails instead of hanging."""
+    import os
+    import stat
+    import threading
+
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except Exception as e:  # noqa: BLE001 - the test inspects it
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=timeout)
+    hung = thread.is_alive()
+    if hung and stat.S_ISFIFO(os.lstat(fifo).st_mode):
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(timeout=timeout)
+    return outcome, hung

@@ -14,8 +14,6 @@ import json
 import math
 import os
 import re
-import stat
-import threading
 import warnings
 
 import pytest
@@ -25,7 +23,7 @@ import transformers
 import models
 from interp.hooks import HookReturnError
 from models.loading import UnsupportedModelError
-from tests.factories import planted_model, tiny_batch, tiny_hf_llama_config, tiny_model
+from tests.factories import planted_model, run_unblocking_fifo, tiny_batch, tiny_hf_llama_config, tiny_model
 
 V = 97
 
@@ -480,23 +478,8 @@ def _special(path, kind):
 
 
 def _load_guarded(folder, path):
-    """models.load in a thread: a load that blocks on a FIFO is unblocked (its writer opened and
-    closed) after 30 s, and the test fails instead of hanging."""
-    outcome = {}
-
-    def run():
-        try:
-            outcome["model"] = models.load(str(folder))
-        except Exception as e:  # noqa: BLE001 - the test inspects it
-            outcome["error"] = e
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout=30)
-    hung = thread.is_alive()
-    if hung and stat.S_ISFIFO(os.lstat(path).st_mode):
-        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-        thread.join(timeout=30)
+    """models.load in a thread (``run_unblocking_fifo``): the test fails instead of hanging on a FIFO."""
+    outcome, hung = run_unblocking_fifo(lambda: models.load(str(folder)), path)
     assert not hung, f"loading a folder whose {path.name} is a FIFO hung"
     return outcome
 

@@ -13,7 +13,7 @@ import models
 from analyses.data.corpora import english_passages
 from models import bpe
 from models.training import STATE_FILE, TrainConfig, Trainer, heldout_windows, lr_factor
-from tests.factories import tiny_config
+from tests.factories import run_unblocking_fifo, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is fastest on shared cores
 
@@ -294,26 +294,9 @@ def _saved_with_special_meta(corpus, tmp_path, kind):
 
 
 def _refused_without_hanging(call, fifo):
-    """call() in a thread: the ValueError it raised. A call that blocks on ``fifo`` is unblocked (its
-    writer opened and closed) after 30 s, and the test fails instead of hanging."""
-    import stat
-    import threading
-
-    outcome = {}
-
-    def run():
-        try:
-            call()
-        except Exception as e:  # noqa: BLE001 - the test inspects it
-            outcome["error"] = e
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout=30)
-    hung = thread.is_alive()
-    if hung and stat.S_ISFIFO(os.lstat(fifo).st_mode):
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        thread.join(timeout=30)
+    """call() in a thread (``run_unblocking_fifo``): the ValueError it raised; the test fails instead
+    of hanging on ``fifo``."""
+    outcome, hung = run_unblocking_fifo(call, fifo)
     assert not hung, f"hung reading the FIFO {fifo}"
     error = outcome.get("error")
     assert isinstance(error, ValueError) and "\n" not in str(error), error
